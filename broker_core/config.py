@@ -1,0 +1,307 @@
+"""Broker configuration: RocketMQ ``broker.conf`` keys, Python field names with units.
+
+Sources, lowest priority first: defaults, a ``broker.conf`` file (Java properties syntax), environment
+variables ``BROKER_CORE_<KEY>`` (``<KEY>`` is the conf key in upper snake case, e.g.
+``BROKER_CORE_DELETE_WHEN=04``, or the conf key itself, e.g. ``BROKER_CORE_deleteWhen``), and
+explicit overrides (command-line options). Unknown keys are kept in ``extra`` and reported by
+``unknown_keys`` rather than rejected, so a full upstream ``broker.conf`` loads unchanged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ENV_PREFIX = "BROKER_CORE_"
+
+FLUSH_TYPES = ("ASYNC_FLUSH", "SYNC_FLUSH")
+BROKER_ROLES = ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE")
+
+
+class ConfigError(ValueError):
+    """A configuration value that cannot be used; names the key and the source."""
+
+
+def _f(key: str, default: Any, doc: str, aliases: tuple[str, ...] = ()) -> Any:
+    return field(default=default, metadata={"key": key, "doc": doc, "aliases": aliases})
+
+
+@dataclass
+class BrokerConfig:
+    # Identity and cluster
+    broker_cluster_name: str = _f("brokerClusterName", "DefaultCluster", "cluster this broker belongs to")
+    broker_name: str = _f("brokerName", "broker-a", "broker name; master and slaves share it")
+    broker_id: int = _f("brokerId", 0, "0 = master, >0 = slave")
+    broker_role: str = _f("brokerRole", "ASYNC_MASTER", "ASYNC_MASTER | SYNC_MASTER | SLAVE")
+    broker_ip: str = _f("brokerIP1", "127.0.0.1", "IPv4 address stored in records and message ids")
+    listen_port: int = _f("listenPort", 10911, "port the broker serves on")
+    namesrv_addr: str = _f("namesrvAddr", "", "name servers, HOST:PORT[;HOST:PORT]")
+    auto_create_topic_enable: bool = _f("autoCreateTopicEnable", False, "create unknown topics on first send")
+    default_topic_queue_nums: int = _f("defaultTopicQueueNums", 4, "queues of an auto-created topic")
+    # Paths
+    store_path_root_dir: str = _f("storePathRootDir", str(Path.home() / "store"), "store root directory")
+    store_path_commit_log: str = _f("storePathCommitLog", "", "CommitLog directory (default ROOT/commitlog)")
+    store_path_consume_queue: str = _f(
+        "storePathConsumeQueue", "", "ConsumeQueue directory (default ROOT/consumequeue)")
+    store_path_index: str = _f("storePathIndex", "", "IndexFile directory (default ROOT/index)")
+    store_checkpoint: str = _f("storeCheckpoint", "", "checkpoint file (default ROOT/checkpoint)")
+    abort_file: str = _f("abortFile", "", "abort marker file (default ROOT/abort)")
+    # Files and limits
+    mapped_file_size_commit_log_bytes: int = _f(
+        "mapedFileSizeCommitLog", 1024 * 1024 * 1024, "CommitLog segment size", ("mappedFileSizeCommitLog",))
+    mapped_file_size_consume_queue_bytes: int = _f(
+        "mapedFileSizeConsumeQueue", 300_000 * 20, "ConsumeQueue file size (multiple of 20)",
+        ("mappedFileSizeConsumeQueue",))
+    max_message_size_bytes: int = _f("maxMessageSize", 4 * 1024 * 1024, "largest body accepted")
+    warm_mapped_file_enable: bool = _f(
+        "warmMapedFileEnable", True, "pre-touch the pages of the next CommitLog segment", ("warmMappedFileEnable",))
+    # Flush
+    flush_disk_type: str = _f("flushDiskType", "ASYNC_FLUSH", "ASYNC_FLUSH | SYNC_FLUSH")
+    flush_interval_commit_log_ms: int = _f("flushIntervalCommitLog", 500, "async flush interval")
+    flush_commit_log_least_pages: int = _f("flushCommitLogLeastPages", 4, "dirty 4 KiB pages before an async flush")
+    flush_commit_log_thorough_interval_ms: int = _f(
+        "flushCommitLogThoroughInterval", 10_000, "flush everything at least this often")
+    flush_commit_log_timed: bool = _f("flushCommitLogTimed", False, "sleep instead of waiting for a wakeup")
+    flush_interval_consume_queue_ms: int = _f("flushIntervalConsumeQueue", 1000, "ConsumeQueue flush interval")
+    flush_consume_queue_least_pages: int = _f("flushConsumeQueueLeastPages", 2, "dirty pages before a CQ flush")
+    flush_consume_queue_thorough_interval_ms: int = _f(
+        "flushConsumeQueueThoroughInterval", 60_000, "flush all ConsumeQueues at least this often")
+    sync_flush_timeout_ms: int = _f("syncFlushTimeout", 5000, "SYNC_FLUSH wait before FLUSH_DISK_TIMEOUT")
+    transient_store_pool_enable: bool = _f(
+        "transientStorePoolEnable", False, "not supported: appends always go to the mapped file")
+    # Index and query
+    message_index_enable: bool = _f("messageIndexEnable", True, "build IndexFiles for keys and unique ids")
+    max_hash_slot_num: int = _f("maxHashSlotNum", 5_000_000, "hash slots per IndexFile")
+    max_index_num: int = _f("maxIndexNum", 20_000_000, "entries per IndexFile")
+    default_query_max_num: int = _f("defaultQueryMaxNum", 32, "default cap of a key query")
+    # Recovery
+    check_crc_on_recover: bool = _f("checkCRCOnRecover", True, "verify body CRCs during recovery")
+    # Retention and disk guard
+    delete_when: str = _f("deleteWhen", "04", "hours (HH, ';'-separated) when expired files are deleted")
+    file_reserved_time_hours: float = _f("fileReservedTime", 72, "keep files at least this many hours")
+    disk_max_used_space_ratio: int = _f("diskMaxUsedSpaceRatio", 75, "percent of disk use that triggers a clean")
+    disk_space_clean_forcibly_ratio: float = _f(
+        "diskSpaceCleanForciblyRatio", 0.85, "disk use ratio that cleans regardless of age")
+    disk_space_warning_level_ratio: float = _f(
+        "diskSpaceWarningLevelRatio", 0.90, "disk use ratio that refuses writes")
+    clean_file_forcibly_enable: bool = _f("cleanFileForciblyEnable", True, "allow cleaning unexpired files when full")
+    delete_commit_log_files_interval_ms: int = _f("deleteCommitLogFilesInterval", 100, "pause between deletions")
+    delete_consume_queue_files_interval_ms: int = _f(
+        "deleteConsumeQueueFilesInterval", 100, "pause between CQ deletions")
+    destroy_mapped_file_interval_forcibly_ms: int = _f(
+        "destroyMapedFileIntervalForcibly", 120_000, "force-release a file readers still hold after this long",
+        ("destroyMappedFileIntervalForcibly",))
+    clean_resource_interval_ms: int = _f("cleanResourceInterval", 10_000, "period of the built-in cleaner; 0 = off")
+    # Delivery (used by later subsystems)
+    message_delay_level: str = _f(
+        "messageDelayLevel", "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h", "delay levels")
+    os_page_cache_busy_timeout_ms: int = _f("osPageCacheBusyTimeOutMills", 1000, "put-lock hold time counted as busy")
+
+    extra: dict[str, str] = field(default_factory=dict, metadata={"key": None})
+
+    # ------------------------------------------------------------------ derived paths
+    @property
+    def commit_log_dir(self) -> Path:
+        return Path(self.store_path_commit_log or Path(self.store_path_root_dir) / "commitlog")
+
+    @property
+    def consume_queue_dir(self) -> Path:
+        return Path(self.store_path_consume_queue or Path(self.store_path_root_dir) / "consumequeue")
+
+    @property
+    def index_dir(self) -> Path:
+        return Path(self.store_path_index or Path(self.store_path_root_dir) / "index")
+
+    @property
+    def checkpoint_path(self) -> Path:
+        return Path(self.store_checkpoint or Path(self.store_path_root_dir) / "checkpoint")
+
+    @property
+    def abort_path(self) -> Path:
+        return Path(self.abort_file or Path(self.store_path_root_dir) / "abort")
+
+    @property
+    def config_dir(self) -> Path:
+        return Path(self.store_path_root_dir) / "config"
+
+    @property
+    def lock_path(self) -> Path:
+        return Path(self.store_path_root_dir) / "lock"
+
+    @property
+    def unknown_keys(self) -> list[str]:
+        return sorted(self.extra)
+
+    def with_store_dir(self, store_dir: str | os.PathLike[str]) -> BrokerConfig:
+        """A copy rooted at ``store_dir`` with every store path derived from it."""
+        return dataclasses.replace(
+            self, store_path_root_dir=str(store_dir), store_path_commit_log="", store_path_consume_queue="",
+            store_path_index="", store_checkpoint="", abort_file="", extra=dict(self.extra))
+
+    def validate(self) -> BrokerConfig:
+        if self.flush_disk_type not in FLUSH_TYPES:
+            raise ConfigError(f"flushDiskType must be one of {FLUSH_TYPES}, got {self.flush_disk_type!r}")
+        if self.broker_role not in BROKER_ROLES:
+            raise ConfigError(f"brokerRole must be one of {BROKER_ROLES}, got {self.broker_role!r}")
+        if self.mapped_file_size_consume_queue_bytes % 20:
+            raise ConfigError("mapedFileSizeConsumeQueue must be a multiple of 20")
+        if self.mapped_file_size_commit_log_bytes < 4096:
+            raise ConfigError("mapedFileSizeCommitLog must be at least 4096 bytes")
+        if self.transient_store_pool_enable:
+            raise ConfigError("transientStorePoolEnable=true is not supported by broker_core")
+        for hour in self.delete_when_hours:
+            if not 0 <= hour <= 23:
+                raise ConfigError(f"deleteWhen hour {hour} is not in 00..23")
+        return self
+
+    @property
+    def delete_when_hours(self) -> list[int]:
+        try:
+            return [int(h) for h in self.delete_when.replace(",", ";").split(";") if h.strip()]
+        except ValueError:
+            raise ConfigError(f"deleteWhen must be hours like '04' or '04;05', got {self.delete_when!r}") from None
+
+    @property
+    def delay_levels_ms(self) -> list[int]:
+        units = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+        out = []
+        for item in self.message_delay_level.split():
+            try:
+                out.append(int(item[:-1]) * units[item[-1]])
+            except (KeyError, ValueError):
+                raise ConfigError(f"messageDelayLevel item {item!r} is not like 5s, 1m, 2h") from None
+        return out
+
+    # ------------------------------------------------------------------ loading
+    @classmethod
+    def keys(cls) -> dict[str, dataclasses.Field[Any]]:
+        """Map of every accepted conf key (and alias) to its field."""
+        out = {}
+        for f in dataclasses.fields(cls):
+            key = f.metadata.get("key")
+            if key:
+                out[key] = f
+                for alias in f.metadata.get("aliases", ()):
+                    out[alias] = f
+        return out
+
+    @classmethod
+    def load(
+        cls,
+        path: str | os.PathLike[str] | None = None,
+        env: Mapping[str, str] | None = None,
+        overrides: Mapping[str, Any] | None = None,
+    ) -> BrokerConfig:
+        values: dict[str, str] = {}
+        if path is not None:
+            values.update(parse_properties(Path(path).read_text(encoding="utf-8"), source=str(path)))
+        values.update(_from_env(os.environ if env is None else env))
+        cfg = cls()
+        keys = cls.keys()
+        for key, raw in values.items():
+            f = keys.get(key)
+            if f is None:
+                cfg.extra[key] = raw
+                continue
+            setattr(cfg, f.name, _coerce(f, raw, key))
+        for name, value in (overrides or {}).items():
+            setattr(cfg, name, value)
+        return cfg.validate()
+
+
+def _snake_upper(key: str) -> str:
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", key).upper()
+
+
+def _from_env(env: Mapping[str, str]) -> dict[str, str]:
+    by_env = {}
+    for key in BrokerConfig.keys():
+        by_env[ENV_PREFIX + _snake_upper(key)] = key
+        by_env[ENV_PREFIX + key] = key
+    return {by_env[k]: v for k, v in env.items() if k in by_env}
+
+
+def _coerce(f: dataclasses.Field[Any], raw: str, key: str) -> Any:
+    kind = type(f.default)
+    raw = raw.strip()
+    try:
+        if kind is bool:
+            low = raw.lower()
+            if low not in ("true", "false"):
+                raise ValueError
+            return low == "true"
+        if kind is int:
+            return int(raw)
+        if kind is float:
+            return float(raw)
+    except ValueError:
+        raise ConfigError(f"{key}={raw!r} is not a valid {kind.__name__}") from None
+    return raw
+
+
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def parse_properties(text: str, source: str = "<string>") -> dict[str, str]:
+    """Parse Java ``.properties`` text: ``#``/``!`` comments, ``=``, ``:`` or whitespace separators,
+    backslash escapes and line continuations."""
+    out: dict[str, str] = {}
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i].lstrip()
+        i += 1
+        if not line or line[0] in "#!":
+            continue
+        while _ends_with_continuation(line) and i < len(lines):
+            line = line[:-1] + lines[i].lstrip()
+            i += 1
+        key_chars: list[str] = []
+        j = 0
+        while j < len(line):
+            ch = line[j]
+            if ch == "\\" and j + 1 < len(line):
+                key_chars.append(_ESCAPES.get(line[j + 1], line[j + 1]))
+                j += 2
+                continue
+            if ch in "=: \t":
+                break
+            key_chars.append(ch)
+            j += 1
+        rest = line[j:].lstrip(" \t")
+        if rest[:1] in ("=", ":"):
+            rest = rest[1:].lstrip(" \t")
+        out["".join(key_chars)] = _unescape(rest)
+    return out
+
+
+def _ends_with_continuation(line: str) -> bool:
+    n = len(line) - len(line.rstrip("\\"))
+    return n % 2 == 1
+
+
+def _unescape(value: str) -> str:
+    out: list[str] = []
+    j = 0
+    while j < len(value):
+        ch = value[j]
+        if ch == "\\" and j + 1 < len(value):
+            nxt = value[j + 1]
+            if nxt == "u" and j + 6 <= len(value):
+                try:
+                    out.append(chr(int(value[j + 2:j + 6], 16)))
+                    j += 6
+                    continue
+                except ValueError:
+                    pass
+            out.append(_ESCAPES.get(nxt, nxt))
+            j += 2
+            continue
+        out.append(ch)
+        j += 1
+    return "".join(out).rstrip()

@@ -1,0 +1,37 @@
+"""Injectable clocks. The store reads time only through a :class:`Clock` so tests control it."""
+
+from __future__ import annotations
+
+import time
+
+
+class Clock:
+    """Wall clock in milliseconds and seconds, and a sleep."""
+
+    def now_ms(self) -> int:
+        return time.time_ns() // 1_000_000
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+
+class ManualClock(Clock):
+    """A clock that moves only when told to (tests). ``sleep`` advances it instead of waiting."""
+
+    def __init__(self, now_ms: int = 1_700_000_000_000) -> None:
+        self._now = now_ms
+
+    def now_ms(self) -> int:
+        return self._now
+
+    def set(self, now_ms: int) -> None:
+        self._now = now_ms
+
+    def advance(self, ms: int) -> None:
+        self._now += ms
+
+    def sleep(self, seconds: float) -> None:
+        self._now += int(seconds * 1000)
+
+
+SYSTEM_CLOCK = Clock()

@@ -1,0 +1,230 @@
+"""CommitLog: every topic's messages appended to one sequence of segments (INVENTORY §6).
+
+Invariants:
+1. Records are appended in one global order under ``put_lock``; a record never spans two segments.
+   When a record (plus the 8-byte minimum blank) does not fit, the rest of the segment becomes a blank
+   record (``size, BLANK_MAGIC``) and the record goes at the start of the next segment.
+2. ``topic_queue_table[(topic, queue_id)]`` is the next logical offset of that queue. It advances for
+   normal and committed-transaction records only, never for prepared or rolled-back ones.
+3. A record's bytes are complete before the segment's wrote position moves past it; readers (the
+   dispatcher, pulls) only read below it.
+4. Size limits are checked before the lock; a refused message writes nothing.
+
+Crash behaviour: a killed process leaves written records in the page cache; a power loss can lose
+records past the last flush. Either way recovery (``recovery.py``) walks records from a safe point,
+checks magic, lengths and CRC, truncates at the first bad one and rebuilds the derived queues.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import zlib
+from collections.abc import Callable
+
+from broker_core.codec.message import _SHORT as SHORT
+from broker_core.codec.message import (
+    BLANK,
+    BLANK_MAGIC_CODE,
+    END_FILE_MIN_BLANK_LENGTH,
+    HEADER,
+    HEADER_SIZE,
+    MAX_PROPERTIES_BYTES,
+    MAX_TOPIC_BYTES,
+    MESSAGE_MAGIC_CODE,
+    OFFSET_STORE_TIMESTAMP,
+    TRANSACTION_PREPARED_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
+    TRANSACTION_TYPE_MASK,
+    MessageRecord,
+    decode_record,
+    host_to_bytes,
+)
+from broker_core.config import BrokerConfig
+from broker_core.store.allocate import AllocateMappedFileService
+from broker_core.store.clock import Clock
+from broker_core.store.mapped_file import MappedFile, SelectMappedBufferResult
+from broker_core.store.mapped_file_queue import MappedFileQueue
+from broker_core.store.message import MessageInner
+from broker_core.store.results import PutMessageResult, PutStatus
+
+log = logging.getLogger(__name__)
+
+_NO_QUEUE_ADVANCE = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
+
+
+class CommitLog:
+    def __init__(self, config: BrokerConfig, clock: Clock, allocator: AllocateMappedFileService | None) -> None:
+        self.config = config
+        self.clock = clock
+        self.mapped_file_size = config.mapped_file_size_commit_log_bytes
+        self.mapped_file_queue = MappedFileQueue(config.commit_log_dir, self.mapped_file_size, allocator)
+        self.topic_queue_table: dict[tuple[str, int], int] = {}
+        self.put_lock = threading.Lock()
+        self.store_host = host_to_bytes(config.broker_ip)
+        self.store_port = config.listen_port
+        self.max_message_size = config.max_message_size_bytes
+        self.begin_time_in_lock = 0
+        # Called after every successful put, outside the lock (dispatcher / flush wakeups).
+        self.on_appended: Callable[[], None] = lambda: None
+
+    # ------------------------------------------------------------------ checks
+    def check(self, msg: MessageInner) -> PutMessageResult | None:
+        """The pre-lock limits; a result when the message is refused, else None."""
+        if len(msg.topic_bytes) > MAX_TOPIC_BYTES or not msg.topic:
+            return PutMessageResult(PutStatus.MESSAGE_ILLEGAL, error=(
+                f"topic must be 1..{MAX_TOPIC_BYTES} bytes, got {len(msg.topic_bytes)}"))
+        if len(msg.properties_bytes) > MAX_PROPERTIES_BYTES:
+            return PutMessageResult(PutStatus.PROPERTIES_SIZE_EXCEEDED, error=(
+                f"properties are {len(msg.properties_bytes)} bytes, at most {MAX_PROPERTIES_BYTES}"))
+        if len(msg.body) > self.max_message_size:
+            return PutMessageResult(PutStatus.MESSAGE_ILLEGAL, error=(
+                f"body is {len(msg.body)} bytes, maxMessageSize is {self.max_message_size}"))
+        total = HEADER_SIZE + 3 + len(msg.topic_bytes) + len(msg.properties_bytes) + len(msg.body)
+        if total + END_FILE_MIN_BLANK_LENGTH > self.mapped_file_size:
+            return PutMessageResult(PutStatus.MESSAGE_ILLEGAL, error=(
+                f"record of {total} bytes does not fit a {self.mapped_file_size}-byte CommitLog segment"))
+        if not 0 <= msg.queue_id < 1 << 31:
+            return PutMessageResult(PutStatus.MESSAGE_ILLEGAL, error=f"queue id {msg.queue_id} is out of range")
+        return None
+
+    # ------------------------------------------------------------------ put
+    def put_messages(self, msgs: list[MessageInner]) -> list[PutMessageResult]:
+        """Append ``msgs`` in order under one lock hold. Each gets its own result; refused messages
+        (limits) get their status and are skipped."""
+        results: list[PutMessageResult | None] = [self.check(m) for m in msgs]
+        tail_for = {}
+        with self.put_lock:
+            now = self.clock.now_ms()
+            self.begin_time_in_lock = now
+            mfq = self.mapped_file_queue
+            size = self.mapped_file_size
+            table = self.topic_queue_table
+            host, port = self.store_host, self.store_port
+            mf = mfq.last()
+            if mf is None or mf.is_full():
+                mf = self._new_segment()
+                if mf is None:
+                    self.begin_time_in_lock = 0
+                    return [r or PutMessageResult(PutStatus.CREATE_MAPEDFILE_FAILED, error="cannot create segment")
+                            for r in results]
+            for i, msg in enumerate(msgs):
+                if results[i] is not None:
+                    continue
+                topic_b = msg.topic_bytes
+                props_b = msg.properties_bytes
+                tkey = (topic_b, props_b)
+                tail = tail_for.get(tkey)
+                if tail is None:
+                    tail = tail_for[tkey] = bytes((len(topic_b),)) + topic_b + SHORT.pack(len(props_b)) + props_b
+                body = msg.body
+                blen = len(body)
+                total = HEADER_SIZE + blen + len(tail)
+                pos = mf.wrote_position
+                if total + END_FILE_MIN_BLANK_LENGTH > size - pos:
+                    BLANK.pack_into(mf.mv, pos, size - pos, BLANK_MAGIC_CODE)
+                    mf.store_timestamp = now
+                    mf.wrote_position = size
+                    mf = self._new_segment()
+                    if mf is None:
+                        for j in range(i, len(msgs)):
+                            results[j] = results[j] or PutMessageResult(
+                                PutStatus.CREATE_MAPEDFILE_FAILED, error="cannot create the next segment")
+                        break
+                    pos = 0
+                phy = mf.file_from_offset + pos
+                qkey = (msg.topic, msg.queue_id)
+                qoff = table.get(qkey, 0)
+                HEADER.pack_into(
+                    mf.mv, pos, total, MESSAGE_MAGIC_CODE, zlib.crc32(body), msg.queue_id, msg.flag, qoff, phy,
+                    msg.sys_flag, msg.born_timestamp, msg.born_host, msg.born_port, now, host, port,
+                    msg.reconsume_times, msg.prepared_transaction_offset, blen)
+                start = pos + HEADER_SIZE
+                mf.mv[start:start + blen] = body
+                start += blen
+                mf.mv[start:pos + total] = tail
+                mf.wrote_position = pos + total
+                mf.store_timestamp = now
+                if (msg.sys_flag & TRANSACTION_TYPE_MASK) not in _NO_QUEUE_ADVANCE:
+                    table[qkey] = qoff + 1
+                results[i] = PutMessageResult(PutStatus.PUT_OK, phy, total, qoff, now, host, port)
+            self.begin_time_in_lock = 0
+        self.on_appended()
+        return results  # type: ignore[return-value]
+
+    def put_message(self, msg: MessageInner) -> PutMessageResult:
+        return self.put_messages([msg])[0]
+
+    def _new_segment(self) -> MappedFile | None:
+        try:
+            return self.mapped_file_queue.get_last_mapped_file(0)
+        except OSError as exc:
+            log.error("cannot create CommitLog segment: %s", exc)
+            return None
+
+    # ------------------------------------------------------------------ reads
+    def min_offset(self) -> int:
+        """The first readable physical offset (-1 when empty). A first segment being destroyed is skipped."""
+        first = self.mapped_file_queue.first()
+        if first is None:
+            return -1
+        if first.available:
+            return first.file_from_offset
+        return first.file_from_offset + self.mapped_file_size
+
+    def max_offset(self) -> int:
+        return self.mapped_file_queue.max_offset()
+
+    def roll_next_file(self, offset: int) -> int:
+        return offset + self.mapped_file_size - offset % self.mapped_file_size
+
+    def get_data(self, offset: int) -> SelectMappedBufferResult | None:
+        """Held view from ``offset`` to the read position of its segment."""
+        mf = self.mapped_file_queue.find_mapped_file_by_offset(offset, offset == 0)
+        if mf is None:
+            return None
+        return mf.select(offset % self.mapped_file_size)
+
+    def get_message_bytes(self, offset: int, size: int) -> bytes | None:
+        mf = self.mapped_file_queue.find_mapped_file_by_offset(offset)
+        if mf is None:
+            return None
+        return mf.read(offset - mf.file_from_offset, size)
+
+    def look_message_by_offset(self, offset: int, size: int | None = None) -> MessageRecord | None:
+        """Decode the record at ``offset`` (None when there is none there)."""
+        mf = self.mapped_file_queue.find_mapped_file_by_offset(offset)
+        if mf is None:
+            return None
+        pos = offset - mf.file_from_offset
+        if size is None:
+            raw = mf.read(pos, 4)
+            if raw is None:
+                return None
+            size = int.from_bytes(raw, "big", signed=True)
+        data = mf.read(pos, size) if size > 0 else None
+        if data is None:
+            return None
+        return decode_record(data, 0, source=str(mf.path), base_offset=pos, check_crc=False)
+
+    def pickup_store_timestamp(self, offset: int, size: int) -> int:
+        if size < HEADER_SIZE:
+            return -1
+        raw = self.get_message_bytes(offset, OFFSET_STORE_TIMESTAMP + 8)
+        if raw is None:
+            return -1
+        return int.from_bytes(raw[OFFSET_STORE_TIMESTAMP:OFFSET_STORE_TIMESTAMP + 8], "big", signed=True)
+
+    # ------------------------------------------------------------------ lifecycle
+    def load(self) -> None:
+        self.mapped_file_queue.load()
+
+    def flush(self, least_pages: int = 0) -> bool:
+        return self.mapped_file_queue.flush(least_pages)
+
+    @property
+    def flushed_where(self) -> int:
+        return self.mapped_file_queue.flushed_where
+
+    def close(self) -> None:
+        self.mapped_file_queue.close()

@@ -1,0 +1,216 @@
+"""ConsumeQueue: the per (topic, queue id) array of 20-byte units pointing into the CommitLog (INVENTORY §9).
+
+Invariants:
+1. Unit ``n`` (logical queue offset ``n``) is at byte ``n * 20`` of the queue's byte space; files hold
+   ``mapedFileSizeConsumeQueue / 20`` units and are named by their first byte offset.
+2. Units are written by the dispatcher only, in CommitLog order, so their physical offsets increase;
+   ``max_physic_offset`` is the end (offset + size) of the last dispatched record.
+3. Writing a unit that is already there (replay after a crash) is a no-op; a unit past a gap pads the
+   gap with blank units (size ``BLANK_UNIT_SIZE``), which readers skip.
+4. ``min_logic_offset`` (bytes) is the first unit whose record is still in the CommitLog.
+
+Crash behaviour: units live in the page cache like CommitLog records. On recovery the last three files
+are scanned to the first empty unit; units pointing past the recovered CommitLog end are truncated; on
+an abnormal exit the dispatcher replays CommitLog records, and rewrites of existing units are no-ops.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from broker_core.codec.consume_queue import BLANK_UNIT_SIZE, CQ_STORE_UNIT_SIZE, CQ_UNIT
+from broker_core.store.mapped_file import MappedFile, SelectMappedBufferResult
+from broker_core.store.mapped_file_queue import MappedFileQueue
+
+log = logging.getLogger(__name__)
+
+UNIT = CQ_STORE_UNIT_SIZE
+
+
+class ConsumeQueue:
+    def __init__(self, topic: str, queue_id: int, root: Path, mapped_file_size: int) -> None:
+        self.topic = topic
+        self.queue_id = queue_id
+        self.mapped_file_size = mapped_file_size
+        self.mapped_file_queue = MappedFileQueue(root / topic / str(queue_id), mapped_file_size)
+        self.max_physic_offset = -1
+        self.min_logic_offset = 0
+
+    # ------------------------------------------------------------------ load and recovery
+    def load(self) -> None:
+        self.mapped_file_queue.load()
+
+    def recover(self) -> None:
+        """Find the end of written units in the last three files and cut everything after it."""
+        files = self.mapped_file_queue.files
+        if not files:
+            return
+        index = max(0, len(files) - 3)
+        mf = files[index]
+        process_offset = mf.file_from_offset
+        pos = 0
+        max_phy = -1
+        while True:
+            buf = mf.mv
+            end_of_data = False
+            while pos + UNIT <= self.mapped_file_size:
+                offset, size, _ = CQ_UNIT.unpack_from(buf, pos)
+                if size <= 0 or offset < 0:
+                    end_of_data = True
+                    break
+                if size != BLANK_UNIT_SIZE:
+                    max_phy = offset + size
+                pos += UNIT
+            if end_of_data or index + 1 >= len(files):
+                process_offset = mf.file_from_offset + pos
+                break
+            index += 1
+            mf = files[index]
+            pos = 0
+        self.max_physic_offset = max_phy
+        self.mapped_file_queue.truncate_dirty_files(process_offset)
+        self.mapped_file_queue.flushed_where = process_offset
+
+    def truncate_dirty_logic_files(self, phy_offset: int) -> None:
+        """Remove units whose record ends after ``phy_offset`` (the recovered CommitLog end)."""
+        mfq = self.mapped_file_queue
+        for mf in reversed(mfq.files):
+            pos = mf.wrote_position - UNIT
+            while pos >= 0:
+                offset, size, _ = CQ_UNIT.unpack_from(mf.mv, pos)
+                if size != BLANK_UNIT_SIZE and offset + size <= phy_offset:
+                    break
+                pos -= UNIT
+            new_end = mf.file_from_offset + pos + UNIT
+            if pos >= 0:
+                mfq.truncate_dirty_files(new_end)
+                break
+            mfq.truncate_dirty_files(mf.file_from_offset)
+        self.max_physic_offset = -1
+        for mf in reversed(mfq.files):
+            pos = mf.wrote_position - UNIT
+            while pos >= 0:
+                offset, size, _ = CQ_UNIT.unpack_from(mf.mv, pos)
+                if size != BLANK_UNIT_SIZE:
+                    self.max_physic_offset = offset + size
+                    return
+                pos -= UNIT
+
+    def correct_min_offset(self, min_phy_offset: int) -> None:
+        """Move ``min_logic_offset`` to the first unit whose record is at or after ``min_phy_offset``."""
+        files = self.mapped_file_queue.files
+        if not files:
+            return
+        for mf in files:
+            lo, hi = 0, mf.wrote_position // UNIT
+            if hi == 0:
+                continue
+            offset, size, _ = CQ_UNIT.unpack_from(mf.mv, (hi - 1) * UNIT)
+            if offset < min_phy_offset and size != BLANK_UNIT_SIZE:
+                continue
+            while lo < hi:
+                mid = (lo + hi) // 2
+                offset, size, _ = CQ_UNIT.unpack_from(mf.mv, mid * UNIT)
+                if size == BLANK_UNIT_SIZE or offset < min_phy_offset:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            self.min_logic_offset = max(self.min_logic_offset, mf.file_from_offset + lo * UNIT)
+            return
+        last = files[-1]
+        self.min_logic_offset = last.file_from_offset + last.wrote_position
+
+    # ------------------------------------------------------------------ write
+    def put_message_position_info(self, offset: int, size: int, tags_code: int, cq_offset: int) -> bool:
+        if offset + size <= self.max_physic_offset:
+            return True  # already dispatched (replay)
+        expect = cq_offset * UNIT
+        mfq = self.mapped_file_queue
+        mf = mfq.get_last_mapped_file(expect)
+        if mf is None:
+            return False
+        current = mf.file_from_offset + mf.wrote_position
+        if mf.first_create_in_queue and mf.wrote_position == 0 and expect > mf.file_from_offset and cq_offset:
+            self._fill_pre_blank(mf, expect)
+            self.min_logic_offset = expect
+            current = expect
+        elif expect < current:
+            log.warning("ConsumeQueue %s-%d: unit %d already written; skipped", self.topic, self.queue_id, cq_offset)
+            return True
+        elif expect > current:
+            log.error("ConsumeQueue %s-%d: gap before unit %d (queue ends at %d); padding with blank units",
+                      self.topic, self.queue_id, cq_offset, current // UNIT)
+            while current < expect:
+                mf = self._writable(current)
+                CQ_UNIT.pack_into(mf.mv, mf.wrote_position, 0, BLANK_UNIT_SIZE, 0)
+                mf.wrote_position += UNIT
+                current += UNIT
+        if mf.wrote_position >= self.mapped_file_size:
+            mf = self._writable(expect)
+        CQ_UNIT.pack_into(mf.mv, mf.wrote_position, offset, size, tags_code)
+        mf.wrote_position += UNIT
+        self.max_physic_offset = offset + size
+        return True
+
+    def _writable(self, logic_offset: int) -> MappedFile:
+        mf = self.mapped_file_queue.get_last_mapped_file(logic_offset)
+        assert mf is not None
+        return mf
+
+    def _fill_pre_blank(self, mf: MappedFile, until: int) -> None:
+        pos = 0
+        end = until - mf.file_from_offset
+        while pos < end:
+            CQ_UNIT.pack_into(mf.mv, pos, 0, BLANK_UNIT_SIZE, 0)
+            pos += UNIT
+        mf.wrote_position = end
+
+    # ------------------------------------------------------------------ read
+    def get_min_offset_in_queue(self) -> int:
+        return self.min_logic_offset // UNIT
+
+    def get_max_offset_in_queue(self) -> int:
+        return self.mapped_file_queue.max_offset() // UNIT
+
+    def get_index_buffer(self, start_index: int) -> SelectMappedBufferResult | None:
+        """Held view of units from ``start_index`` to the end of its file's written units."""
+        offset = start_index * UNIT
+        if offset < self.min_logic_offset:
+            return None
+        mf = self.mapped_file_queue.find_mapped_file_by_offset(offset)
+        if mf is None:
+            return None
+        return mf.select(offset % self.mapped_file_size)
+
+    def get_unit(self, index: int) -> tuple[int, int, int] | None:
+        offset = index * UNIT
+        mf = self.mapped_file_queue.find_mapped_file_by_offset(offset)
+        if mf is None:
+            return None
+        raw = mf.read(offset % self.mapped_file_size, UNIT)
+        return CQ_UNIT.unpack(raw) if raw is not None else None
+
+    def last_phy_in_file(self, mf: MappedFile) -> int | None:
+        if mf.wrote_position < UNIT:
+            return None
+        offset, size, _ = CQ_UNIT.unpack_from(mf.mv, mf.wrote_position - UNIT)
+        return offset if size != BLANK_UNIT_SIZE else None
+
+    # ------------------------------------------------------------------ maintenance
+    def flush(self, least_pages: int = 0) -> bool:
+        return self.mapped_file_queue.flush(least_pages)
+
+    def delete_expired_files(self, min_phy_offset: int, now_ms: int) -> int:
+        deleted = self.mapped_file_queue.delete_expired_file_by_offset(
+            min_phy_offset, UNIT, now_ms, self.last_phy_in_file)
+        self.correct_min_offset(min_phy_offset)
+        return len(deleted)
+
+    def close(self) -> None:
+        self.mapped_file_queue.close()
+
+    def destroy(self) -> None:
+        self.max_physic_offset = -1
+        self.min_logic_offset = 0
+        self.mapped_file_queue.destroy()

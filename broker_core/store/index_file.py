@@ -1,0 +1,264 @@
+"""IndexFile and IndexService: the hash index from ``topic#key`` to CommitLog offsets (INVENTORY §10).
+
+Invariants:
+1. Entry 0 is never used; ``index_count`` starts at 1 and a slot value of 0 means "empty chain".
+2. A slot holds the newest entry of its chain; each entry's ``prevIndex`` points to the next older one,
+   so a lookup walks newest to oldest.
+3. Files are filled in CommitLog order; ``end_phy_offset`` is the last indexed record, so a record at or
+   below it is already indexed (replay after a crash is skipped).
+4. The header is rewritten on every put so it never lags the entries it describes.
+5. A file is full after ``max_index_num - 1`` entries; the service then starts a new file named by the
+   creation time (``yyyyMMddHHmmssSSS``).
+
+Crash behaviour: after an abnormal exit, files whose ``end_timestamp`` is newer than the checkpoint's
+index timestamp are deleted and rebuilt by replaying the CommitLog. Lookups verify every hit against
+the record itself, so a hash collision or a stale entry never returns a wrong message.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import mmap
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from broker_core.codec.hashing import index_key, index_key_hash
+from broker_core.codec.index_file import (
+    HASH_SLOT,
+    INDEX_ENTRY,
+    INDEX_ENTRY_SIZE,
+    INDEX_HEADER,
+    INDEX_HEADER_SIZE,
+    INVALID_INDEX,
+    decode_header,
+    index_file_size,
+)
+from broker_core.codec.message import (
+    KEY_SEPARATOR,
+    TRANSACTION_ROLLBACK_TYPE,
+    TRANSACTION_TYPE_MASK,
+    DispatchRequest,
+)
+from broker_core.store.errors import StoreError
+from broker_core.store.mapped_file import _create_allocated
+
+log = logging.getLogger(__name__)
+
+_INT_MAX = 0x7FFFFFFF
+
+
+class IndexFile:
+    def __init__(self, path: Path, hash_slot_num: int, index_num: int, *, create: bool = False) -> None:
+        self.path = path
+        self.hash_slot_num = hash_slot_num
+        self.index_num = index_num
+        self.file_size = index_file_size(hash_slot_num, index_num)
+        if create:
+            _create_allocated(path, self.file_size)
+        self._fd = os.open(path, os.O_RDWR)
+        actual = os.fstat(self._fd).st_size
+        if actual != self.file_size:
+            os.close(self._fd)
+            raise StoreError(f"IndexFile {path} is {actual} bytes, expected {self.file_size}")
+        self.mm = mmap.mmap(self._fd, self.file_size)
+        self.mv = memoryview(self.mm)
+        if create:
+            self.begin_timestamp = self.end_timestamp = 0
+            self.begin_phy_offset = self.end_phy_offset = 0
+            self.hash_slot_count = 0
+            self.index_count = 1
+            self._write_header()
+        else:
+            (self.begin_timestamp, self.end_timestamp, self.begin_phy_offset, self.end_phy_offset,
+             self.hash_slot_count, self.index_count) = decode_header(self.mv, str(path))
+        self._entries_base = INDEX_HEADER_SIZE + hash_slot_num * 4
+
+    def _write_header(self) -> None:
+        INDEX_HEADER.pack_into(self.mv, 0, self.begin_timestamp, self.end_timestamp, self.begin_phy_offset,
+                               self.end_phy_offset, self.hash_slot_count, self.index_count)
+
+    def is_write_full(self) -> bool:
+        return self.index_count >= self.index_num
+
+    def put_key(self, key_hash: int, phy_offset: int, store_timestamp: int) -> bool:
+        """Add one entry at the head of ``key_hash``'s chain. False when the file is full."""
+        count = self.index_count
+        if count >= self.index_num:
+            return False
+        mv = self.mv
+        slot_pos = INDEX_HEADER_SIZE + (key_hash % self.hash_slot_num) * 4
+        (slot_value,) = HASH_SLOT.unpack_from(mv, slot_pos)
+        if slot_value <= INVALID_INDEX or slot_value > count:
+            slot_value = INVALID_INDEX
+        begin = self.begin_timestamp
+        if begin <= 0:
+            time_diff = 0
+        else:
+            time_diff = (store_timestamp - begin) // 1000
+            time_diff = 0 if time_diff < 0 else min(time_diff, _INT_MAX)
+        INDEX_ENTRY.pack_into(mv, self._entries_base + count * INDEX_ENTRY_SIZE, key_hash, phy_offset,
+                              time_diff, slot_value)
+        HASH_SLOT.pack_into(mv, slot_pos, count)
+        if count <= 1:
+            self.begin_phy_offset = phy_offset
+            self.begin_timestamp = store_timestamp
+        if slot_value == INVALID_INDEX:
+            self.hash_slot_count += 1
+        self.index_count = count + 1
+        self.end_phy_offset = phy_offset
+        self.end_timestamp = store_timestamp
+        self._write_header()
+        return True
+
+    def is_time_matched(self, begin: int, end: int) -> bool:
+        return (begin <= self.begin_timestamp <= end) or (begin <= self.end_timestamp <= end) or (
+            self.begin_timestamp <= begin and end <= self.end_timestamp)
+
+    def select_phy_offsets(self, key_hash: int, max_num: int, begin: int, end: int) -> list[int]:
+        """Offsets of entries with ``key_hash`` stored within ``[begin, end]`` ms, newest first."""
+        out: list[int] = []
+        mv = self.mv
+        slot_pos = INDEX_HEADER_SIZE + (key_hash % self.hash_slot_num) * 4
+        (cur,) = HASH_SLOT.unpack_from(mv, slot_pos)
+        count = self.index_count
+        seen = 0
+        while INVALID_INDEX < cur < count and len(out) < max_num and seen < count:
+            seen += 1
+            h, phy, time_diff, prev = INDEX_ENTRY.unpack_from(mv, self._entries_base + cur * INDEX_ENTRY_SIZE)
+            ts = self.begin_timestamp + time_diff * 1000
+            if h == key_hash and begin <= ts + 999 and ts <= end:
+                out.append(phy)
+            if prev <= INVALID_INDEX or prev >= cur:
+                break
+            cur = prev
+        return out
+
+    def flush(self) -> None:
+        os.fdatasync(self._fd)
+
+    def close(self) -> None:
+        try:
+            self.mv.release()
+            self.mm.close()
+        except BufferError:
+            log.warning("IndexFile %s still exported at close", self.path)
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def destroy(self) -> None:
+        self.close()
+        self.path.unlink(missing_ok=True)
+
+
+class IndexService:
+    def __init__(self, root: Path, hash_slot_num: int, index_num: int, now_ms: Callable[[], int]) -> None:
+        self.root = root
+        self.hash_slot_num = hash_slot_num
+        self.index_num = index_num
+        self.now_ms = now_ms
+        self.files: list[IndexFile] = []
+        self.last_indexed_phy = -1
+
+    def load(self, last_exit_ok: bool, checkpoint_index_ts: int) -> None:
+        if not self.root.is_dir():
+            return
+        for tmp in self.root.glob("*.tmp"):
+            tmp.unlink()
+        for path in sorted(p for p in self.root.iterdir() if p.is_file()):
+            f = IndexFile(path, self.hash_slot_num, self.index_num)
+            if not last_exit_ok and f.end_timestamp > checkpoint_index_ts:
+                log.info("abnormal exit: dropping IndexFile %s newer than the checkpoint", path.name)
+                f.destroy()
+                continue
+            self.files.append(f)
+            if f.index_count > 1:
+                self.last_indexed_phy = max(self.last_indexed_phy, f.end_phy_offset)
+
+    def _new_file(self) -> IndexFile:
+        self.root.mkdir(parents=True, exist_ok=True)
+        now = self.now_ms()
+        while True:
+            name = dt.datetime.fromtimestamp(now / 1000).strftime("%Y%m%d%H%M%S") + f"{now % 1000:03d}"
+            path = self.root / name
+            if not path.exists():
+                break
+            now += 1
+        f = IndexFile(path, self.hash_slot_num, self.index_num, create=True)
+        if self.files:
+            self.files[-1].flush()
+        self.files = [*self.files, f]
+        return f
+
+    def _writable(self) -> IndexFile:
+        if self.files and not self.files[-1].is_write_full():
+            return self.files[-1]
+        return self._new_file()
+
+    def build_index(self, req: DispatchRequest) -> None:
+        if req.commit_log_offset <= self.last_indexed_phy:
+            return  # replay: already indexed
+        f = self._writable()
+        if (req.sys_flag & TRANSACTION_TYPE_MASK) == TRANSACTION_ROLLBACK_TYPE:
+            return
+        topic = req.topic
+        ts = req.store_timestamp
+        phy = req.commit_log_offset
+        if req.uniq_key:
+            f = self._put(f, index_key_hash(f"{topic}#{req.uniq_key}"), phy, ts)
+        if req.keys:
+            for key in req.keys.split(KEY_SEPARATOR):
+                if key:
+                    f = self._put(f, index_key_hash(f"{topic}#{key}"), phy, ts)
+        self.last_indexed_phy = phy
+
+    def _put(self, f: IndexFile, key_hash: int, phy: int, ts: int) -> IndexFile:
+        if not f.put_key(key_hash, phy, ts):
+            f = self._new_file()
+            f.put_key(key_hash, phy, ts)
+        return f
+
+    def query_offsets(self, topic: str, key: str, max_num: int, begin: int, end: int) -> tuple[list[int], bool]:
+        """Candidate offsets for ``topic#key`` in ``[begin, end]`` ms, newest first, and whether more
+        candidates than ``max_num`` exist (checked by asking for one more)."""
+        key_hash = index_key_hash(index_key(topic, key))
+        out: list[int] = []
+        for f in reversed(self.files):
+            if len(out) > max_num:
+                break
+            if f.index_count <= 1 or not f.is_time_matched(begin, end):
+                continue
+            out.extend(f.select_phy_offsets(key_hash, max_num + 1 - len(out), begin, end))
+        return out[:max_num], len(out) > max_num
+
+    def last_update(self) -> tuple[int, int]:
+        if not self.files:
+            return 0, 0
+        f = self.files[-1]
+        return f.end_timestamp, f.end_phy_offset
+
+    def flush(self) -> None:
+        if self.files:
+            self.files[-1].flush()
+
+    def delete_expired_files(self, min_phy_offset: int) -> int:
+        """Delete non-active files whose last entry is below ``min_phy_offset``."""
+        files = self.files
+        doomed = [f for f in files[:-1] if f.end_phy_offset < min_phy_offset]
+        for f in doomed:
+            f.destroy()
+        if doomed:
+            self.files = [f for f in files if f not in doomed]
+        return len(doomed)
+
+    def destroy(self) -> None:
+        for f in self.files:
+            f.destroy()
+        self.files = []
+        self.last_indexed_phy = -1
+
+    def close(self) -> None:
+        for f in self.files:
+            f.close()

@@ -1,0 +1,277 @@
+"""MappedFile: one fixed-size, memory-mapped segment file (INVENTORY §3).
+
+Invariants:
+1. The file name is the 20-digit zero-padded global offset of its first byte (``file_from_offset``).
+2. ``flushed_position <= wrote_position <= file_size``. Bytes below ``wrote_position`` are complete
+   records or units; readers never read at or past it (it is the published read position; there is
+   no TransientStorePool, so the committed position equals the wrote position).
+3. Only one thread appends (the owner holds a lock); ``wrote_position`` is advanced after the bytes are
+   in place, so a reader that sees the new position sees the bytes.
+4. The file is fully allocated on disk (``posix_fallocate``) before it is mapped, so a full disk shows
+   up as an ``OSError`` at creation, never as SIGBUS on a later write.
+5. ``hold()``/``release()`` count readers. ``destroy()`` unmaps and deletes the file only when no reader
+   holds it, or after ``interval_forcibly_ms`` (then the file is unlinked and the mapping is dropped
+   once the last reader lets go: Python cannot unmap a buffer that is still exported).
+
+Crash behaviour: data written into the mapping is in the page cache and survives a killed process;
+only ``flush()`` (``fdatasync`` on the descriptor, which releases the GIL) makes it survive power loss.
+A file being created is written under a ``.tmp`` name and renamed when its size is final.
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+import threading
+from pathlib import Path
+
+from broker_core.store.errors import StoreError
+
+log = logging.getLogger(__name__)
+
+OS_PAGE_SIZE = 4096
+MADV_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22)
+_WARM_CHUNK = 16 * 1024 * 1024
+
+
+def offset_to_file_name(offset: int) -> str:
+    return f"{offset:020d}"
+
+
+class MappedFile:
+    def __init__(self, path: str | os.PathLike[str], file_size: int, *, create: bool = False) -> None:
+        self.path = Path(path)
+        self.file_size = file_size
+        try:
+            self.file_from_offset = int(self.path.name)
+        except ValueError:
+            raise StoreError(f"segment file name is not a 20-digit offset: {self.path}") from None
+        if create:
+            _create_allocated(self.path, file_size)
+        self._fd = os.open(self.path, os.O_RDWR)
+        try:
+            actual = os.fstat(self._fd).st_size
+            if actual != file_size:
+                raise StoreError(f"segment {self.path} is {actual} bytes, expected {file_size}")
+            self.mm = mmap.mmap(self._fd, file_size)
+        except BaseException:
+            os.close(self._fd)
+            raise
+        self.mv = memoryview(self.mm)
+        self.wrote_position = 0
+        self.flushed_position = 0
+        self.store_timestamp = 0
+        self.first_create_in_queue = False
+        self._lock = threading.Lock()
+        self._ref_count = 1
+        self._available = True
+        self._cleanup_over = False
+        self._first_shutdown_ms = 0
+
+    # ------------------------------------------------------------------ positions
+    @property
+    def read_position(self) -> int:
+        return self.wrote_position
+
+    @property
+    def committed_position(self) -> int:
+        return self.wrote_position
+
+    def is_full(self) -> bool:
+        return self.wrote_position >= self.file_size
+
+    @property
+    def available(self) -> bool:
+        return self._available
+
+    def set_positions(self, pos: int) -> None:
+        """Recovery and truncation: every position becomes ``pos``."""
+        self.wrote_position = pos
+        self.flushed_position = pos
+
+    def last_modified_ms(self) -> int:
+        return int(os.stat(self.path).st_mtime * 1000)
+
+    # ------------------------------------------------------------------ writes
+    def append_bytes(self, data: bytes) -> bool:
+        """Raw append (ConsumeQueue units). False when it does not fit."""
+        pos = self.wrote_position
+        end = pos + len(data)
+        if end > self.file_size:
+            return False
+        self.mv[pos:end] = data
+        self.wrote_position = end
+        return True
+
+    def warm(self) -> None:
+        """Fault the file's pages into the page cache and page tables (no extra disk writes), in chunks so
+        other threads get the GIL between them. First-touch faults cost several times a warm write."""
+        try:
+            for start in range(0, self.file_size, _WARM_CHUNK):
+                self.mm.madvise(MADV_POPULATE_READ, start, min(_WARM_CHUNK, self.file_size - start))
+        except (OSError, ValueError):
+            mv = self.mv
+            for start in range(0, self.file_size, OS_PAGE_SIZE):
+                mv[start]
+
+    # ------------------------------------------------------------------ flush
+    def is_able_to_flush(self, least_pages: int) -> bool:
+        flush = self.flushed_position
+        write = self.wrote_position
+        if write <= flush:
+            return False
+        if write >= self.file_size:
+            return True
+        if least_pages > 0:
+            return (write // OS_PAGE_SIZE - flush // OS_PAGE_SIZE) >= least_pages
+        return True
+
+    def flush(self, least_pages: int = 0) -> int:
+        """``fdatasync`` when at least ``least_pages`` pages are dirty (0 = any). Returns the flushed position."""
+        if self.is_able_to_flush(least_pages):
+            if self.hold():
+                try:
+                    value = self.wrote_position
+                    os.fdatasync(self._fd)
+                    self.flushed_position = value
+                finally:
+                    self.release()
+            else:
+                self.flushed_position = self.wrote_position
+        return self.flushed_position
+
+    # ------------------------------------------------------------------ reads
+    def select(self, pos: int, size: int | None = None) -> SelectMappedBufferResult | None:
+        """A held view of ``[pos, pos+size)`` (or up to the read position). None when out of range or the
+        file is being destroyed. The caller must ``release()`` the result."""
+        read_pos = self.wrote_position
+        if pos < 0 or pos >= read_pos:
+            return None
+        end = read_pos if size is None else pos + size
+        if end > read_pos:
+            return None
+        if not self.hold():
+            return None
+        return SelectMappedBufferResult(self.file_from_offset + pos, self.mv[pos:end], self)
+
+    def read(self, pos: int, size: int) -> bytes | None:
+        """A copy of ``[pos, pos+size)`` if it lies below the read position."""
+        if pos < 0 or size < 0 or pos + size > self.wrote_position:
+            return None
+        if not self.hold():
+            return None
+        try:
+            return self.mv[pos:pos + size].tobytes()
+        finally:
+            self.release()
+
+    # ------------------------------------------------------------------ reference counting
+    def hold(self) -> bool:
+        with self._lock:
+            if self._available and self._ref_count > 0:
+                self._ref_count += 1
+                return True
+            return False
+
+    def release(self) -> None:
+        with self._lock:
+            self._ref_count -= 1
+            if self._ref_count > 0:
+                return
+            self._cleanup_over = self._cleanup()
+
+    def _cleanup(self) -> bool:
+        if self._available:
+            return False
+        if self._cleanup_over:
+            return True
+        try:
+            self.mv.release()
+            self.mm.close()
+        except BufferError:
+            # A reader still has a view; the mapping goes when it is garbage collected.
+            log.warning("segment %s is still exported by a reader; dropping the mapping late", self.path)
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        return True
+
+    def shutdown(self, interval_forcibly_ms: int, now_ms: int) -> None:
+        if self._available:
+            self._available = False
+            self._first_shutdown_ms = now_ms
+            self.release()
+        elif self._ref_count > 0 and now_ms - self._first_shutdown_ms >= interval_forcibly_ms:
+            with self._lock:
+                self._ref_count = -1000 - self._ref_count
+            self.release()
+
+    def is_cleanup_over(self) -> bool:
+        return self._ref_count <= 0 and self._cleanup_over
+
+    def destroy(self, interval_forcibly_ms: int, now_ms: int) -> bool:
+        """Unmap and delete. False while readers still hold the file (retry later)."""
+        self.shutdown(interval_forcibly_ms, now_ms)
+        if not self.is_cleanup_over():
+            log.warning("segment %s is held by %d readers; destroy postponed", self.path, self._ref_count)
+            return False
+        try:
+            self.path.unlink()
+        except FileNotFoundError:
+            pass
+        log.info("deleted segment %s", self.path)
+        return True
+
+    def close(self) -> None:
+        """Unmap without deleting (store shutdown)."""
+        if self._available:
+            self._available = False
+            self.release()
+
+    def __repr__(self) -> str:
+        return f"MappedFile({self.path.name}, wrote={self.wrote_position}, flushed={self.flushed_position})"
+
+
+class SelectMappedBufferResult:
+    """A held view into a segment. ``start_offset`` is the global offset of ``buffer[0]``."""
+
+    __slots__ = ("buffer", "mapped_file", "start_offset")
+
+    def __init__(self, start_offset: int, buffer: memoryview, mapped_file: MappedFile) -> None:
+        self.start_offset = start_offset
+        self.buffer = buffer
+        self.mapped_file = mapped_file
+
+    @property
+    def size(self) -> int:
+        return len(self.buffer)
+
+    def release(self) -> None:
+        if self.mapped_file is not None:
+            self.buffer.release()
+            self.mapped_file.release()
+            self.mapped_file = None  # type: ignore[assignment]
+
+    def __enter__(self) -> SelectMappedBufferResult:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def _create_allocated(path: Path, size: int) -> None:
+    """Create ``path`` with ``size`` allocated bytes, atomically (``.tmp`` then rename)."""
+    if path.exists():
+        raise StoreError(f"segment {path} already exists")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.posix_fallocate(fd, 0, size)
+    except OSError:
+        os.close(fd)
+        tmp.unlink(missing_ok=True)
+        raise
+    os.close(fd)
+    os.rename(tmp, path)

@@ -1,0 +1,486 @@
+"""MessageStore: the one store API the broker server calls (upstream ``DefaultMessageStore``).
+
+Start-up order (INVENTORY §12.2): take the ``lock`` file, note whether ``abort`` exists (abnormal
+exit), create ``abort``, load the CommitLog, the ConsumeQueues, the checkpoint and the IndexFiles,
+recover, replay dispatch up to the CommitLog end, rebuild the topic-queue table, then start the
+background services (dispatcher, flush, pre-allocation, cleaner). ``shutdown`` stops them, flushes
+everything, writes the checkpoint, removes ``abort`` and releases the lock.
+
+Invariants:
+1. Only one process opens a store directory (``flock`` on ``lock``); a second gets StoreLockedError.
+2. While ``disk_full`` is set, puts return ``SERVICE_NOT_AVAILABLE`` and write nothing.
+3. Pulls read ConsumeQueues, so a message is visible only after dispatch.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import threading
+from collections.abc import Callable, Iterator
+
+from broker_core.codec import CodecError
+from broker_core.codec.consume_queue import BLANK_UNIT_SIZE, CQ_STORE_UNIT_SIZE, CQ_UNIT
+from broker_core.codec.message import DispatchRequest, MessageRecord, decode_record
+from broker_core.codec.message_id import decode_offset_msg_id
+from broker_core.config import BrokerConfig
+from broker_core.store import recovery
+from broker_core.store.allocate import AllocateMappedFileService
+from broker_core.store.checkpoint import StoreCheckpoint
+from broker_core.store.clock import SYSTEM_CLOCK, Clock
+from broker_core.store.commit_log import CommitLog
+from broker_core.store.consume_queue import ConsumeQueue
+from broker_core.store.dispatcher import ReputMessageService
+from broker_core.store.errors import StoreError, StoreLockedError
+from broker_core.store.flush import (
+    FlushConsumeQueueService,
+    FlushRealTimeService,
+    GroupCommitRequest,
+    GroupCommitService,
+)
+from broker_core.store.index_file import IndexService
+from broker_core.store.message import MessageInner
+from broker_core.store.results import GetMessageResult, GetStatus, PutMessageResult, PutStatus, QueryMessageResult
+from broker_core.store.retention import CleanCommitLogService, DiskCheck, DiskProbe, RetentionReport
+
+log = logging.getLogger(__name__)
+
+MAX_TIMESTAMP = (1 << 63) - 1
+_UNIT_SCAN_BYTES = 16000  # units examined per pull (upstream)
+
+
+class MessageStore:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        clock: Clock = SYSTEM_CLOCK,
+        disk_probe: DiskProbe | None = None,
+        *,
+        background: bool = True,
+    ) -> None:
+        """``background=False`` runs no threads: dispatch, flush and cleaning happen only when called
+        (``dispatch()``, ``flush()``, ``clean_expired_files()``); used by tools and deterministic tests."""
+        self.config = config.validate()
+        self.clock = clock
+        self.background = background
+        self.allocator = AllocateMappedFileService(config.warm_mapped_file_enable) if background else None
+        self.commit_log = CommitLog(config, clock, self.allocator)
+        self.consume_queue_table: dict[tuple[str, int], ConsumeQueue] = {}
+        self._cq_lock = threading.Lock()
+        self.index_service = (
+            IndexService(config.index_dir, config.max_hash_slot_num, config.max_index_num, clock.now_ms)
+            if config.message_index_enable else None)
+        self.checkpoint: StoreCheckpoint | None = None  # type: ignore[assignment]
+        self.reput = ReputMessageService(self)
+        self.sync_flush = config.flush_disk_type == "SYNC_FLUSH"
+        self.flush_service: FlushRealTimeService | GroupCommitService = (
+            GroupCommitService(self) if self.sync_flush else FlushRealTimeService(self))
+        self.flush_cq_service = FlushConsumeQueueService(self)
+        self.clean_service = CleanCommitLogService(self, disk_probe)
+        self.disk_full = False
+        self.last_exit_ok = True
+        self.last_dispatched_timestamp = 0
+        self.running = False
+        self._lock_fd = -1
+        self._clean_timer: threading.Thread | None = None
+        self._stop = threading.Event()
+        self.reput.listeners.append(self._note_dispatched)
+
+    # ================================================================== lifecycle
+    def start(self) -> MessageStore:
+        cfg = self.config
+        root = cfg.store_path_root_dir
+        os.makedirs(root, exist_ok=True)
+        self._take_lock()
+        try:
+            self.last_exit_ok = not cfg.abort_path.exists()
+            cfg.abort_path.parent.mkdir(parents=True, exist_ok=True)
+            cfg.abort_path.touch()
+            self._load_and_recover()
+        except BaseException:
+            self._release_lock()
+            raise
+        self.commit_log.on_appended = self._on_appended
+        self.running = True
+        if self.background:
+            self.reput.start()
+            self.flush_service.start()
+            self.flush_cq_service.start()
+            if cfg.clean_resource_interval_ms > 0:
+                self._clean_timer = threading.Thread(target=self._clean_loop, name="clean-files", daemon=True)
+                self._clean_timer.start()
+        log.info("store %s started (last exit %s), CommitLog [%d, %d)", root,
+                 "clean" if self.last_exit_ok else "ABNORMAL", self.commit_log.min_offset(),
+                 self.commit_log.max_offset())
+        return self
+
+    def _take_lock(self) -> None:
+        path = self.config.lock_path
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise StoreLockedError(
+                f"store directory {self.config.store_path_root_dir} is in use by another broker "
+                f"(lock file {path}, pid {holder})") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        self._lock_fd = fd
+
+    def _release_lock(self) -> None:
+        if self._lock_fd >= 0:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+            os.close(self._lock_fd)
+            self._lock_fd = -1
+
+    def _load_and_recover(self) -> None:
+        cfg = self.config
+        self.commit_log.load()
+        self._load_consume_queues()
+        self.checkpoint = StoreCheckpoint(cfg.checkpoint_path)
+        index_rebuild_from = None
+        if self.index_service is not None:
+            before = {f.path: f.begin_phy_offset for f in self._index_files_on_disk()}
+            self.index_service.load(self.last_exit_ok, self.checkpoint.index_msg_timestamp)
+            kept = {f.path for f in self.index_service.files}
+            dropped = [phy for path, phy in before.items() if path not in kept]
+            index_rebuild_from = min(dropped) if dropped else None
+        max_phy_cq = recovery.recover_consume_queues(self)
+        if self.last_exit_ok:
+            reput_from = recovery.recover_normally(self, max_phy_cq)
+        else:
+            reput_from = recovery.recover_abnormally(self, max_phy_cq, index_rebuild_from)
+        self.reput.reput_from_offset = max(reput_from, 0)
+        self.reput.do_reput()
+        recovery.recover_topic_queue_table(self)
+
+    def _index_files_on_disk(self) -> list:  # type: ignore[type-arg]
+        from broker_core.store.index_file import IndexFile
+
+        root = self.config.index_dir
+        if not root.is_dir():
+            return []
+        out = []
+        for path in sorted(p for p in root.iterdir() if p.is_file() and not p.name.endswith(".tmp")):
+            f = IndexFile(path, self.config.max_hash_slot_num, self.config.max_index_num)
+            out.append(f)
+            f.close()
+        return out
+
+    def _load_consume_queues(self) -> None:
+        root = self.config.consume_queue_dir
+        if not root.is_dir():
+            return
+        for topic_dir in sorted(root.iterdir()):
+            if not topic_dir.is_dir():
+                continue
+            for qdir in sorted(topic_dir.iterdir()):
+                if not qdir.name.isdigit():
+                    continue
+                cq = ConsumeQueue(topic_dir.name, int(qdir.name), root,
+                                  self.config.mapped_file_size_consume_queue_bytes)
+                cq.load()
+                self.consume_queue_table[(cq.topic, cq.queue_id)] = cq
+
+    def shutdown(self) -> None:
+        if not self.running:
+            return
+        self.running = False
+        self._stop.set()
+        if self._clean_timer is not None:
+            self._clean_timer.join()
+        if self.background:
+            self.reput.shutdown()
+            self.flush_service.shutdown()
+            self.flush_cq_service.shutdown()
+            if self.allocator is not None:
+                self.allocator.shutdown()
+        else:
+            self.reput.do_reput()
+            self.flush()
+        self.commit_log.close()
+        for cq in self.consume_queues():
+            cq.close()
+        if self.index_service is not None:
+            self.index_service.close()
+        self.checkpoint.close()
+        self.config.abort_path.unlink(missing_ok=True)
+        self._release_lock()
+        log.info("store %s shut down cleanly", self.config.store_path_root_dir)
+
+    def __enter__(self) -> MessageStore:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    # ================================================================== put
+    def _on_appended(self) -> None:
+        self.reput.wakeup()
+
+    def _refuse(self, n: int) -> list[PutMessageResult] | None:
+        if not self.running:
+            return [PutMessageResult(PutStatus.SERVICE_NOT_AVAILABLE, error="store is not running")] * n
+        if self.config.broker_role == "SLAVE":
+            return [PutMessageResult(PutStatus.SERVICE_NOT_AVAILABLE, error="broker role is SLAVE")] * n
+        if self.disk_full:
+            return [PutMessageResult(PutStatus.SERVICE_NOT_AVAILABLE,
+                                     error="disk full: writes are refused until disk use drops")] * n
+        return None
+
+    def put_messages_nowait(self, msgs: list[MessageInner]) -> tuple[list[PutMessageResult], GroupCommitRequest | None]:
+        """Append without waiting for the flush. Under SYNC_FLUSH the request tells when the batch is
+        durable (``request.result()`` or ``asyncio.wrap_future(request)``)."""
+        refused = self._refuse(len(msgs))
+        if refused is not None:
+            return refused, None
+        results = self.commit_log.put_messages(msgs)
+        if not self.sync_flush:
+            if not self.config.flush_commit_log_timed:
+                self.flush_service.wakeup()
+            return results, None
+        end = max((r.next_offset for r in results if r.ok), default=-1)
+        if end < 0:
+            return results, None
+        if not self.background:
+            self.flush()
+            return results, None
+        return results, self.flush_service.put_request(end)  # type: ignore[union-attr]
+
+    def put_messages(self, msgs: list[MessageInner]) -> list[PutMessageResult]:
+        results, request = self.put_messages_nowait(msgs)
+        if request is not None:
+            try:
+                ok = request.result(timeout=self.config.sync_flush_timeout_ms / 1000)
+            except TimeoutError:
+                ok = False
+            if not ok:
+                for r in results:
+                    if r.ok:
+                        r.status = PutStatus.FLUSH_DISK_TIMEOUT
+        return results
+
+    def put_message(self, msg: MessageInner) -> PutMessageResult:
+        return self.put_messages([msg])[0]
+
+    # ================================================================== dispatch helpers
+    def _note_dispatched(self, req: DispatchRequest) -> None:
+        self.last_dispatched_timestamp = req.store_timestamp
+
+    def find_consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
+        cq = self.consume_queue_table.get((topic, queue_id))
+        if cq is None:
+            with self._cq_lock:
+                cq = self.consume_queue_table.get((topic, queue_id))
+                if cq is None:
+                    cq = ConsumeQueue(topic, queue_id, self.config.consume_queue_dir,
+                                      self.config.mapped_file_size_consume_queue_bytes)
+                    self.consume_queue_table = {**self.consume_queue_table, (topic, queue_id): cq}
+        return cq
+
+    def consume_queues(self) -> Iterator[ConsumeQueue]:
+        return iter(list(self.consume_queue_table.values()))
+
+    def destroy_logics(self) -> None:
+        for cq in self.consume_queues():
+            cq.destroy()
+        self.consume_queue_table = {}
+        if self.index_service is not None:
+            self.index_service.destroy()
+
+    def dispatch(self, timeout: float = 5.0) -> bool:
+        """Wait until everything appended so far is dispatched (visible to pulls)."""
+        return self.reput.wait_for(self.commit_log.max_offset(), timeout)
+
+    def add_arrival_listener(self, listener: Callable[[DispatchRequest], None]) -> None:
+        """Called on the dispatcher thread for every dispatched record (long polling)."""
+        self.reput.listeners.append(listener)
+
+    # ================================================================== reads
+    def get_message(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_msg_nums: int = 32,
+        tag_hashes: set[int] | None = None,
+        max_bytes: int = 4 * 1024 * 1024,
+    ) -> GetMessageResult:
+        """Pull up to ``max_msg_nums`` messages of one queue from logical ``offset``, filtered by tag hash."""
+        cq = self.consume_queue_table.get((topic, queue_id))
+        if cq is None:
+            return GetMessageResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0,
+                                    error=f"no queue {topic}-{queue_id}")
+        min_off = cq.get_min_offset_in_queue()
+        max_off = cq.get_max_offset_in_queue()
+        if max_off == 0:
+            return GetMessageResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, min_off, max_off)
+        if offset < min_off:
+            return GetMessageResult(GetStatus.OFFSET_TOO_SMALL, min_off, min_off, max_off,
+                                    error=f"offset {offset} is below the queue's min offset {min_off}")
+        if offset == max_off:
+            return GetMessageResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, min_off, max_off)
+        if offset > max_off:
+            return GetMessageResult(GetStatus.OFFSET_OVERFLOW_BADLY, min_off if min_off == 0 else max_off,
+                                    min_off, max_off, error=f"offset {offset} is past the queue's max offset {max_off}")
+        result = cq.get_index_buffer(offset)
+        if result is None:
+            units_per_file = cq.mapped_file_size // CQ_STORE_UNIT_SIZE
+            nxt = (offset // units_per_file + 1) * units_per_file
+            return GetMessageResult(GetStatus.OFFSET_FOUND_NULL, nxt, min_off, max_off)
+        out = GetMessageResult(GetStatus.NO_MATCHED_MESSAGE, offset, min_off, max_off)
+        min_phy = self.commit_log.min_offset()
+        total_bytes = 0
+        removed = False
+        try:
+            buf = result.buffer
+            limit = min(len(buf), _UNIT_SCAN_BYTES)
+            pos = 0
+            while pos + CQ_STORE_UNIT_SIZE <= limit and len(out.messages) < max_msg_nums:
+                phy, size, tags_code = CQ_UNIT.unpack_from(buf, pos)
+                pos += CQ_STORE_UNIT_SIZE
+                if size == BLANK_UNIT_SIZE:
+                    continue
+                if phy < min_phy:
+                    removed = True
+                    continue
+                if tag_hashes is not None and tags_code not in tag_hashes:
+                    continue
+                if out.messages and total_bytes + size > max_bytes:
+                    pos -= CQ_STORE_UNIT_SIZE
+                    break
+                data = self.commit_log.get_message_bytes(phy, size)
+                if data is None:
+                    removed = True
+                    continue
+                out.messages.append(decode_record(data, 0, base_offset=phy, check_crc=False))
+                out.queue_offsets.append(offset + pos // CQ_STORE_UNIT_SIZE - 1)
+                total_bytes += size
+            out.next_begin_offset = offset + pos // CQ_STORE_UNIT_SIZE
+        finally:
+            result.release()
+        if out.messages:
+            out.status = GetStatus.FOUND
+        elif removed:
+            out.status = GetStatus.MESSAGE_WAS_REMOVING
+        return out
+
+    def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.consume_queue_table.get((topic, queue_id))
+        return cq.get_min_offset_in_queue() if cq else 0
+
+    def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self.consume_queue_table.get((topic, queue_id))
+        return cq.get_max_offset_in_queue() if cq else 0
+
+    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        """The first queue offset whose message was stored at or after ``timestamp_ms`` (max offset when
+        none is)."""
+        cq = self.consume_queue_table.get((topic, queue_id))
+        if cq is None:
+            return 0
+        lo, hi = cq.get_min_offset_in_queue(), cq.get_max_offset_in_queue()
+        while lo < hi:
+            mid = (lo + hi) // 2
+            unit = cq.get_unit(mid)
+            ts = -1 if unit is None or unit[1] == BLANK_UNIT_SIZE else self.commit_log.pickup_store_timestamp(
+                unit[0], unit[1])
+            if ts < timestamp_ms:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    def get_queue_store_time(self, topic: str, queue_id: int, offset: int) -> int:
+        cq = self.consume_queue_table.get((topic, queue_id))
+        unit = cq.get_unit(offset) if cq else None
+        if unit is None or unit[1] == BLANK_UNIT_SIZE:
+            return -1
+        return self.commit_log.pickup_store_timestamp(unit[0], unit[1])
+
+    def look_message_by_offset(self, phy_offset: int) -> MessageRecord | None:
+        try:
+            record = self.commit_log.look_message_by_offset(phy_offset)
+        except CodecError:
+            return None
+        if record is None or record.commit_log_offset != phy_offset:
+            return None
+        return record
+
+    def view_message_by_id(self, offset_msg_id: str) -> MessageRecord | None:
+        """Message by offset message id (raises CodecError for a malformed id)."""
+        _, _, phy = decode_offset_msg_id(offset_msg_id)
+        return self.look_message_by_offset(phy)
+
+    def query_message(
+        self, topic: str, key: str, max_num: int | None = None, begin_ms: int = 0, end_ms: int = MAX_TIMESTAMP,
+    ) -> QueryMessageResult:
+        """Messages of ``topic`` with ``key`` among their KEYS or as unique key, stored in
+        ``[begin_ms, end_ms]``, newest first, at most ``max_num`` (``defaultQueryMaxNum``). Hash collisions
+        are filtered out; ``truncated`` says more matches exist."""
+        if self.index_service is None:
+            return QueryMessageResult([], False)
+        want = max_num or self.config.default_query_max_num
+        limit = want + 1
+        while True:
+            offsets, more = self.index_service.query_offsets(topic, key, limit, begin_ms, end_ms)
+            found = []
+            for phy in offsets:
+                rec = self.look_message_by_offset(phy)
+                if rec is not None and rec.topic == topic and (key in rec.keys or rec.uniq_key == key):
+                    found.append(rec)
+            if len(found) > want or not more:
+                break
+            limit *= 4
+        ts, phy = self.index_service.last_update()
+        return QueryMessageResult(found[:want], len(found) > want, ts, phy)
+
+    # ================================================================== maintenance
+    def flush(self) -> None:
+        """Flush CommitLog, ConsumeQueues, index and checkpoint now."""
+        for _ in range(10):
+            if not self.commit_log.flush(0):
+                break
+        mf = self.commit_log.mapped_file_queue.last()
+        if mf is not None and mf.store_timestamp:
+            self.checkpoint.physic_msg_timestamp = mf.store_timestamp
+        self.flush_cq_service.flush(0)
+
+    def clean_expired_files(self, now_ms: int | None = None, force: bool = False) -> RetentionReport:
+        """One retention pass with the seeds' triggers (deleteWhen hour, disk ratio, manual)."""
+        return self.clean_service.run(now_ms, force)
+
+    def execute_delete_files_manually(self) -> None:
+        self.clean_service.execute_delete_files_manually()
+
+    def check_disk(self) -> DiskCheck:
+        return self.clean_service.check_disk()
+
+    def _clean_loop(self) -> None:
+        interval = self.config.clean_resource_interval_ms / 1000
+        if self._stop.wait(min(60.0, interval * 6)):
+            return
+        while not self._stop.is_set():
+            try:
+                self.clean_expired_files()
+            except (OSError, StoreError):
+                log.exception("retention pass failed")
+            self._stop.wait(interval)
+
+    # ================================================================== stats
+    def runtime_info(self) -> dict[str, object]:
+        cl = self.commit_log
+        return {
+            "commit_log_min_offset": cl.min_offset(),
+            "commit_log_max_offset": cl.max_offset(),
+            "commit_log_flushed_offset": cl.flushed_where,
+            "flush_lag_bytes": cl.max_offset() - cl.flushed_where,
+            "dispatch_behind_bytes": self.reput.behind(),
+            "consume_queues": len(self.consume_queue_table),
+            "index_files": len(self.index_service.files) if self.index_service else 0,
+            "disk_full": self.disk_full,
+            "last_exit_ok": self.last_exit_ok,
+        }

@@ -1,0 +1,99 @@
+"""Result enums and records of the store's hot paths (expected outcomes, not exceptions)."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from broker_core.codec.message import MessageRecord
+from broker_core.codec.message_id import encode_offset_msg_id
+
+
+class PutStatus(enum.Enum):
+    PUT_OK = "PUT_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"
+    CREATE_MAPEDFILE_FAILED = "CREATE_MAPEDFILE_FAILED"
+    MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"
+    PROPERTIES_SIZE_EXCEEDED = "PROPERTIES_SIZE_EXCEEDED"
+    OS_PAGECACHE_BUSY = "OS_PAGECACHE_BUSY"
+    UNKNOWN_ERROR = "UNKNOWN_ERROR"
+
+
+class GetStatus(enum.Enum):
+    FOUND = "FOUND"
+    NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
+    MESSAGE_WAS_REMOVING = "MESSAGE_WAS_REMOVING"
+    OFFSET_FOUND_NULL = "OFFSET_FOUND_NULL"
+    OFFSET_OVERFLOW_BADLY = "OFFSET_OVERFLOW_BADLY"
+    OFFSET_OVERFLOW_ONE = "OFFSET_OVERFLOW_ONE"
+    OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
+    NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"
+    NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
+
+
+class PutMessageResult:
+    """Outcome of one put. ``msg_id`` (the offset message id) is computed on demand."""
+
+    __slots__ = ("_host", "_port", "error", "phy_offset", "queue_offset", "size", "status", "store_timestamp")
+
+    def __init__(
+        self,
+        status: PutStatus,
+        phy_offset: int = -1,
+        size: int = 0,
+        queue_offset: int = -1,
+        store_timestamp: int = 0,
+        host: bytes = b"\x00\x00\x00\x00",
+        port: int = 0,
+        error: str = "",
+    ) -> None:
+        self.status = status
+        self.phy_offset = phy_offset
+        self.size = size
+        self.queue_offset = queue_offset
+        self.store_timestamp = store_timestamp
+        self._host = host
+        self._port = port
+        self.error = error
+
+    @property
+    def ok(self) -> bool:
+        return self.status is PutStatus.PUT_OK
+
+    @property
+    def msg_id(self) -> str:
+        return encode_offset_msg_id(self._host, self._port, self.phy_offset) if self.phy_offset >= 0 else ""
+
+    @property
+    def next_offset(self) -> int:
+        return self.phy_offset + self.size
+
+    def __repr__(self) -> str:
+        extra = f", error={self.error!r}" if self.error else ""
+        return (f"PutMessageResult({self.status.name}, phy_offset={self.phy_offset}, size={self.size}, "
+                f"queue_offset={self.queue_offset}{extra})")
+
+
+@dataclass
+class GetMessageResult:
+    """Outcome of a pull from one queue: messages found and where the next pull starts."""
+
+    status: GetStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    messages: list[MessageRecord] = field(default_factory=list)
+    # Queue offsets of ``messages``, in the same order.
+    queue_offsets: list[int] = field(default_factory=list)
+    error: str = ""
+
+
+@dataclass
+class QueryMessageResult:
+    """Outcome of a key query: the matching messages, newest first, and whether the cap cut the list."""
+
+    messages: list[MessageRecord]
+    truncated: bool
+    index_last_update_timestamp: int = 0
+    index_last_update_phy_offset: int = 0

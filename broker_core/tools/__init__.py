@@ -1,0 +1,1 @@
+"""Command-line tools over a store directory (read-only)."""
