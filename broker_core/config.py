@@ -227,7 +227,7 @@ def _from_env(env: Mapping[str, str]) -> dict[str, str]:
 
 
 def _coerce(f: dataclasses.Field[Any], raw: str, key: str) -> Any:
-    kind = type(f.default)
+    kind = {"bool": bool, "int": int, "float": float}.get(str(f.type), str)
     raw = raw.strip()
     try:
         if kind is bool:
