@@ -162,20 +162,31 @@ class IndexService:
         self.files: list[IndexFile] = []
         self.last_indexed_phy = -1
 
-    def load(self, last_exit_ok: bool, checkpoint_index_ts: int) -> None:
+    def load(self, last_exit_ok: bool, checkpoint_index_ts: int) -> int | None:
+        """Open the files; after an abnormal exit drop those newer than the checkpoint. Returns the
+        CommitLog offset from which dropped entries must be rebuilt (None when nothing was dropped)."""
+        rebuild_from = None
         if not self.root.is_dir():
-            return
+            return None
         for tmp in self.root.glob("*.tmp"):
             tmp.unlink()
         for path in sorted(p for p in self.root.iterdir() if p.is_file()):
             f = IndexFile(path, self.hash_slot_num, self.index_num)
             if not last_exit_ok and f.end_timestamp > checkpoint_index_ts:
                 log.info("abnormal exit: dropping IndexFile %s newer than the checkpoint", path.name)
+                begin = f.begin_phy_offset if f.index_count > 1 else None
                 f.destroy()
+                if begin is not None:
+                    rebuild_from = begin if rebuild_from is None else min(rebuild_from, begin)
                 continue
             self.files.append(f)
             if f.index_count > 1:
                 self.last_indexed_phy = max(self.last_indexed_phy, f.end_phy_offset)
+        if rebuild_from is not None:
+            # A record's keys may straddle a kept and a dropped file: re-index it whole (lookups
+            # de-duplicate offsets).
+            self.last_indexed_phy = min(self.last_indexed_phy, rebuild_from - 1)
+        return rebuild_from
 
     def _new_file(self) -> IndexFile:
         self.root.mkdir(parents=True, exist_ok=True)
@@ -225,12 +236,16 @@ class IndexService:
         candidates than ``max_num`` exist (checked by asking for one more)."""
         key_hash = index_key_hash(index_key(topic, key))
         out: list[int] = []
+        seen: set[int] = set()
         for f in reversed(self.files):
             if len(out) > max_num:
                 break
             if f.index_count <= 1 or not f.is_time_matched(begin, end):
                 continue
-            out.extend(f.select_phy_offsets(key_hash, max_num + 1 - len(out), begin, end))
+            for phy in f.select_phy_offsets(key_hash, max_num + 1 - len(out), begin, end):
+                if phy not in seen:
+                    seen.add(phy)
+                    out.append(phy)
         return out[:max_num], len(out) > max_num
 
     def last_update(self) -> tuple[int, int]:

@@ -143,11 +143,7 @@ class MessageStore:
         self.checkpoint = StoreCheckpoint(cfg.checkpoint_path)
         index_rebuild_from = None
         if self.index_service is not None:
-            before = {f.path: f.begin_phy_offset for f in self._index_files_on_disk()}
-            self.index_service.load(self.last_exit_ok, self.checkpoint.index_msg_timestamp)
-            kept = {f.path for f in self.index_service.files}
-            dropped = [phy for path, phy in before.items() if path not in kept]
-            index_rebuild_from = min(dropped) if dropped else None
+            index_rebuild_from = self.index_service.load(self.last_exit_ok, self.checkpoint.index_msg_timestamp)
         max_phy_cq = recovery.recover_consume_queues(self)
         if self.last_exit_ok:
             reput_from = recovery.recover_normally(self, max_phy_cq)
@@ -156,19 +152,6 @@ class MessageStore:
         self.reput.reput_from_offset = max(reput_from, 0)
         self.reput.do_reput()
         recovery.recover_topic_queue_table(self)
-
-    def _index_files_on_disk(self) -> list:  # type: ignore[type-arg]
-        from broker_core.store.index_file import IndexFile
-
-        root = self.config.index_dir
-        if not root.is_dir():
-            return []
-        out = []
-        for path in sorted(p for p in root.iterdir() if p.is_file() and not p.name.endswith(".tmp")):
-            f = IndexFile(path, self.config.max_hash_slot_num, self.config.max_index_num)
-            out.append(f)
-            f.close()
-        return out
 
     def _load_consume_queues(self) -> None:
         root = self.config.consume_queue_dir

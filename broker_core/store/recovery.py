@@ -79,7 +79,7 @@ def recover_normally(store: MessageStore, max_phy_of_cq: int) -> int:
         return 0
     process_offset = _walk(store, max(0, len(files) - 3))
     _finish(store, process_offset, max_phy_of_cq, always_cut=False)
-    return max(max_phy_of_cq, store.commit_log.min_offset(), 0)
+    return max(min(max_phy_of_cq, process_offset), store.commit_log.min_offset(), 0)
 
 
 def _matches_checkpoint(mf, min_ts: int) -> bool:  # type: ignore[no-untyped-def]

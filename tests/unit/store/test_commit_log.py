@@ -85,8 +85,8 @@ def test_lookups_by_id_key_and_time(open_store, clock):
     ids = []
     for i in range(20):
         clock.advance(1000)
-        r = store.put_message(MessageInner("T", b"body%d" % i, 0, keys=["order-%d" % (i % 5), "all"],
-                                           uniq_key="U%02d" % i))
+        r = store.put_message(MessageInner("T", b"body%d" % i, 0, keys=[f"order-{i % 5}", "all"],
+                                           uniq_key=f"U{i:02d}"))
         ids.append((r.msg_id, r.store_timestamp))
     store.dispatch()
     rec = store.view_message_by_id(ids[7][0])
