@@ -47,6 +47,13 @@ class AllocateMappedFileService:
                 self._pending[next_path] = self._pool.submit(self._create, next_path, size)
         return mf
 
+    def wait_idle(self) -> None:
+        """Wait for segments being prepared (benchmarks measure the steady state)."""
+        with self._lock:
+            pending = list(self._pending.values())
+        for fut in pending:
+            fut.exception()
+
     def shutdown(self) -> None:
         with self._lock:
             self._closed = True

@@ -20,9 +20,9 @@ from __future__ import annotations
 import logging
 import threading
 import zlib
-from collections.abc import Callable
+from collections import deque
 
-from broker_core.codec.message import _SHORT as SHORT
+from broker_core.codec.hashing import tag_hash
 from broker_core.codec.message import (
     BLANK,
     BLANK_MAGIC_CODE,
@@ -65,22 +65,27 @@ class CommitLog:
         self.store_port = config.listen_port
         self.max_message_size = config.max_message_size_bytes
         self.begin_time_in_lock = 0
-        # Called after every successful put, outside the lock (dispatcher / flush wakeups).
-        self.on_appended: Callable[[], None] = lambda: None
+        # Hand-off to the dispatcher, in CommitLog order: (phy, size, topic, queue_id, queue_offset,
+        # tags_code, store_timestamp, keys, uniq_key, sys_flag). A hint: the dispatcher parses the
+        # CommitLog itself when an entry is missing.
+        self.pending_dispatch: deque[tuple] = deque()  # type: ignore[type-arg]
 
     # ------------------------------------------------------------------ checks
     def check(self, msg: MessageInner) -> PutMessageResult | None:
-        """The pre-lock limits; a result when the message is refused, else None."""
-        if len(msg.topic_bytes) > MAX_TOPIC_BYTES or not msg.topic:
+        """The limits; a result when the message is refused, else None."""
+        tlen = len(msg.topic_bytes)
+        if tlen > MAX_TOPIC_BYTES or tlen == 0:
             return PutMessageResult(PutStatus.MESSAGE_ILLEGAL, error=(
-                f"topic must be 1..{MAX_TOPIC_BYTES} bytes, got {len(msg.topic_bytes)}"))
-        if len(msg.properties_bytes) > MAX_PROPERTIES_BYTES:
+                f"topic must be 1..{MAX_TOPIC_BYTES} bytes, got {tlen}"))
+        plen = len(msg.properties_bytes)
+        if plen > MAX_PROPERTIES_BYTES:
             return PutMessageResult(PutStatus.PROPERTIES_SIZE_EXCEEDED, error=(
-                f"properties are {len(msg.properties_bytes)} bytes, at most {MAX_PROPERTIES_BYTES}"))
-        if len(msg.body) > self.max_message_size:
+                f"properties are {plen} bytes, at most {MAX_PROPERTIES_BYTES}"))
+        blen = len(msg.body)
+        if blen > self.max_message_size:
             return PutMessageResult(PutStatus.MESSAGE_ILLEGAL, error=(
-                f"body is {len(msg.body)} bytes, maxMessageSize is {self.max_message_size}"))
-        total = HEADER_SIZE + 3 + len(msg.topic_bytes) + len(msg.properties_bytes) + len(msg.body)
+                f"body is {blen} bytes, maxMessageSize is {self.max_message_size}"))
+        total = HEADER_SIZE + 3 + tlen + plen + blen
         if total + END_FILE_MIN_BLANK_LENGTH > self.mapped_file_size:
             return PutMessageResult(PutStatus.MESSAGE_ILLEGAL, error=(
                 f"record of {total} bytes does not fit a {self.mapped_file_size}-byte CommitLog segment"))
@@ -91,38 +96,37 @@ class CommitLog:
     # ------------------------------------------------------------------ put
     def put_messages(self, msgs: list[MessageInner]) -> list[PutMessageResult]:
         """Append ``msgs`` in order under one lock hold. Each gets its own result; refused messages
-        (limits) get their status and are skipped."""
-        results: list[PutMessageResult | None] = [self.check(m) for m in msgs]
-        tail_for = {}
+        (limits) get their status and are skipped. Each appended record is also handed to the dispatcher
+        (``pending_dispatch``) so it need not parse the bytes back."""
+        max_body = self.max_message_size
+        results: list[PutMessageResult | None] = [None] * len(msgs)
+        pending = self.pending_dispatch
         with self.put_lock:
             now = self.clock.now_ms()
             self.begin_time_in_lock = now
-            mfq = self.mapped_file_queue
             size = self.mapped_file_size
             table = self.topic_queue_table
             host, port = self.store_host, self.store_port
-            mf = mfq.last()
+            mf = self.mapped_file_queue.last()
             if mf is None or mf.is_full():
                 mf = self._new_segment()
                 if mf is None:
                     self.begin_time_in_lock = 0
                     return [r or PutMessageResult(PutStatus.CREATE_MAPEDFILE_FAILED, error="cannot create segment")
                             for r in results]
+            mv = mf.mv
+            base = mf.file_from_offset
+            pos = mf.wrote_position
             for i, msg in enumerate(msgs):
-                if results[i] is not None:
-                    continue
-                topic_b = msg.topic_bytes
-                props_b = msg.properties_bytes
-                tkey = (topic_b, props_b)
-                tail = tail_for.get(tkey)
-                if tail is None:
-                    tail = tail_for[tkey] = bytes((len(topic_b),)) + topic_b + SHORT.pack(len(props_b)) + props_b
+                tail = msg.tail
                 body = msg.body
                 blen = len(body)
                 total = HEADER_SIZE + blen + len(tail)
-                pos = mf.wrote_position
+                if msg.limits_error or blen > max_body or total + END_FILE_MIN_BLANK_LENGTH > size:
+                    results[i] = self.check(msg)
+                    continue
                 if total + END_FILE_MIN_BLANK_LENGTH > size - pos:
-                    BLANK.pack_into(mf.mv, pos, size - pos, BLANK_MAGIC_CODE)
+                    BLANK.pack_into(mv, pos, size - pos, BLANK_MAGIC_CODE)
                     mf.store_timestamp = now
                     mf.wrote_position = size
                     mf = self._new_segment()
@@ -131,25 +135,31 @@ class CommitLog:
                             results[j] = results[j] or PutMessageResult(
                                 PutStatus.CREATE_MAPEDFILE_FAILED, error="cannot create the next segment")
                         break
+                    mv = mf.mv
+                    base = mf.file_from_offset
                     pos = 0
-                phy = mf.file_from_offset + pos
+                phy = base + pos
                 qkey = (msg.topic, msg.queue_id)
                 qoff = table.get(qkey, 0)
+                sys_flag = msg.sys_flag
                 HEADER.pack_into(
-                    mf.mv, pos, total, MESSAGE_MAGIC_CODE, zlib.crc32(body), msg.queue_id, msg.flag, qoff, phy,
-                    msg.sys_flag, msg.born_timestamp, msg.born_host, msg.born_port, now, host, port,
+                    mv, pos, total, MESSAGE_MAGIC_CODE, zlib.crc32(body), msg.queue_id, msg.flag, qoff, phy,
+                    sys_flag, msg.born_timestamp, msg.born_host, msg.born_port, now, host, port,
                     msg.reconsume_times, msg.prepared_transaction_offset, blen)
-                start = pos + HEADER_SIZE
-                mf.mv[start:start + blen] = body
-                start += blen
-                mf.mv[start:pos + total] = tail
-                mf.wrote_position = pos + total
-                mf.store_timestamp = now
-                if (msg.sys_flag & TRANSACTION_TYPE_MASK) not in _NO_QUEUE_ADVANCE:
+                p = pos + HEADER_SIZE + blen
+                mv[pos + HEADER_SIZE:p] = body
+                mv[p:pos + total] = tail
+                tags = msg.tags
+                pending.append((phy, total, msg.topic, msg.queue_id, qoff, tag_hash(tags) if tags else 0, now,
+                                msg.keys, msg.uniq_key, sys_flag))
+                pos += total
+                mf.wrote_position = pos
+                if (sys_flag & TRANSACTION_TYPE_MASK) not in _NO_QUEUE_ADVANCE:
                     table[qkey] = qoff + 1
                 results[i] = PutMessageResult(PutStatus.PUT_OK, phy, total, qoff, now, host, port)
+            if mf is not None:
+                mf.store_timestamp = now
             self.begin_time_in_lock = 0
-        self.on_appended()
         return results  # type: ignore[return-value]
 
     def put_message(self, msg: MessageInner) -> PutMessageResult:

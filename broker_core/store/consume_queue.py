@@ -36,6 +36,7 @@ class ConsumeQueue:
         self.mapped_file_queue = MappedFileQueue(root / topic / str(queue_id), mapped_file_size)
         self.max_physic_offset = -1
         self.min_logic_offset = 0
+        self._tail: MappedFile | None = None  # the file the last unit went to (fast path)
 
     # ------------------------------------------------------------------ load and recovery
     def load(self) -> None:
@@ -126,6 +127,16 @@ class ConsumeQueue:
         if offset + size <= self.max_physic_offset:
             return True  # already dispatched (replay)
         expect = cq_offset * UNIT
+        mf = self._tail
+        if mf is not None and mf.wrote_position < self.mapped_file_size and \
+                mf.file_from_offset + mf.wrote_position == expect and mf.available:
+            CQ_UNIT.pack_into(mf.mv, mf.wrote_position, offset, size, tags_code)
+            mf.wrote_position += UNIT
+            self.max_physic_offset = offset + size
+            return True
+        return self._put_slow(offset, size, tags_code, cq_offset, expect)
+
+    def _put_slow(self, offset: int, size: int, tags_code: int, cq_offset: int, expect: int) -> bool:
         mfq = self.mapped_file_queue
         mf = mfq.get_last_mapped_file(expect)
         if mf is None:
@@ -151,6 +162,7 @@ class ConsumeQueue:
         CQ_UNIT.pack_into(mf.mv, mf.wrote_position, offset, size, tags_code)
         mf.wrote_position += UNIT
         self.max_physic_offset = offset + size
+        self._tail = mf
         return True
 
     def _writable(self, logic_offset: int) -> MappedFile:

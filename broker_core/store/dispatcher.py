@@ -6,9 +6,16 @@ Invariants:
 2. Dispatch is idempotent: ConsumeQueues skip units they already hold and the index skips offsets it
    already indexed, so replaying a range after a crash is safe.
 3. A message is visible to consumers only after dispatch (pulls read ConsumeQueues).
+4. The put path hands each appended record's fields over (``CommitLog.pending_dispatch``) so the
+   common case does not parse bytes it just wrote. The hand-off is only a hint: an entry is used only
+   if its offset is exactly ``reput_from_offset``; otherwise the record is parsed from the CommitLog
+   (always the case during recovery replay).
+
+The loop runs every millisecond (the seeds' ``Thread.sleep(1)``) and dispatches everything readable in
+one batch; ``wait_for`` lets callers wait for a given offset.
 
 Crash behaviour: nothing is lost; on restart the dispatcher resumes from what the ConsumeQueues and
-IndexFiles show as done (see ``recovery.py``).
+IndexFiles show as done, or replays from the checkpoint's segment (see ``recovery.py``).
 """
 
 from __future__ import annotations
@@ -24,7 +31,6 @@ from broker_core.codec.message import (
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_NOT_TYPE,
     TRANSACTION_TYPE_MASK,
-    DispatchRequest,
     check_record,
 )
 
@@ -33,7 +39,13 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-Dispatcher = Callable[[DispatchRequest], None]
+# (phy, size, topic, queue_id, queue_offset, tags_code, store_timestamp, keys, uniq_key, sys_flag)
+Dispatch = tuple
+# Called with (topic, queue_id, next_queue_offset, tags_code, store_timestamp) for each new unit.
+ArrivalListener = Callable[[str, int, int, int, int], None]
+
+_TO_QUEUE = (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE)
+_BATCH = 1024
 
 
 class ReputMessageService:
@@ -41,26 +53,32 @@ class ReputMessageService:
         self.store = store
         self.commit_log = store.commit_log
         self.reput_from_offset = 0
-        self.listeners: list[Callable[[DispatchRequest], None]] = []
-        self._wakeup = threading.Event()
+        self.listeners: list[ArrivalListener] = []
+        self.last_dispatched_timestamp = 0
         self._stopped = threading.Event()
         self._dispatched = threading.Condition()
+        self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self.errors = 0
 
     # ------------------------------------------------------------------ dispatchers
-    def dispatch(self, req: DispatchRequest) -> None:
+    def dispatch_batch(self, batch: list[Dispatch]) -> None:
         store = self.store
-        tran = req.sys_flag & TRANSACTION_TYPE_MASK
-        if tran == TRANSACTION_NOT_TYPE or tran == TRANSACTION_COMMIT_TYPE:
-            cq = store.find_consume_queue(req.topic, req.queue_id)
-            tags = req.tags
-            cq.put_message_position_info(req.commit_log_offset, req.msg_size, tag_hash(tags) if tags else 0,
-                                         req.consume_queue_offset)
+        cq_table = store.consume_queue_table
+        listeners = self.listeners
+        for phy, size, topic, queue_id, queue_offset, tags_code, ts, _, _, sys_flag in batch:
+            if (sys_flag & TRANSACTION_TYPE_MASK) in _TO_QUEUE:
+                cq = cq_table.get((topic, queue_id))
+                if cq is None:
+                    cq = store.find_consume_queue(topic, queue_id)
+                    cq_table = store.consume_queue_table
+                cq.put_message_position_info(phy, size, tags_code, queue_offset)
+                if listeners:
+                    for listener in listeners:
+                        listener(topic, queue_id, queue_offset + 1, tags_code, ts)
         if store.index_service is not None:
-            store.index_service.build_index(req)
-        for listener in self.listeners:
-            listener(req)
+            store.index_service.build_batch(batch)
+        self.last_dispatched_timestamp = batch[-1][6]
 
     # ------------------------------------------------------------------ loop
     def behind(self) -> int:
@@ -68,67 +86,104 @@ class ReputMessageService:
 
     def do_reput(self) -> bool:
         """Dispatch everything readable. True when something was dispatched."""
-        commit_log = self.commit_log
-        did = False
-        while self.reput_from_offset < commit_log.max_offset():
-            offset = self.reput_from_offset
-            result = commit_log.get_data(offset)
-            if result is None:
-                first = commit_log.min_offset()
-                if 0 <= offset < first:
-                    log.warning("reput offset %d is below the CommitLog min %d; skipping ahead", offset, first)
-                    self.reput_from_offset = first
-                    continue
-                break
-            try:
-                buf = result.buffer
-                limit = len(buf)
-                pos = 0
-                while pos < limit:
-                    req = check_record(buf, pos, limit, False)
-                    if req.success:
-                        if req.msg_size > 0:
-                            self.dispatch(req)
-                            pos += req.msg_size
-                            did = True
-                        else:  # blank: the rest of the segment
-                            pos = commit_log.roll_next_file(result.start_offset + pos) - result.start_offset
-                            break
-                    else:
-                        self.errors += 1
-                        log.error("dispatch stopped at %d: %s", result.start_offset + pos, req.error)
-                        self.reput_from_offset = result.start_offset + pos
-                        return did
-                self.reput_from_offset = result.start_offset + pos
-            finally:
-                result.release()
+        with self._lock:
+            did = self._do_reput()
         if did:
             with self._dispatched:
                 self._dispatched.notify_all()
         return did
 
+    def _do_reput(self) -> bool:
+        commit_log = self.commit_log
+        pending = commit_log.pending_dispatch
+        did = False
+        while self.reput_from_offset < commit_log.max_offset():
+            offset = self.reput_from_offset
+            # Fast path: the put path's hand-off, while it lines up with the CommitLog.
+            while pending and pending[0][0] < offset:
+                pending.popleft()
+            if pending and pending[0][0] == offset:
+                batch = []
+                limit = commit_log.max_offset()
+                while pending and len(batch) < _BATCH:
+                    d = pending[0]
+                    if d[0] != offset or offset + d[1] > limit:
+                        break
+                    # a record that starts a new segment follows the previous segment's blank
+                    batch.append(pending.popleft())
+                    offset += d[1]
+                    if pending and pending[0][0] != offset:
+                        nxt = commit_log.roll_next_file(offset)
+                        if pending[0][0] == nxt:
+                            offset = nxt
+                self.dispatch_batch(batch)
+                self.reput_from_offset = offset
+                did = True
+                continue
+            if not self._parse_from_commit_log(offset):
+                break
+            did = True
+        return did
+
+    def _parse_from_commit_log(self, offset: int) -> bool:
+        """Dispatch records parsed from the CommitLog segment holding ``offset``. False if none."""
+        commit_log = self.commit_log
+        result = commit_log.get_data(offset)
+        if result is None:
+            first = commit_log.min_offset()
+            if 0 <= offset < first:
+                log.warning("reput offset %d is below the CommitLog min %d; skipping ahead", offset, first)
+                self.reput_from_offset = first
+                return True
+            return False
+        try:
+            buf = result.buffer
+            limit = len(buf)
+            pos = 0
+            batch: list[Dispatch] = []
+            while pos < limit:
+                req = check_record(buf, pos, limit, False)
+                if not req.success:
+                    self.errors += 1
+                    log.error("dispatch stopped at %d: %s", result.start_offset + pos, req.error)
+                    break
+                if req.msg_size == 0:  # blank: the rest of the segment
+                    pos = commit_log.roll_next_file(result.start_offset + pos) - result.start_offset
+                    break
+                tags = req.tags
+                batch.append((req.commit_log_offset, req.msg_size, req.topic, req.queue_id,
+                              req.consume_queue_offset, tag_hash(tags) if tags else 0, req.store_timestamp,
+                              req.keys, req.uniq_key, req.sys_flag))
+                pos += req.msg_size
+                if len(batch) >= _BATCH:
+                    self.dispatch_batch(batch)
+                    batch = []
+            if batch:
+                self.dispatch_batch(batch)
+            moved = result.start_offset + pos != self.reput_from_offset
+            self.reput_from_offset = result.start_offset + pos
+            return moved
+        finally:
+            result.release()
+
     def _run(self) -> None:
         while not self._stopped.is_set():
             try:
                 if not self.do_reput():
-                    self._wakeup.wait(0.001)
-                    self._wakeup.clear()
+                    self._stopped.wait(0.001)
             except Exception:
+                self.errors += 1
                 log.exception("dispatcher error")
                 time.sleep(0.01)
 
-    def wakeup(self) -> None:
-        if not self._wakeup.is_set():
-            self._wakeup.set()
-
     def wait_for(self, offset: int, timeout: float = 5.0) -> bool:
-        """Block until everything below ``offset`` is dispatched (tests, shutdown)."""
+        """Block until everything below ``offset`` is dispatched."""
+        if self._thread is None:
+            self.do_reput()
+            return self.reput_from_offset >= offset
         deadline = time.monotonic() + timeout
         with self._dispatched:
             while self.reput_from_offset < offset:
-                if self._thread is None:
-                    self.do_reput()
-                    return self.reput_from_offset >= offset
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
@@ -141,9 +196,7 @@ class ReputMessageService:
 
     def shutdown(self) -> None:
         if self._thread is not None:
-            # Let it catch up before stopping, as upstream does.
-            self.wait_for(self.commit_log.max_offset(), timeout=5.0)
+            self.wait_for(self.commit_log.max_offset(), timeout=5.0)  # catch up first, as upstream does
             self._stopped.set()
-            self._wakeup.set()
             self._thread.join()
             self._thread = None

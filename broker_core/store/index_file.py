@@ -6,7 +6,9 @@ Invariants:
    so a lookup walks newest to oldest.
 3. Files are filled in CommitLog order; ``end_phy_offset`` is the last indexed record, so a record at or
    below it is already indexed (replay after a crash is skipped).
-4. The header is rewritten on every put so it never lags the entries it describes.
+4. The header is rewritten after each dispatched batch and before every flush; it may lag the entries
+   by one batch, so opening a file walks entries past the header's count (entries are never zero) to
+   find the true end.
 5. A file is full after ``max_index_num - 1`` entries; the service then starts a new file named by the
    creation time (``yyyyMMddHHmmssSSS``).
 
@@ -21,6 +23,8 @@ import datetime as dt
 import logging
 import mmap
 import os
+import threading
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -35,12 +39,7 @@ from broker_core.codec.index_file import (
     decode_header,
     index_file_size,
 )
-from broker_core.codec.message import (
-    KEY_SEPARATOR,
-    TRANSACTION_ROLLBACK_TYPE,
-    TRANSACTION_TYPE_MASK,
-    DispatchRequest,
-)
+from broker_core.codec.message import KEY_SEPARATOR, TRANSACTION_ROLLBACK_TYPE, TRANSACTION_TYPE_MASK
 from broker_core.store.errors import StoreError
 from broker_core.store.mapped_file import _create_allocated
 
@@ -74,6 +73,30 @@ class IndexFile:
             (self.begin_timestamp, self.end_timestamp, self.begin_phy_offset, self.end_phy_offset,
              self.hash_slot_count, self.index_count) = decode_header(self.mv, str(path))
         self._entries_base = INDEX_HEADER_SIZE + hash_slot_num * 4
+        if not create:
+            self._recover_tail()
+
+    def _recover_tail(self) -> None:
+        """Count entries written after the header was last updated (a crash between the two)."""
+        count = self.index_count
+        moved = False
+        while count < self.index_num:
+            h, phy, time_diff, _ = INDEX_ENTRY.unpack_from(self.mv, self._entries_base + count * INDEX_ENTRY_SIZE)
+            if h == 0 and phy == 0 and time_diff == 0:
+                break
+            if count <= 1:
+                self.begin_phy_offset = phy
+            self.end_phy_offset = phy
+            self.end_timestamp = self.begin_timestamp + time_diff * 1000
+            count += 1
+            moved = True
+        if moved:
+            log.info("IndexFile %s: %d entries past the header recovered", self.path.name, count - self.index_count)
+            self.index_count = count  # hash_slot_count (informational) may stay a little low
+            self._write_header()
+
+    def write_header(self) -> None:
+        self._write_header()
 
     def _write_header(self) -> None:
         INDEX_HEADER.pack_into(self.mv, 0, self.begin_timestamp, self.end_timestamp, self.begin_phy_offset,
@@ -84,33 +107,47 @@ class IndexFile:
 
     def put_key(self, key_hash: int, phy_offset: int, store_timestamp: int) -> bool:
         """Add one entry at the head of ``key_hash``'s chain. False when the file is full."""
-        count = self.index_count
-        if count >= self.index_num:
-            return False
+        return self.put_keys([(key_hash, phy_offset, store_timestamp)], 0) == 1
+
+    def put_keys(self, entries: list[tuple[int, int, int]], start: int) -> int:
+        """Add ``entries[start:]`` (``(key_hash, phy_offset, store_timestamp)``) until the file is full
+        (upstream ``putKey`` in a loop). Returns the index of the first entry not written."""
         mv = self.mv
-        slot_pos = INDEX_HEADER_SIZE + (key_hash % self.hash_slot_num) * 4
-        (slot_value,) = HASH_SLOT.unpack_from(mv, slot_pos)
-        if slot_value <= INVALID_INDEX or slot_value > count:
-            slot_value = INVALID_INDEX
+        slots = self.hash_slot_num
+        limit = self.index_num
+        count = self.index_count
+        base = self._entries_base
         begin = self.begin_timestamp
-        if begin <= 0:
-            time_diff = 0
-        else:
-            time_diff = (store_timestamp - begin) // 1000
-            time_diff = 0 if time_diff < 0 else min(time_diff, _INT_MAX)
-        INDEX_ENTRY.pack_into(mv, self._entries_base + count * INDEX_ENTRY_SIZE, key_hash, phy_offset,
-                              time_diff, slot_value)
-        HASH_SLOT.pack_into(mv, slot_pos, count)
-        if count <= 1:
-            self.begin_phy_offset = phy_offset
-            self.begin_timestamp = store_timestamp
-        if slot_value == INVALID_INDEX:
-            self.hash_slot_count += 1
-        self.index_count = count + 1
-        self.end_phy_offset = phy_offset
-        self.end_timestamp = store_timestamp
-        self._write_header()
-        return True
+        used = self.hash_slot_count
+        unpack_slot = HASH_SLOT.unpack_from
+        pack_slot = HASH_SLOT.pack_into
+        pack_entry = INDEX_ENTRY.pack_into
+        i = start
+        n = len(entries)
+        while i < n and count < limit:
+            key_hash, phy, ts = entries[i]
+            slot_pos = INDEX_HEADER_SIZE + (key_hash % slots) * 4
+            (prev,) = unpack_slot(mv, slot_pos)
+            if prev <= INVALID_INDEX or prev > count:
+                prev = INVALID_INDEX
+                used += 1
+            if count <= 1:
+                self.begin_phy_offset = phy
+                self.begin_timestamp = begin = ts
+            time_diff = (ts - begin) // 1000 if begin > 0 else 0
+            if time_diff < 0:
+                time_diff = 0
+            elif time_diff > _INT_MAX:
+                time_diff = _INT_MAX
+            pack_entry(mv, base + count * INDEX_ENTRY_SIZE, key_hash, phy, time_diff, prev)
+            pack_slot(mv, slot_pos, count)
+            count += 1
+            i += 1
+        if i > start:
+            self.end_phy_offset, self.end_timestamp = entries[i - 1][1], entries[i - 1][2]
+        self.index_count = count
+        self.hash_slot_count = used
+        return i
 
     def is_time_matched(self, begin: int, end: int) -> bool:
         return (begin <= self.begin_timestamp <= end) or (begin <= self.end_timestamp <= end) or (
@@ -136,6 +173,7 @@ class IndexFile:
         return out
 
     def flush(self) -> None:
+        self._write_header()
         os.fdatasync(self._fd)
 
     def close(self) -> None:
@@ -161,6 +199,8 @@ class IndexService:
         self.now_ms = now_ms
         self.files: list[IndexFile] = []
         self.last_indexed_phy = -1
+        self._lock = threading.Lock()
+        self._prefix_crc: dict[str, int] = {}
 
     def load(self, last_exit_ok: bool, checkpoint_index_ts: int) -> int | None:
         """Open the files; after an abnormal exit drop those newer than the checkpoint. Returns the
@@ -208,28 +248,40 @@ class IndexService:
             return self.files[-1]
         return self._new_file()
 
-    def build_index(self, req: DispatchRequest) -> None:
-        if req.commit_log_offset <= self.last_indexed_phy:
-            return  # replay: already indexed
-        f = self._writable()
-        if (req.sys_flag & TRANSACTION_TYPE_MASK) == TRANSACTION_ROLLBACK_TYPE:
-            return
-        topic = req.topic
-        ts = req.store_timestamp
-        phy = req.commit_log_offset
-        if req.uniq_key:
-            f = self._put(f, index_key_hash(f"{topic}#{req.uniq_key}"), phy, ts)
-        if req.keys:
-            for key in req.keys.split(KEY_SEPARATOR):
-                if key:
-                    f = self._put(f, index_key_hash(f"{topic}#{key}"), phy, ts)
-        self.last_indexed_phy = phy
+    def build_batch(self, batch: list[tuple]) -> None:  # type: ignore[type-arg]
+        """Index dispatched records ``(phy, size, topic, queue_id, queue_offset, tags_code, store_ts, keys,
+        uniq_key, sys_flag)``: the unique key and every KEYS value, as ``topic#key``."""
+        entries = []
+        append = entries.append
+        last = self.last_indexed_phy
+        prefixes = self._prefix_crc
+        for phy, _, topic, _, _, _, ts, keys, uniq, sys_flag in batch:
+            if phy <= last or (sys_flag & TRANSACTION_TYPE_MASK) == TRANSACTION_ROLLBACK_TYPE:
+                continue
+            prefix = prefixes.get(topic)
+            if prefix is None:
+                prefix = prefixes[topic] = zlib.crc32(f"{topic}#".encode())
+            # crc32 continued from the "topic#" prefix == index_key_hash(f"{topic}#{key}")
+            if uniq:
+                append((zlib.crc32(uniq.encode(), prefix) & 0x7FFFFFFF, phy, ts))
+            if keys:
+                for key in keys.split(KEY_SEPARATOR):
+                    if key:
+                        append((zlib.crc32(key.encode(), prefix) & 0x7FFFFFFF, phy, ts))
+            last = phy
+        with self._lock:
+            if entries:
+                f = self._writable()
+                done = f.put_keys(entries, 0)
+                while done < len(entries):
+                    f = self._rollover(f)
+                    done = f.put_keys(entries, done)
+                f.write_header()
+            self.last_indexed_phy = last
 
-    def _put(self, f: IndexFile, key_hash: int, phy: int, ts: int) -> IndexFile:
-        if not f.put_key(key_hash, phy, ts):
-            f = self._new_file()
-            f.put_key(key_hash, phy, ts)
-        return f
+    def _rollover(self, full: IndexFile) -> IndexFile:
+        full.write_header()
+        return self._new_file()
 
     def query_offsets(self, topic: str, key: str, max_num: int, begin: int, end: int) -> tuple[list[int], bool]:
         """Candidate offsets for ``topic#key`` in ``[begin, end]`` ms, newest first, and whether more
@@ -255,8 +307,10 @@ class IndexService:
         return f.end_timestamp, f.end_phy_offset
 
     def flush(self) -> None:
-        if self.files:
-            self.files[-1].flush()
+        with self._lock:
+            files = self.files
+        if files:
+            files[-1].flush()
 
     def delete_expired_files(self, min_phy_offset: int) -> int:
         """Delete non-active files whose last entry is below ``min_phy_offset``."""

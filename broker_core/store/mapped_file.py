@@ -31,8 +31,7 @@ from broker_core.store.errors import StoreError
 log = logging.getLogger(__name__)
 
 OS_PAGE_SIZE = 4096
-MADV_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22)
-_WARM_CHUNK = 16 * 1024 * 1024
+_WARM_CHUNK = 1024 * 1024
 
 
 def offset_to_file_name(offset: int) -> str:
@@ -105,15 +104,14 @@ class MappedFile:
         return True
 
     def warm(self) -> None:
-        """Fault the file's pages into the page cache and page tables (no extra disk writes), in chunks so
-        other threads get the GIL between them. First-touch faults cost several times a warm write."""
-        try:
-            for start in range(0, self.file_size, _WARM_CHUNK):
-                self.mm.madvise(MADV_POPULATE_READ, start, min(_WARM_CHUNK, self.file_size - start))
-        except (OSError, ValueError):
-            mv = self.mv
-            for start in range(0, self.file_size, OS_PAGE_SIZE):
-                mv[start]
+        """Pre-fault a new, empty segment (upstream ``warmMappedFile``): write zeros through the descriptor
+        and ``fdatasync`` them, so the page cache holds every page clean and the append path takes only
+        cheap minor faults. ``os.pwrite``/``fdatasync`` release the GIL, so this runs beside the writer
+        (``madvise(MADV_POPULATE_*)`` holds the GIL for the whole call). Only for files with no data."""
+        zeros = bytes(_WARM_CHUNK)
+        for start in range(0, self.file_size, _WARM_CHUNK):
+            os.pwrite(self._fd, zeros[: min(_WARM_CHUNK, self.file_size - start)], start)
+        os.fdatasync(self._fd)
 
     # ------------------------------------------------------------------ flush
     def is_able_to_flush(self, least_pages: int) -> bool:

@@ -1,37 +1,46 @@
-"""The message as handed to the store for a put (upstream ``MessageExtBrokerInner``)."""
+"""The message as handed to the store for a put (upstream ``MessageExtBrokerInner``).
+
+Topic and properties are held encoded (as they arrive on the wire), and also as ``tail``, the record's
+last two fields with their length prefixes, so the put path copies them in one move; TAGS, KEYS and UNIQ_KEY are also
+kept as attributes so the put path can hand them to the dispatcher without parsing properties again.
+"""
 
 from __future__ import annotations
 
 from broker_core.codec.message import (
     KEY_SEPARATOR,
+    MAX_PROPERTIES_BYTES,
+    MAX_TOPIC_BYTES,
     PROPERTY_KEYS,
     PROPERTY_TAGS,
     PROPERTY_UNIQ_KEY,
     ZERO_HOST,
+    decode_properties,
     encode_properties,
+    encode_tail,
     host_to_bytes,
 )
 
 
 class MessageInner:
-    """A message to store. ``properties`` carries TAGS, KEYS, UNIQ_KEY and user properties.
-
-    ``topic_bytes`` and ``properties_bytes`` are encoded once, on first use."""
-
     __slots__ = (
-        "_properties_bytes",
-        "_topic_bytes",
         "body",
         "born_host",
         "born_port",
         "born_timestamp",
         "flag",
+        "keys",
+        "limits_error",
         "prepared_transaction_offset",
-        "properties",
+        "properties_bytes",
         "queue_id",
         "reconsume_times",
         "sys_flag",
+        "tags",
+        "tail",
         "topic",
+        "topic_bytes",
+        "uniq_key",
     )
 
     def __init__(
@@ -60,39 +69,40 @@ class MessageInner:
         if uniq_key is not None:
             props[PROPERTY_UNIQ_KEY] = uniq_key
         self.topic = topic
+        self.topic_bytes = topic.encode()
         self.queue_id = queue_id
         self.body = body
         self.flag = flag
-        self.properties = props
+        self._encoded(props)
         self.sys_flag = sys_flag
         self.born_timestamp = born_timestamp
         self.born_host = host_to_bytes(born_host) if born_host else ZERO_HOST
         self.born_port = born_port
         self.reconsume_times = reconsume_times
         self.prepared_transaction_offset = prepared_transaction_offset
-        self._topic_bytes: bytes | None = None
-        self._properties_bytes: bytes | None = None
 
     @property
-    def topic_bytes(self) -> bytes:
-        if self._topic_bytes is None:
-            self._topic_bytes = self.topic.encode()
-        return self._topic_bytes
+    def properties(self) -> dict[str, str]:
+        """A decoded copy of the properties (changes go through :meth:`set_property`)."""
+        return decode_properties(self.properties_bytes)
 
-    @property
-    def properties_bytes(self) -> bytes:
-        if self._properties_bytes is None:
-            self._properties_bytes = encode_properties(self.properties)
-        return self._properties_bytes
+    def set_property(self, name: str, value: str | None) -> None:
+        props = self.properties
+        if value is None:
+            props.pop(name, None)
+        else:
+            props[name] = value
+        self._encoded(props)
 
-    def set_property(self, name: str, value: str) -> None:
-        self.properties[name] = value
-        self._properties_bytes = None
-
-    @property
-    def tags(self) -> str | None:
-        return self.properties.get(PROPERTY_TAGS)
-
-    @property
-    def keys(self) -> str | None:
-        return self.properties.get(PROPERTY_KEYS)
+    def _encoded(self, props: dict[str, str]) -> None:
+        self.properties_bytes = encode_properties(props)
+        tlen, plen = len(self.topic_bytes), len(self.properties_bytes)
+        if not 0 < tlen <= MAX_TOPIC_BYTES or plen > MAX_PROPERTIES_BYTES or not 0 <= self.queue_id < 1 << 31:
+            self.limits_error = True  # the store's check says which limit
+            self.tail = b""
+        else:
+            self.limits_error = False
+            self.tail = encode_tail(self.topic_bytes, self.properties_bytes)
+        self.tags = props.get(PROPERTY_TAGS)
+        self.keys = props.get(PROPERTY_KEYS)
+        self.uniq_key = props.get(PROPERTY_UNIQ_KEY)

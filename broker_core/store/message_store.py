@@ -18,11 +18,11 @@ import fcntl
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 from broker_core.codec import CodecError
 from broker_core.codec.consume_queue import BLANK_UNIT_SIZE, CQ_STORE_UNIT_SIZE, CQ_UNIT
-from broker_core.codec.message import DispatchRequest, MessageRecord, decode_record
+from broker_core.codec.message import MessageRecord, decode_record
 from broker_core.codec.message_id import decode_offset_msg_id
 from broker_core.config import BrokerConfig
 from broker_core.store import recovery
@@ -31,7 +31,7 @@ from broker_core.store.checkpoint import StoreCheckpoint
 from broker_core.store.clock import SYSTEM_CLOCK, Clock
 from broker_core.store.commit_log import CommitLog
 from broker_core.store.consume_queue import ConsumeQueue
-from broker_core.store.dispatcher import ReputMessageService
+from broker_core.store.dispatcher import ArrivalListener, ReputMessageService
 from broker_core.store.errors import StoreError, StoreLockedError
 from broker_core.store.flush import (
     FlushConsumeQueueService,
@@ -79,13 +79,12 @@ class MessageStore:
         self.flush_cq_service = FlushConsumeQueueService(self)
         self.clean_service = CleanCommitLogService(self, disk_probe)
         self.disk_full = False
+        self._writable_role = config.broker_role != "SLAVE"
         self.last_exit_ok = True
-        self.last_dispatched_timestamp = 0
         self.running = False
         self._lock_fd = -1
         self._clean_timer: threading.Thread | None = None
         self._stop = threading.Event()
-        self.reput.listeners.append(self._note_dispatched)
 
     # ================================================================== lifecycle
     def start(self) -> MessageStore:
@@ -101,7 +100,6 @@ class MessageStore:
         except BaseException:
             self._release_lock()
             raise
-        self.commit_log.on_appended = self._on_appended
         self.running = True
         if self.background:
             self.reput.start()
@@ -201,9 +199,6 @@ class MessageStore:
         self.shutdown()
 
     # ================================================================== put
-    def _on_appended(self) -> None:
-        self.reput.wakeup()
-
     def _refuse(self, n: int) -> list[PutMessageResult] | None:
         if not self.running:
             return [PutMessageResult(PutStatus.SERVICE_NOT_AVAILABLE, error="store is not running")] * n
@@ -220,10 +215,11 @@ class MessageStore:
         refused = self._refuse(len(msgs))
         if refused is not None:
             return refused, None
-        results = self.commit_log.put_messages(msgs)
+        commit_log = self.commit_log
+        results = commit_log.put_messages(msgs)
         if not self.sync_flush:
-            if not self.config.flush_commit_log_timed:
-                self.flush_service.wakeup()
+            # ASYNC_FLUSH: the flusher runs on its interval. Upstream also wakes it on every put; in
+            # Python each wake costs a thread switch per put for at most a few pages, so it is not done.
             return results, None
         end = max((r.next_offset for r in results if r.ok), default=-1)
         if end < 0:
@@ -247,11 +243,14 @@ class MessageStore:
         return results
 
     def put_message(self, msg: MessageInner) -> PutMessageResult:
+        if not self.sync_flush and self.running and not self.disk_full and self._writable_role:
+            return self.commit_log.put_messages((msg,))[0]  # the common case, without the batch wrapping
         return self.put_messages([msg])[0]
 
     # ================================================================== dispatch helpers
-    def _note_dispatched(self, req: DispatchRequest) -> None:
-        self.last_dispatched_timestamp = req.store_timestamp
+    @property
+    def last_dispatched_timestamp(self) -> int:
+        return self.reput.last_dispatched_timestamp
 
     def find_consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
         cq = self.consume_queue_table.get((topic, queue_id))
@@ -278,8 +277,9 @@ class MessageStore:
         """Wait until everything appended so far is dispatched (visible to pulls)."""
         return self.reput.wait_for(self.commit_log.max_offset(), timeout)
 
-    def add_arrival_listener(self, listener: Callable[[DispatchRequest], None]) -> None:
-        """Called on the dispatcher thread for every dispatched record (long polling)."""
+    def add_arrival_listener(self, listener: ArrivalListener) -> None:
+        """Called on the dispatcher thread for every new ConsumeQueue unit with ``(topic, queue_id,
+        next_queue_offset, tags_code, store_timestamp)`` (long polling)."""
         self.reput.listeners.append(listener)
 
     # ================================================================== reads
