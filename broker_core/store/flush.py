@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from concurrent.futures import Future
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -104,12 +104,46 @@ class FlushRealTimeService(_Service):
                 break
 
 
-class GroupCommitRequest(Future):  # type: ignore[type-arg]
-    """A writer's wait for "flushed past ``next_offset``". Result: True, or False on timeout."""
+class GroupCommitRequest:
+    """A writer's wait for "flushed past ``next_offset``" (upstream ``GroupCommitRequest``).
+
+    ``wait(timeout)`` blocks a thread; ``add_done_callback(fn)`` serves asyncio callers (``fn(ok)`` runs
+    on the flush thread, so use ``loop.call_soon_threadsafe``). A plain lock is the latch: it is the
+    cheapest thing to wake in CPython, which matters with many concurrent writers."""
+
+    __slots__ = ("_callbacks", "_guard", "_latch", "next_offset", "ok")
 
     def __init__(self, next_offset: int) -> None:
-        super().__init__()
         self.next_offset = next_offset
+        self.ok: bool | None = None
+        self._latch = threading.Lock()
+        self._latch.acquire()
+        self._callbacks: list[Callable[[bool], None]] | None = None
+        self._guard = threading.Lock()
+
+    def wait(self, timeout: float) -> bool:
+        """True once flushed; False on timeout or when the service reported failure."""
+        if self._latch.acquire(timeout=timeout):
+            self._latch.release()
+            return bool(self.ok)
+        return False
+
+    def add_done_callback(self, fn: Callable[[bool], None]) -> None:
+        with self._guard:
+            if self.ok is None:
+                if self._callbacks is None:
+                    self._callbacks = []
+                self._callbacks.append(fn)
+                return
+        fn(self.ok)
+
+    def complete(self, ok: bool) -> None:
+        with self._guard:
+            self.ok = ok
+            callbacks, self._callbacks = self._callbacks, None
+        self._latch.release()
+        for fn in callbacks or ():
+            fn(ok)
 
 
 class GroupCommitService(_Service):
@@ -146,7 +180,7 @@ class GroupCommitService(_Service):
             commit_log.flush(0)
         flushed = commit_log.flushed_where
         for req in batch:
-            req.set_result(flushed >= req.next_offset)
+            req.complete(flushed >= req.next_offset)
         mf = commit_log.mapped_file_queue.find_mapped_file_by_offset(max(flushed - 1, 0))
         if mf is not None and mf.store_timestamp:
             self.store.checkpoint.physic_msg_timestamp = mf.store_timestamp
@@ -157,7 +191,7 @@ class GroupCommitService(_Service):
         with self._lock:
             leftover, self._requests = self._requests, []
         for req in leftover:
-            req.set_result(False)
+            req.complete(False)
 
 
 class FlushConsumeQueueService(_Service):

@@ -211,7 +211,7 @@ class MessageStore:
 
     def put_messages_nowait(self, msgs: list[MessageInner]) -> tuple[list[PutMessageResult], GroupCommitRequest | None]:
         """Append without waiting for the flush. Under SYNC_FLUSH the request tells when the batch is
-        durable (``request.result()`` or ``asyncio.wrap_future(request)``)."""
+        durable (``request.wait(timeout)`` or ``request.add_done_callback``)."""
         refused = self._refuse(len(msgs))
         if refused is not None:
             return refused, None
@@ -232,11 +232,7 @@ class MessageStore:
     def put_messages(self, msgs: list[MessageInner]) -> list[PutMessageResult]:
         results, request = self.put_messages_nowait(msgs)
         if request is not None:
-            try:
-                ok = request.result(timeout=self.config.sync_flush_timeout_ms / 1000)
-            except TimeoutError:
-                ok = False
-            if not ok:
+            if not request.wait(self.config.sync_flush_timeout_ms / 1000):
                 for r in results:
                     if r.ok:
                         r.status = PutStatus.FLUSH_DISK_TIMEOUT
