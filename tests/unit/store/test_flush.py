@@ -1,0 +1,64 @@
+"""Flush services with their real threads: durability points, group commit and its timeout."""
+
+from __future__ import annotations
+
+import time
+
+from broker_core.store import PutStatus
+from broker_core.store.message import MessageInner
+
+
+def _wait(cond, timeout: float = 5.0) -> bool:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.005)
+    return False
+
+
+def test_sync_flush_returns_after_the_data_is_flushed(open_store):
+    store = open_store(background=True, flush_disk_type="SYNC_FLUSH")
+    for i in range(50):
+        r = store.put_message(MessageInner("S", b"durable-%d" % i))
+        assert r.ok
+        assert store.commit_log.flushed_where >= r.next_offset
+
+
+def test_sync_flush_batch_is_one_group_commit(open_store):
+    store = open_store(background=True, flush_disk_type="SYNC_FLUSH")
+    results = store.put_messages([MessageInner("S", b"m%d" % i) for i in range(100)])
+    assert all(r.ok for r in results)
+    assert store.commit_log.flushed_where >= results[-1].next_offset
+
+
+def test_flush_disk_timeout_when_the_flush_does_not_come(open_store):
+    store = open_store(background=True, flush_disk_type="SYNC_FLUSH", sync_flush_timeout_ms=200)
+    store.flush_service.shutdown()  # nothing will flush any more
+    r = store.put_message(MessageInner("S", b"stuck"))
+    assert r.status is PutStatus.FLUSH_DISK_TIMEOUT
+    assert r.phy_offset >= 0  # appended (visible after dispatch), just not known to be durable
+
+
+def test_group_commit_request_callbacks(open_store):
+    store = open_store(background=True, flush_disk_type="SYNC_FLUSH")
+    results, request = store.put_messages_nowait([MessageInner("S", b"cb")])
+    seen = []
+    request.add_done_callback(seen.append)
+    assert request.wait(5.0)
+    assert _wait(lambda: seen == [True])
+    request.add_done_callback(seen.append)  # after completion: called at once
+    assert seen == [True, True]
+
+
+def test_async_flush_catches_up_on_its_interval_and_updates_the_checkpoint(open_store, clock):
+    store = open_store(background=True, flush_interval_commit_log_ms=20, flush_commit_log_least_pages=0,
+                       flush_interval_consume_queue_ms=20, flush_consume_queue_least_pages=0)
+    last = None
+    for i in range(200):
+        last = store.put_message(MessageInner("A", b"x" * 500, keys=f"k{i}"))
+    assert last.ok
+    assert _wait(lambda: store.commit_log.flushed_where >= last.next_offset)
+    assert _wait(lambda: store.checkpoint.physic_msg_timestamp == clock.now_ms())
+    assert _wait(lambda: store.checkpoint.logics_msg_timestamp == clock.now_ms())
+    assert _wait(lambda: store.checkpoint.index_msg_timestamp == clock.now_ms())
