@@ -43,6 +43,7 @@ def test_flush_disk_timeout_when_the_flush_does_not_come(open_store):
 def test_group_commit_request_callbacks(open_store):
     store = open_store(background=True, flush_disk_type="SYNC_FLUSH")
     results, request = store.put_messages_nowait([MessageInner("S", b"cb")])
+    assert results[0].ok
     seen = []
     request.add_done_callback(seen.append)
     assert request.wait(5.0)
