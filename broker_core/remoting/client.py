@@ -1,0 +1,155 @@
+"""RemotingClient: one connection per address, many requests in flight on it (matched by opaque).
+
+All I/O runs on one background event loop thread per process (:func:`client_loop`), so synchronous SDK
+calls (``invoke_sync``) and ``async`` callers share connections. A lost connection fails every request
+waiting on it with ``ConnectionError``; the next request reconnects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import threading
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+from broker_core.protocol import FrameDecoder, ProtocolError, RemotingCommand
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class RemotingTimeout(TimeoutError):
+    pass
+
+
+class _LoopThread:
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self._run, name="broker-core-client-loop", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+
+_loop_lock = threading.Lock()
+_loop: _LoopThread | None = None
+
+
+def client_loop() -> asyncio.AbstractEventLoop:
+    """The process-wide client event loop (started on first use)."""
+    global _loop
+    with _loop_lock:
+        if _loop is None:
+            _loop = _LoopThread()
+        return _loop.loop
+
+
+def run_sync(coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+    """Run ``coro`` on the client loop and wait for it from a plain thread."""
+    loop = client_loop()
+    try:
+        if asyncio.get_running_loop() is loop:
+            raise RuntimeError("run_sync called on the client loop itself; await the coroutine instead")
+    except RuntimeError as exc:
+        if "client loop itself" in str(exc):
+            raise
+    return asyncio.run_coroutine_threadsafe(coro, loop).result(timeout)
+
+
+class _Channel:
+    def __init__(self, addr: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.addr = addr
+        self.reader = reader
+        self.writer = writer
+        self.pending: dict[int, asyncio.Future[RemotingCommand]] = {}
+        self.task = asyncio.ensure_future(self._read())
+
+    @property
+    def alive(self) -> bool:
+        return not self.writer.is_closing() and not self.task.done()
+
+    async def _read(self) -> None:
+        decoder = FrameDecoder()
+        err: BaseException = ConnectionError(f"connection to {self.addr} closed")
+        try:
+            while True:
+                data = await self.reader.read(1 << 16)
+                if not data:
+                    break
+                for cmd in decoder.feed(data):
+                    fut = self.pending.pop(cmd.opaque, None)
+                    if fut is not None and not fut.done():
+                        fut.set_result(cmd)
+        except (ConnectionError, ProtocolError) as exc:
+            err = ConnectionError(f"connection to {self.addr} failed: {exc}")
+        finally:
+            self.writer.close()
+            for fut in self.pending.values():
+                if not fut.done():
+                    fut.set_exception(err)
+            self.pending.clear()
+
+
+class RemotingClient:
+    def __init__(self, connect_timeout: float = 3.0) -> None:
+        self.connect_timeout = connect_timeout
+        self._channels: dict[str, _Channel] = {}
+        self._connecting: dict[str, asyncio.Future[_Channel]] = {}
+        self._opaque = itertools.count(1)
+
+    async def _channel(self, addr: str) -> _Channel:
+        ch = self._channels.get(addr)
+        if ch is not None and ch.alive:
+            return ch
+        fut = self._connecting.get(addr)
+        if fut is None:
+            fut = asyncio.get_running_loop().create_future()
+            self._connecting[addr] = fut
+            try:
+                host, _, port = addr.rpartition(":")
+                reader, writer = await asyncio.wait_for(
+                    asyncio.open_connection(host, int(port), limit=1 << 20), self.connect_timeout)
+                ch = _Channel(addr, reader, writer)
+                self._channels[addr] = ch
+                fut.set_result(ch)
+            except (OSError, TimeoutError, ValueError) as exc:
+                fut.set_exception(ConnectionError(f"cannot connect to {addr}: {exc}"))
+                fut.exception()
+            finally:
+                self._connecting.pop(addr, None)
+        return await fut
+
+    async def invoke(self, addr: str, cmd: RemotingCommand, timeout: float = 3.0) -> RemotingCommand:
+        ch = await self._channel(addr)
+        cmd.opaque = next(self._opaque) & 0x7FFFFFFF
+        fut: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
+        ch.pending[cmd.opaque] = fut
+        ch.writer.write(cmd.encode())
+        try:
+            return await asyncio.wait_for(fut, timeout)
+        except TimeoutError:
+            ch.pending.pop(cmd.opaque, None)
+            raise RemotingTimeout(f"request {cmd.code} to {addr} timed out after {timeout:.1f}s") from None
+
+    async def invoke_oneway(self, addr: str, cmd: RemotingCommand) -> None:
+        ch = await self._channel(addr)
+        cmd.opaque = next(self._opaque) & 0x7FFFFFFF
+        cmd.flags |= 0x2
+        ch.writer.write(cmd.encode())
+
+    def invoke_sync(self, addr: str, cmd: RemotingCommand, timeout: float = 3.0) -> RemotingCommand:
+        return run_sync(self.invoke(addr, cmd, timeout), timeout + self.connect_timeout + 1)
+
+    def close_channel(self, addr: str) -> None:
+        ch = self._channels.pop(addr, None)
+        if ch is not None:
+            ch.writer.close()
+
+    async def close(self) -> None:
+        for ch in list(self._channels.values()):
+            ch.writer.close()
+        self._channels.clear()
