@@ -1,64 +1,88 @@
-"""``python -m broker_core``: run a broker's store process.
+"""``python -m broker_core``: run a broker.
 
-Opens (and recovers) the store directory, runs the store's background services (dispatch, flush,
-pre-allocation, retention), prints ``READY store=<dir>`` once the store is open, and shuts down cleanly
-on SIGTERM or SIGINT (flush, checkpoint, remove ``abort``), exit code 0.
+``python -m broker_core --store-dir DIR --listen HOST:PORT [--namesrv HOST:PORT[;HOST:PORT]] [--config broker.conf]``
+
+Opens (and recovers) the store directory, serves the broker protocol on ``--listen`` (port 0 picks a free
+port), registers with the name servers, and prints one line ``READY port=<port>`` once it accepts
+connections. SIGTERM or SIGINT shut it down cleanly (unregister, flush, checkpoint, remove ``abort``),
+exit code 0. Exit code 1: the store cannot be opened (e.g. another broker holds it); 2: bad options.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 import signal
 import sys
-import threading
 
 from broker_core.config import BrokerConfig, ConfigError
-from broker_core.store import MessageStore
 from broker_core.store.errors import StoreError
 
 
 def build_parser() -> argparse.ArgumentParser:
     keys = "\n".join(f"  {k:34} {f.metadata['doc']} (default {f.default!r})"
                      for k, f in BrokerConfig.keys().items() if k == f.metadata["key"])
-    return argparse.ArgumentParser(
+    parser = argparse.ArgumentParser(
         prog="python -m broker_core",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Run a broker_core broker on a store directory.",
-        epilog="broker.conf keys (each also settable as BROKER_CORE_<KEY_IN_UPPER_SNAKE_CASE>):\n" + keys,
+        description="Run a broker_core broker: a RocketMQ-style store served over TCP.",
+        epilog="broker.conf keys (each also settable as BROKER_CORE_<KEY_IN_UPPER_SNAKE_CASE>, e.g.\n"
+               "BROKER_CORE_DELETE_WHEN=04):\n" + keys,
     )
+    parser.add_argument("--store-dir", required=True,
+                        help="store directory; overrides every store path of the config (storePathRootDir, ...)")
+    parser.add_argument("--listen", default="127.0.0.1:10911",
+                        help="HOST:PORT to serve on; port 0 picks a free port (default 127.0.0.1:10911)")
+    parser.add_argument("--namesrv", help="name servers HOST:PORT[;HOST:PORT] (overrides namesrvAddr)")
+    parser.add_argument("--config", help="a RocketMQ-style broker.conf file")
+    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
+    return parser
+
+
+async def serve(config: BrokerConfig, host: str, port: int) -> int:
+    from broker_core.server.controller import BrokerController
+
+    controller = BrokerController(config)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        bound = await controller.start(host, port)
+    except StoreError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"error: cannot listen on {host}:{port}: {exc}", file=sys.stderr)
+        await loop.run_in_executor(None, controller.store.shutdown)
+        return 1
+    print(f"READY port={bound}", flush=True)
+    await stop.wait()
+    logging.getLogger("broker_core").info("shutting down")
+    await controller.shutdown()
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    parser.add_argument("--store-dir", required=True, help="store directory (overrides every store path in the config)")
-    parser.add_argument("--config", help="a RocketMQ-style broker.conf file")
-    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    host, _, port_text = args.listen.rpartition(":")
+    if not host or not port_text.isdigit():
+        print(f"error: --listen must be HOST:PORT, got {args.listen!r}", file=sys.stderr)
+        return 2
+    overrides = {"listen_port": int(port_text)}
+    if args.namesrv is not None:
+        overrides["namesrv_addr"] = args.namesrv  # type: ignore[assignment]
     try:
-        config = BrokerConfig.load(args.config).with_store_dir(args.store_dir).validate()
+        config = BrokerConfig.load(args.config, overrides=overrides).with_store_dir(args.store_dir).validate()
     except (ConfigError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     for key in config.unknown_keys:
         logging.getLogger("broker_core").info("broker.conf key %s is not used by this broker", key)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
-    try:
-        store = MessageStore(config).start()
-    except StoreError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    print(f"READY store={config.store_path_root_dir}", flush=True)
-    try:
-        while not stop.wait(1.0):
-            pass
-    finally:
-        store.shutdown()
-    return 0
+    return asyncio.run(serve(config, host, int(port_text)))
 
 
 if __name__ == "__main__":

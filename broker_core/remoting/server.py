@@ -20,6 +20,10 @@ from broker_core.protocol.command import DEFAULT_MAX_FRAME_BYTES
 
 log = logging.getLogger(__name__)
 
+class BadRequest(ValueError):
+    """Raised by a handler for a request it cannot parse; answered with BAD_REQUEST and the message."""
+
+
 Handler = Callable[[RemotingCommand, "Connection"], Awaitable[RemotingCommand | None]]
 
 
@@ -139,6 +143,8 @@ class RemotingServer:
                     resp = await handler(cmd, conn)
                 except asyncio.CancelledError:
                     raise
+                except BadRequest as exc:
+                    resp = cmd.response(ResponseCode.BAD_REQUEST, str(exc))
                 except Exception as exc:
                     log.exception("%s: handler for code %d failed", self.name, cmd.code)
                     resp = cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")

@@ -225,4 +225,5 @@ class ConsumeQueue:
     def destroy(self) -> None:
         self.max_physic_offset = -1
         self.min_logic_offset = 0
+        self._tail = None
         self.mapped_file_queue.destroy()

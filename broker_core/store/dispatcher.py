@@ -41,8 +41,9 @@ log = logging.getLogger(__name__)
 
 # (phy, size, topic, queue_id, queue_offset, tags_code, store_timestamp, keys, uniq_key, sys_flag)
 Dispatch = tuple
-# Called with (topic, queue_id, next_queue_offset, tags_code, store_timestamp) for each new unit.
-ArrivalListener = Callable[[str, int, int, int, int], None]
+# Called on the dispatcher thread once per dispatched batch, with the batch's Dispatch tuples
+# (long polling wakes the pulls waiting on those queues).
+ArrivalListener = Callable[[list[Dispatch]], None]
 
 _TO_QUEUE = (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE)
 _BATCH = 1024
@@ -65,20 +66,18 @@ class ReputMessageService:
     def dispatch_batch(self, batch: list[Dispatch]) -> None:
         store = self.store
         cq_table = store.consume_queue_table
-        listeners = self.listeners
-        for phy, size, topic, queue_id, queue_offset, tags_code, ts, _, _, sys_flag in batch:
+        for phy, size, topic, queue_id, queue_offset, tags_code, _, _, _, sys_flag in batch:
             if (sys_flag & TRANSACTION_TYPE_MASK) in _TO_QUEUE:
                 cq = cq_table.get((topic, queue_id))
                 if cq is None:
                     cq = store.find_consume_queue(topic, queue_id)
                     cq_table = store.consume_queue_table
                 cq.put_message_position_info(phy, size, tags_code, queue_offset)
-                if listeners:
-                    for listener in listeners:
-                        listener(topic, queue_id, queue_offset + 1, tags_code, ts)
         if store.index_service is not None:
             store.index_service.build_batch(batch)
         self.last_dispatched_timestamp = batch[-1][6]
+        for listener in self.listeners:
+            listener(batch)
 
     # ------------------------------------------------------------------ loop
     def behind(self) -> int:

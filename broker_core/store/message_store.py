@@ -274,8 +274,8 @@ class MessageStore:
         return self.reput.wait_for(self.commit_log.max_offset(), timeout)
 
     def add_arrival_listener(self, listener: ArrivalListener) -> None:
-        """Called on the dispatcher thread for every new ConsumeQueue unit with ``(topic, queue_id,
-        next_queue_offset, tags_code, store_timestamp)`` (long polling)."""
+        """Called on the dispatcher thread once per dispatched batch with its ``(phy, size, topic,
+        queue_id, queue_offset, tags_code, store_timestamp, keys, uniq_key, sys_flag)`` tuples."""
         self.reput.listeners.append(listener)
 
     # ================================================================== reads
@@ -287,8 +287,10 @@ class MessageStore:
         max_msg_nums: int = 32,
         tag_hashes: set[int] | None = None,
         max_bytes: int = 4 * 1024 * 1024,
+        decode: bool = True,
     ) -> GetMessageResult:
-        """Pull up to ``max_msg_nums`` messages of one queue from logical ``offset``, filtered by tag hash."""
+        """Pull up to ``max_msg_nums`` messages of one queue from logical ``offset``, filtered by tag hash.
+        With ``decode=False`` ``messages`` holds the raw records (what the server sends)."""
         cq = self.consume_queue_table.get((topic, queue_id))
         if cq is None:
             return GetMessageResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0,
@@ -335,7 +337,7 @@ class MessageStore:
                 if data is None:
                     removed = True
                     continue
-                out.messages.append(decode_record(data, 0, base_offset=phy, check_crc=False))
+                out.messages.append(decode_record(data, 0, base_offset=phy, check_crc=False) if decode else data)
                 out.queue_offsets.append(offset + pos // CQ_STORE_UNIT_SIZE - 1)
                 total_bytes += size
             out.next_begin_offset = offset + pos // CQ_STORE_UNIT_SIZE
@@ -346,6 +348,33 @@ class MessageStore:
         elif removed:
             out.status = GetStatus.MESSAGE_WAS_REMOVING
         return out
+
+    def delete_topic(self, topic: str) -> int:
+        """Drop a topic's ConsumeQueues (its records stay in the CommitLog until retention removes them).
+        Returns how many queues were removed."""
+        with self._cq_lock:
+            doomed = [cq for key, cq in self.consume_queue_table.items() if key[0] == topic]
+            self.consume_queue_table = {k: v for k, v in self.consume_queue_table.items() if k[0] != topic}
+        with self.commit_log.put_lock:
+            table = self.commit_log.topic_queue_table
+            for key in [k for k in table if k[0] == topic]:
+                del table[key]
+        for cq in doomed:
+            cq.destroy()
+        topic_dir = self.config.consume_queue_dir / topic
+        if topic_dir.is_dir():
+            for qdir in topic_dir.iterdir():
+                if qdir.is_dir() and not any(qdir.iterdir()):
+                    qdir.rmdir()
+            if not any(topic_dir.iterdir()):
+                topic_dir.rmdir()
+        return len(doomed)
+
+    def topics(self) -> list[str]:
+        return sorted({t for t, _ in self.consume_queue_table})
+
+    def queue_ids(self, topic: str) -> list[int]:
+        return sorted(q for t, q in self.consume_queue_table if t == topic)
 
     def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
         cq = self.consume_queue_table.get((topic, queue_id))

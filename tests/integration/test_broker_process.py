@@ -18,11 +18,12 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
 def start_broker(store_dir, *extra: str) -> subprocess.Popen:  # type: ignore[no-untyped-def,type-arg]
-    proc = subprocess.Popen([sys.executable, "-m", "broker_core", "--store-dir", str(store_dir), *extra],
+    proc = subprocess.Popen([sys.executable, "-m", "broker_core", "--store-dir", str(store_dir), "--listen",
+                             "127.0.0.1:0", *extra],
                             cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     line = proc.stdout.readline()
-    assert line.startswith("READY"), (line, proc.stderr.read() if proc.poll() is not None else "")
+    assert line.startswith("READY port="), (line, proc.stderr.read() if proc.poll() is not None else "")
     return proc
 
 
@@ -31,7 +32,8 @@ def test_ready_sigterm_and_lock(tmp_path):
     broker = start_broker(store_dir)
     try:
         assert (store_dir / "abort").exists()
-        second = subprocess.run([sys.executable, "-m", "broker_core", "--store-dir", str(store_dir)], cwd=ROOT,
+        second = subprocess.run([sys.executable, "-m", "broker_core", "--store-dir", str(store_dir), "--listen",
+                                 "127.0.0.1:0"], cwd=ROOT,
                                 env=ENV, capture_output=True, text=True, timeout=30)
         assert second.returncode == 1
         assert "in use by another broker" in second.stderr and str(broker.pid) in second.stderr

@@ -1,0 +1,93 @@
+"""``python -m broker_core.namesrv``: run a name server.
+
+Prints exactly one line, ``READY port=<port>``, to stdout once listening (port 0 picks a free port); logs go
+to stderr. SIGTERM or SIGINT closes the listener and connections and exits with code 0. Bad arguments
+exit with code 2; a port that cannot be bound exits with code 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+
+from broker_core.namesrv.route_info import BROKER_CHANNEL_EXPIRED_MS
+from broker_core.namesrv.server import DEFAULT_LISTEN_PORT, DEFAULT_SCAN_INTERVAL_MS, NamesrvController
+
+
+def parse_listen(value: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[v6addr]:PORT`` for IPv6) -> (host, port)."""
+    host, sep, port = value.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {value!r}")
+    return host, int(port)
+
+
+def positive_int(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}") from None
+    if n <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}")
+    return n
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m broker_core.namesrv",
+        description="Run a broker_core name server: brokers register their topics here and send heartbeats; "
+                    "producers and consumers fetch topic routes from it. Prints 'READY port=<port>' once "
+                    "listening; SIGTERM or SIGINT shuts it down cleanly (exit code 0).",
+    )
+    parser.add_argument("--listen", type=parse_listen, default=("127.0.0.1", DEFAULT_LISTEN_PORT),
+                        metavar="HOST:PORT",
+                        help=f"address to listen on; port 0 picks a free port, reported on the READY line "
+                             f"(default 127.0.0.1:{DEFAULT_LISTEN_PORT})")
+    parser.add_argument("--scan-interval-ms", type=positive_int, default=DEFAULT_SCAN_INTERVAL_MS, metavar="N",
+                        help=f"how often to look for brokers without a recent heartbeat, in milliseconds "
+                             f"(default {DEFAULT_SCAN_INTERVAL_MS}; the first scan runs after 5000 ms or one "
+                             f"interval, whichever is shorter)")
+    parser.add_argument("--broker-expire-ms", type=positive_int, default=BROKER_CHANNEL_EXPIRED_MS, metavar="N",
+                        help=f"a broker with no heartbeat for longer than this many milliseconds is removed "
+                             f"from all routes (default {BROKER_CHANNEL_EXPIRED_MS})")
+    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+                        type=str.upper, metavar="LEVEL",
+                        help="log level for stderr: DEBUG, INFO, WARNING or ERROR (default INFO)")
+    return parser
+
+
+async def serve(args: argparse.Namespace) -> int:
+    controller = NamesrvController(scan_interval_ms=args.scan_interval_ms, broker_expire_ms=args.broker_expire_ms)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    host, port = args.listen
+    try:
+        bound = await controller.start(host, port)
+    except OSError as exc:
+        print(f"error: cannot listen on {host}:{port}: {exc}", file=sys.stderr)
+        await controller.close()
+        return 1
+    print(f"READY port={bound}", flush=True)
+    try:
+        await stop.wait()
+        logging.getLogger("broker_core.namesrv").info("shutting down")
+    finally:
+        await controller.close()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return asyncio.run(serve(args))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,198 @@
+"""NamesrvController: the name server's request handlers on a RemotingServer, plus the expiry scan.
+
+Invariants:
+
+1. Handlers only validate, call :class:`RouteInfoManager` and encode; the route tables live there alone.
+2. A request with a missing or ill-typed header field gets ``BAD_REQUEST`` naming the field and changes
+   nothing. A route lookup for a malformed topic name gets ``TOPIC_NOT_EXIST`` with the validation message.
+3. Bodies are UTF-8 JSON objects (compact encoding); ``brokerAddrs`` keys are brokerIds as strings.
+4. While started, a background task calls ``scan_not_active_broker`` every ``scan_interval_ms`` (first after
+   ``scan_initial_delay_ms``: 5 s as upstream, or the interval if that is shorter), so a broker silent for
+   longer than ``broker_expire_ms`` disappears within one interval after expiring.
+5. A closed connection does not by itself remove a broker: brokers may register over short-lived
+   connections, so liveness is the heartbeat alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from typing import Any
+
+from broker_core.namesrv.route_info import BROKER_CHANNEL_EXPIRED_MS, NowClock, RouteInfoManager
+from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
+from broker_core.protocol.validation import topic_error
+from broker_core.remoting.server import Connection, Handler, RemotingServer
+
+log = logging.getLogger(__name__)
+
+DEFAULT_SCAN_INTERVAL_MS = 10_000
+DEFAULT_SCAN_INITIAL_DELAY_MS = 5_000
+DEFAULT_LISTEN_PORT = 9876
+
+
+class BadRequest(ValueError):
+    """A request field that is missing or malformed; the message names the field."""
+
+
+def encode_json(obj: object) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def _str_field(header: dict[str, Any], name: str) -> str:
+    if name not in header:
+        raise BadRequest(f"missing header field {name}")
+    value = header[name]
+    if not isinstance(value, str) or not value.strip():
+        raise BadRequest(f"header field {name} must be a non-empty string, got {value!r}")
+    return value
+
+
+def _broker_id_field(header: dict[str, Any]) -> int:
+    if "brokerId" not in header:
+        raise BadRequest("missing header field brokerId")
+    value = header["brokerId"]
+    if isinstance(value, str) and value.isdigit():  # Java-style string headers
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise BadRequest(f"header field brokerId must be a non-negative integer, got {header['brokerId']!r}")
+    return value
+
+
+def _addr_field(header: dict[str, Any]) -> str:
+    addr = _str_field(header, "brokerAddr")
+    host, sep, port = addr.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise BadRequest(f"header field brokerAddr must be host:port, got {addr!r}")
+    return addr
+
+
+def _broker_fields(cmd: RemotingCommand) -> tuple[str, str, int, str]:
+    h = cmd.header
+    return _str_field(h, "clusterName"), _str_field(h, "brokerName"), _broker_id_field(h), _addr_field(h)
+
+
+def _topic_config_table(body: bytes) -> dict[str, Any]:
+    """The registration body; an empty body means the broker reports no topics."""
+    if not body:
+        return {}
+    try:
+        doc = json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise BadRequest(f"body is not UTF-8 JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise BadRequest("body must be a JSON object with topicConfigTable")
+    table = doc.get("topicConfigTable", {})
+    if not isinstance(table, dict):
+        raise BadRequest("body field topicConfigTable must be an object of topic -> config")
+    return table
+
+
+class NamesrvController:
+    """Route tables served over the remoting protocol, with periodic expiry of silent brokers."""
+
+    def __init__(self, *, scan_interval_ms: int = DEFAULT_SCAN_INTERVAL_MS,
+                 broker_expire_ms: int = BROKER_CHANNEL_EXPIRED_MS, scan_initial_delay_ms: int | None = None,
+                 clock: NowClock | None = None, idle_timeout: float = 120.0) -> None:
+        if scan_interval_ms <= 0 or broker_expire_ms <= 0:
+            raise ValueError("scan_interval_ms and broker_expire_ms must be positive")
+        self.scan_interval_ms = scan_interval_ms
+        self.broker_expire_ms = broker_expire_ms
+        self.scan_initial_delay_ms = (min(DEFAULT_SCAN_INITIAL_DELAY_MS, scan_interval_ms)
+                                      if scan_initial_delay_ms is None else scan_initial_delay_ms)
+        self.routes = RouteInfoManager(clock)
+        handlers: dict[int, Handler] = {
+            RequestCode.REGISTER_BROKER: self._register_broker,
+            RequestCode.UNREGISTER_BROKER: self._unregister_broker,
+            RequestCode.GET_ROUTEINFO_BY_TOPIC: self._get_route_info,
+            RequestCode.GET_BROKER_CLUSTER_INFO: self._get_cluster_info,
+            RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: self._get_topic_list,
+            RequestCode.DELETE_TOPIC_IN_NAMESRV: self._delete_topic,
+        }
+        self.remoting = RemotingServer("namesrv", handlers, idle_timeout=idle_timeout)
+        self._scan_task: asyncio.Task[None] | None = None
+
+    async def start(self, host: str = "127.0.0.1", port: int = DEFAULT_LISTEN_PORT) -> int:
+        """Listen and start the expiry scan; returns the bound port (useful with port 0)."""
+        bound = await self.remoting.start(host, port)
+        self._scan_task = asyncio.create_task(self._scan_loop(), name="namesrv-scan-not-active-broker")
+        log.info("The Name Server boot success. serializeType=JSON, listening on %s:%d", host, bound)
+        return bound
+
+    async def close(self) -> None:
+        if self._scan_task is not None:
+            self._scan_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._scan_task
+            self._scan_task = None
+        await self.remoting.close()
+
+    def scan_once(self) -> list[str]:
+        removed = self.routes.scan_not_active_broker(None, self.broker_expire_ms)
+        for addr in removed:
+            log.warning("broker %s expired: no heartbeat for more than %d ms; removed from routes",
+                        addr, self.broker_expire_ms)
+        return removed
+
+    async def _scan_loop(self) -> None:
+        await asyncio.sleep(self.scan_initial_delay_ms / 1000)
+        while True:
+            try:
+                self.scan_once()
+            except Exception:  # keep scanning: a failed pass must not stop expiry for good
+                log.exception("scan of inactive brokers failed")
+            await asyncio.sleep(self.scan_interval_ms / 1000)
+
+    # -- handlers -------------------------------------------------------------------------------------------
+
+    async def _register_broker(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        try:
+            cluster, name, broker_id, addr = _broker_fields(cmd)
+            table = _topic_config_table(cmd.body)
+            master = self.routes.register_broker(cluster, name, broker_id, addr, table)
+        except ValueError as exc:  # BadRequest, or a bad topic config from the manager
+            return cmd.response(ResponseCode.BAD_REQUEST, str(exc))
+        log.debug("registered broker %s/%s id=%d at %s from %s (%d topics)", cluster, name, broker_id, addr,
+                  conn.remote, len(table))
+        return cmd.response(ResponseCode.SUCCESS, header={"masterAddr": master} if master else None)
+
+    async def _unregister_broker(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        try:
+            cluster, name, broker_id, addr = _broker_fields(cmd)
+        except BadRequest as exc:
+            return cmd.response(ResponseCode.BAD_REQUEST, str(exc))
+        if self.routes.unregister_broker(cluster, name, broker_id, addr):
+            log.info("unregistered broker %s/%s id=%d at %s", cluster, name, broker_id, addr)
+        return cmd.response(ResponseCode.SUCCESS)
+
+    async def _get_route_info(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        if "topic" not in cmd.header:
+            return cmd.response(ResponseCode.BAD_REQUEST, "missing header field topic")
+        topic = cmd.header["topic"]
+        err = topic_error(topic)
+        if err:
+            return cmd.response(ResponseCode.TOPIC_NOT_EXIST, err)
+        route = self.routes.pickup_topic_route(topic)
+        if route is None:
+            return cmd.response(ResponseCode.TOPIC_NOT_EXIST,
+                                f"No topic route info in name server for the topic: {topic}")
+        return cmd.response(ResponseCode.SUCCESS, body=encode_json(route))
+
+    async def _get_cluster_info(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        return cmd.response(ResponseCode.SUCCESS, body=encode_json(self.routes.cluster_info()))
+
+    async def _get_topic_list(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        return cmd.response(ResponseCode.SUCCESS, body=encode_json({"topicList": self.routes.topic_list()}))
+
+    async def _delete_topic(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        if "topic" not in cmd.header:
+            return cmd.response(ResponseCode.BAD_REQUEST, "missing header field topic")
+        topic = cmd.header["topic"]
+        err = topic_error(topic)
+        if err:
+            return cmd.response(ResponseCode.BAD_REQUEST, f"header field topic: {err}")
+        if self.routes.delete_topic(topic):
+            log.info("deleted topic %s from the routes", topic)
+        return cmd.response(ResponseCode.SUCCESS)

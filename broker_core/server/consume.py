@@ -1,0 +1,142 @@
+"""PULL_MESSAGE (with long polling), consumer offsets, heartbeats and group membership."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import TYPE_CHECKING
+
+from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
+from broker_core.protocol.filter import SubscriptionParseError, parse_subscription
+from broker_core.protocol.validation import group_error, topic_error
+from broker_core.remoting.server import BadRequest, Connection
+from broker_core.server.produce import int_field, str_field
+from broker_core.store import GetStatus
+
+if TYPE_CHECKING:
+    from broker_core.server.controller import BrokerController
+
+_RETRY_NOW = (GetStatus.NO_MATCHED_MESSAGE, GetStatus.OFFSET_FOUND_NULL, GetStatus.MESSAGE_WAS_REMOVING)
+_MOVED = (GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_OVERFLOW_BADLY)
+_NOTHING_YET = (GetStatus.OFFSET_OVERFLOW_ONE, GetStatus.NO_MESSAGE_IN_QUEUE, GetStatus.NO_MATCHED_LOGIC_QUEUE)
+
+
+def handlers(ctl: BrokerController) -> dict[int, object]:
+    store = ctl.store
+
+    async def pull(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        h = cmd.header
+        try:
+            group = str_field(h, "consumerGroup")
+            topic = str_field(h, "topic")
+            queue_id = int_field(h, "queueId")
+            offset = int_field(h, "queueOffset")
+            max_nums = max(1, min(int_field(h, "maxMsgNums", 32), 1024))
+            commit_offset = int_field(h, "commitOffset", -1)
+            suspend_ms = max(0, min(int_field(h, "suspendTimeoutMillis", 0),
+                                    int(ctl.limits.long_polling_max_s * 1000)))
+            sub = parse_subscription(topic, str(h.get("subscription", "*")))
+        except (BadRequest, SubscriptionParseError) as exc:
+            return cmd.response(ResponseCode.BAD_REQUEST if isinstance(exc, BadRequest)
+                                else ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(exc))
+        err = topic_error(topic) or group_error(group)
+        if err:
+            return cmd.response(ResponseCode.BAD_REQUEST, err)
+        cfg = ctl.topics.get(topic)
+        if cfg is None:
+            return cmd.response(ResponseCode.TOPIC_NOT_EXIST, f"topic {topic} does not exist on this broker")
+        if not cfg.readable:
+            return cmd.response(ResponseCode.NO_PERMISSION, f"topic {topic} is not readable (perm {cfg.perm})")
+        if not 0 <= queue_id < cfg.read_queue_nums:
+            return cmd.response(ResponseCode.BAD_REQUEST, f"queueId {queue_id} is outside the topic's read queues")
+        if commit_offset >= 0:
+            ctl.offsets.commit(group, topic, queue_id, commit_offset)
+        hashes = sub.tag_hashes
+        deadline = time.monotonic() + suspend_ms / 1000
+        while True:
+            res = store.get_message(topic, queue_id, offset, max_nums, hashes, decode=False)
+            if res.status is GetStatus.FOUND:
+                ctl.stats.get_count += len(res.messages)
+                return cmd.response(ResponseCode.SUCCESS, "", _offsets(res), b"".join(res.messages))
+            if res.status in _MOVED:
+                return cmd.response(ResponseCode.PULL_OFFSET_MOVED, res.error, _offsets(res))
+            if res.status in _RETRY_NOW:
+                return cmd.response(ResponseCode.PULL_RETRY_IMMEDIATELY, "", _offsets(res))
+            left = deadline - time.monotonic()
+            if left <= 0 or ctl.hold is None:
+                return cmd.response(ResponseCode.PULL_NOT_FOUND, "no new message", _offsets(res))
+            await ctl.hold.wait(topic, queue_id, left)
+
+    async def query_offset(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        h = cmd.header
+        offset = ctl.offsets.query(str_field(h, "consumerGroup"), str_field(h, "topic"), int_field(h, "queueId"))
+        if offset < 0:
+            return cmd.response(ResponseCode.QUERY_NOT_FOUND, "the group has no committed offset on this queue")
+        return cmd.response(ResponseCode.SUCCESS, "", {"offset": offset})
+
+    async def update_offset(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        h = cmd.header
+        ctl.offsets.commit(str_field(h, "consumerGroup"), str_field(h, "topic"), int_field(h, "queueId"),
+                           int_field(h, "commitOffset"))
+        return cmd.response(ResponseCode.SUCCESS)
+
+    async def heartbeat(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        try:
+            data = json.loads(cmd.body or b"{}")
+            client_id = str(data.get("clientID") or cmd.header.get("clientID") or "")
+            if not client_id:
+                raise BadRequest("heartbeat without clientID")
+            for c in data.get("consumerDataSet", []):
+                err = group_error(c.get("groupName"))
+                if err:
+                    raise BadRequest(err)
+                ctl.groups.get_or_create(c["groupName"])
+            changed = ctl.consumers.heartbeat(client_id, conn, data)
+        except (ValueError, KeyError, TypeError) as exc:
+            return cmd.response(ResponseCode.BAD_REQUEST, f"bad heartbeat: {exc}")
+        for group in changed:
+            ctl.consumers.notify_changed(group)
+        return cmd.response(ResponseCode.SUCCESS)
+
+    async def unregister_client(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        h = cmd.header
+        group = h.get("consumerGroup")
+        for changed in set(ctl.consumers.unregister(str_field(h, "clientID"), str(group) if group else None)):
+            ctl.consumers.notify_changed(changed)
+        return cmd.response(ResponseCode.SUCCESS)
+
+    async def consumer_list(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        group = str_field(cmd.header, "consumerGroup")
+        ids = ctl.consumers.client_ids(group)
+        if not ids:
+            return cmd.response(ResponseCode.CONSUMER_NOT_ONLINE, f"no consumer of group {group} is online",
+                                body=json.dumps({"consumerIdList": []}).encode())
+        return cmd.response(ResponseCode.SUCCESS, body=json.dumps({"consumerIdList": ids}).encode())
+
+    async def max_offset(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        return cmd.response(ResponseCode.SUCCESS, "", {"offset": store.get_max_offset_in_queue(
+            str_field(cmd.header, "topic"), int_field(cmd.header, "queueId"))})
+
+    async def min_offset(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        return cmd.response(ResponseCode.SUCCESS, "", {"offset": store.get_min_offset_in_queue(
+            str_field(cmd.header, "topic"), int_field(cmd.header, "queueId"))})
+
+    async def search_offset(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        h = cmd.header
+        offset = await asyncio.get_running_loop().run_in_executor(
+            None, store.get_offset_in_queue_by_time, str_field(h, "topic"), int_field(h, "queueId"),
+            int_field(h, "timestamp"))
+        return cmd.response(ResponseCode.SUCCESS, "", {"offset": offset})
+
+    return {
+        RequestCode.PULL_MESSAGE: pull, RequestCode.QUERY_CONSUMER_OFFSET: query_offset,
+        RequestCode.UPDATE_CONSUMER_OFFSET: update_offset, RequestCode.HEART_BEAT: heartbeat,
+        RequestCode.UNREGISTER_CLIENT: unregister_client, RequestCode.GET_CONSUMER_LIST_BY_GROUP: consumer_list,
+        RequestCode.GET_MAX_OFFSET: max_offset, RequestCode.GET_MIN_OFFSET: min_offset,
+        RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: search_offset,
+    }
+
+
+def _offsets(res) -> dict[str, int]:  # type: ignore[no-untyped-def]
+    return {"nextBeginOffset": res.next_begin_offset, "minOffset": res.min_offset, "maxOffset": res.max_offset}

@@ -1,0 +1,176 @@
+"""BrokerController: the broker process's state and lifecycle.
+
+Owns the MessageStore (the only store user), the persisted topic/offset/group state, the client tables,
+long polling and the RemotingServer; registers with every name server at start and every 30 s, and
+unregisters on shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+
+from broker_core import __version__
+from broker_core.config import BrokerConfig
+from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
+from broker_core.remoting.client import RemotingClient
+from broker_core.remoting.server import Connection, RemotingServer
+from broker_core.server import admin, consume, produce
+from broker_core.server.clients import ConsumerManager
+from broker_core.server.long_polling import PullRequestHoldService
+from broker_core.server.state import ConsumerOffsetManager, SubscriptionGroupManager, TopicConfigManager
+from broker_core.store import MessageStore
+
+log = logging.getLogger(__name__)
+
+REGISTER_PERIOD_S = 30.0
+
+
+@dataclass
+class ServerLimits:
+    max_frame_bytes: int = 16 * 1024 * 1024
+    idle_timeout_s: float = 120.0
+    max_inflight: int = 4096
+    long_polling_max_s: float = 15.0
+
+
+@dataclass
+class Stats:
+    put_count: int = 0
+    get_count: int = 0
+    started: float = field(default_factory=time.monotonic)
+    samples: list[tuple[float, int, int]] = field(default_factory=list)
+
+    def sample(self) -> None:
+        self.samples.append((time.monotonic(), self.put_count, self.get_count))
+        del self.samples[:-7]
+
+    def tps(self) -> tuple[float, float]:
+        if len(self.samples) < 2:
+            return 0.0, 0.0
+        (t0, p0, g0), (t1, p1, g1) = self.samples[0], self.samples[-1]
+        dt = max(t1 - t0, 1e-9)
+        return (p1 - p0) / dt, (g1 - g0) / dt
+
+
+class BrokerController:
+    def __init__(self, config: BrokerConfig, store: MessageStore | None = None,
+                 limits: ServerLimits | None = None) -> None:
+        self.config = config
+        self.store = store or MessageStore(config)
+        self.limits = limits or ServerLimits()
+        self.topics = TopicConfigManager(config.config_dir)
+        self.offsets = ConsumerOffsetManager(config.config_dir)
+        self.groups = SubscriptionGroupManager(config.config_dir)
+        self.consumers = ConsumerManager()
+        self.stats = Stats()
+        self.namesrv_addrs = [a.strip() for a in config.namesrv_addr.split(";") if a.strip()]
+        self.namesrv_client = RemotingClient()
+        self.hold: PullRequestHoldService | None = None
+        self.server: RemotingServer | None = None
+        self.port = 0
+        self._tasks: list[asyncio.Task[None]] = []
+        self._background: set[asyncio.Task[None]] = set()
+
+    def spawn(self, coro) -> None:  # type: ignore[no-untyped-def]
+        """Run a background coroutine, keeping a reference until it ends."""
+        task = asyncio.ensure_future(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    @property
+    def broker_addr(self) -> str:
+        return f"{self.config.broker_ip}:{self.port}"
+
+    async def start(self, host: str, port: int) -> int:
+        loop = asyncio.get_running_loop()
+        self.config.config_dir.mkdir(parents=True, exist_ok=True)
+        if not self.store.running:
+            await loop.run_in_executor(None, self.store.start)
+        self.hold = PullRequestHoldService(loop)
+        self.store.add_arrival_listener(self.hold.arrived)
+        handlers = {**produce.handlers(self), **consume.handlers(self), **admin.handlers(self)}
+        self.server = RemotingServer(
+            f"broker {self.config.broker_name}", handlers, max_frame_bytes=self.limits.max_frame_bytes,
+            idle_timeout=self.limits.idle_timeout_s, max_inflight=self.limits.max_inflight,
+            on_close=self._connection_closed)
+        self.port = await self.server.start(host, port)
+        self.store.commit_log.store_port = self.port
+        self._tasks.append(asyncio.ensure_future(self._periodic()))
+        await self.register_all()
+        log.info("broker %s serving on %s:%d (namesrv %s)", self.config.broker_name, host, self.port,
+                 ";".join(self.namesrv_addrs) or "none")
+        return self.port
+
+    async def _periodic(self) -> None:
+        next_register = time.monotonic() + REGISTER_PERIOD_S
+        while True:
+            await asyncio.sleep(1.0)
+            self.stats.sample()
+            try:
+                await asyncio.get_running_loop().run_in_executor(None, self.offsets.persist)
+            except OSError:
+                log.exception("cannot persist consumer offsets")
+            for group in set(self.consumers.scan_expired()):
+                self.consumers.notify_changed(group)
+            if time.monotonic() >= next_register:
+                next_register = time.monotonic() + REGISTER_PERIOD_S
+                await self.register_all()
+
+    def _connection_closed(self, conn: Connection) -> None:
+        for group in set(self.consumers.connection_closed(conn)):
+            self.consumers.notify_changed(group)
+
+    # ------------------------------------------------------------------ name servers
+    def _registration_header(self) -> dict[str, object]:
+        return {"clusterName": self.config.broker_cluster_name, "brokerName": self.config.broker_name,
+                "brokerId": self.config.broker_id, "brokerAddr": self.broker_addr}
+
+    async def register_all(self) -> None:
+        body = json.dumps({"topicConfigTable": self.topics.wire_table()}).encode()
+        for addr in self.namesrv_addrs:
+            cmd = RemotingCommand.request(RequestCode.REGISTER_BROKER, self._registration_header(), body)
+            try:
+                resp = await self.namesrv_client.invoke(addr, cmd, 3.0)
+                if resp.code != ResponseCode.SUCCESS:
+                    log.warning("namesrv %s refused registration: %s", addr, resp.remark)
+            except (ConnectionError, TimeoutError) as exc:
+                log.warning("cannot register with namesrv %s: %s", addr, exc)
+
+    async def unregister_all(self) -> None:
+        for addr in self.namesrv_addrs:
+            cmd = RemotingCommand.request(RequestCode.UNREGISTER_BROKER, self._registration_header())
+            try:
+                await self.namesrv_client.invoke(addr, cmd, 3.0)
+            except (ConnectionError, TimeoutError) as exc:
+                log.warning("cannot unregister from namesrv %s: %s", addr, exc)
+
+    # ------------------------------------------------------------------ shutdown
+    async def shutdown(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await self.unregister_all()
+        if self.hold is not None:
+            self.hold.wake_all()
+        if self.server is not None:
+            await self.server.close()
+        await self.namesrv_client.close()
+        self.offsets.persist()
+        await asyncio.get_running_loop().run_in_executor(None, self.store.shutdown)
+
+    def runtime_info(self) -> dict[str, object]:
+        put_tps, get_tps = self.stats.tps()
+        disk = self.store.check_disk()
+        return {
+            "brokerName": self.config.broker_name, "brokerId": self.config.broker_id,
+            "cluster": self.config.broker_cluster_name, "brokerAddr": self.broker_addr,
+            "role": self.config.broker_role, "version": __version__, "flushDiskType": self.config.flush_disk_type,
+            "putTps": round(put_tps, 1), "getTps": round(get_tps, 1),
+            "putTotal": self.stats.put_count, "getTotal": self.stats.get_count,
+            "uptimeSeconds": round(time.monotonic() - self.stats.started, 1),
+            "diskRatio": round(disk.ratio, 4), "topics": len(self.topics.table),
+            **self.store.runtime_info(),
+        }

@@ -1,0 +1,159 @@
+"""SEND_MESSAGE and SEND_BATCH_MESSAGE."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from broker_core.codec import CodecError
+from broker_core.codec.message import decode_properties
+from broker_core.codec.wire import decode_batch
+from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
+from broker_core.protocol.validation import topic_error
+from broker_core.remoting.server import BadRequest, Connection
+from broker_core.server.state import TopicConfig
+from broker_core.store import PutStatus
+from broker_core.store.message import MessageInner
+from broker_core.store.results import PutMessageResult
+
+if TYPE_CHECKING:
+    from broker_core.server.controller import BrokerController
+
+STATUS_TO_CODE = {
+    PutStatus.PUT_OK: ResponseCode.SUCCESS,
+    PutStatus.FLUSH_DISK_TIMEOUT: ResponseCode.FLUSH_DISK_TIMEOUT,
+    PutStatus.MESSAGE_ILLEGAL: ResponseCode.MESSAGE_ILLEGAL,
+    PutStatus.PROPERTIES_SIZE_EXCEEDED: ResponseCode.PROPERTIES_SIZE_EXCEEDED,
+    PutStatus.SERVICE_NOT_AVAILABLE: ResponseCode.SERVICE_NOT_AVAILABLE,
+    PutStatus.OS_PAGECACHE_BUSY: ResponseCode.SYSTEM_BUSY,
+    PutStatus.CREATE_MAPEDFILE_FAILED: ResponseCode.SYSTEM_ERROR,
+    PutStatus.UNKNOWN_ERROR: ResponseCode.SYSTEM_ERROR,
+}
+
+
+def int_field(header: dict[str, object], name: str, default: int | None = None) -> int:
+    value = header.get(name, default)
+    if value is None:
+        raise BadRequest(f"header field {name!r} is required")
+    try:
+        return int(value)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        raise BadRequest(f"header field {name!r} must be an integer, got {value!r}") from None
+
+
+def str_field(header: dict[str, object], name: str) -> str:
+    value = header.get(name)
+    if not isinstance(value, str) or not value:
+        raise BadRequest(f"header field {name!r} is required")
+    return value
+
+
+def writable_topic(ctl: BrokerController, cmd: RemotingCommand, topic: str) -> TopicConfig | RemotingCommand:
+    err = topic_error(topic)
+    if err:
+        return cmd.response(ResponseCode.MESSAGE_ILLEGAL, err)
+    cfg = ctl.topics.get(topic)
+    if cfg is None:
+        if not ctl.config.auto_create_topic_enable:
+            return cmd.response(ResponseCode.TOPIC_NOT_EXIST,
+                                f"topic {topic} does not exist on broker {ctl.config.broker_name} "
+                                "(autoCreateTopicEnable is off)")
+        n = ctl.config.default_topic_queue_nums
+        cfg = TopicConfig(topic, n, n)
+        ctl.topics.upsert(cfg)
+        ctl.spawn(ctl.register_all())
+    if not cfg.writable:
+        return cmd.response(ResponseCode.NO_PERMISSION, f"topic {topic} is not writable (perm {cfg.perm})")
+    return cfg
+
+
+async def _await_flush(ctl: BrokerController, request, results: list[PutMessageResult]) -> None:  # type: ignore[no-untyped-def]
+    if request is None:
+        return
+    loop = asyncio.get_running_loop()
+    fut = loop.create_future()
+    request.add_done_callback(lambda ok: loop.call_soon_threadsafe(fut.set_result, ok))
+    try:
+        ok = await asyncio.wait_for(fut, ctl.config.sync_flush_timeout_ms / 1000)
+    except TimeoutError:
+        ok = False
+    if not ok:
+        for r in results:
+            if r.ok:
+                r.status = PutStatus.FLUSH_DISK_TIMEOUT
+
+
+def _born(conn: Connection) -> tuple[str, int]:
+    host, _, port = conn.remote.rpartition(":")
+    return host, int(port) if port.isdigit() else 0
+
+
+def handlers(ctl: BrokerController) -> dict[int, object]:
+    async def send_message(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        h = cmd.header
+        try:
+            topic = str_field(h, "topic")
+            cfg = writable_topic(ctl, cmd, topic)
+            if isinstance(cfg, RemotingCommand):
+                return cfg
+            queue_id = int_field(h, "queueId", 0)
+            if not 0 <= queue_id < cfg.write_queue_nums:
+                return cmd.response(ResponseCode.MESSAGE_ILLEGAL,
+                                    f"queueId {queue_id} is outside 0..{cfg.write_queue_nums - 1} of topic {topic}")
+            props = decode_properties(str(h.get("properties", "")))
+            host, port = _born(conn)
+            msg = MessageInner(topic, cmd.body, queue_id, properties=props, flag=int_field(h, "flag", 0),
+                               sys_flag=int_field(h, "sysFlag", 0), born_timestamp=int_field(h, "bornTimestamp", 0),
+                               born_host=host, born_port=port, reconsume_times=int_field(h, "reconsumeTimes", 0))
+        except (BadRequest, UnicodeDecodeError) as exc:
+            return cmd.response(ResponseCode.BAD_REQUEST, str(exc))
+        results, request = ctl.store.put_messages_nowait([msg])
+        await _await_flush(ctl, request, results)
+        r = results[0]
+        ctl.stats.put_count += 1 if r.ok else 0
+        code = STATUS_TO_CODE[r.status]
+        if r.phy_offset < 0:
+            return cmd.response(code, r.error or r.status.name)
+        return cmd.response(code, r.error, {"msgId": msg.uniq_key or r.msg_id, "offsetMsgId": r.msg_id,
+                                            "queueId": queue_id, "queueOffset": r.queue_offset})
+
+    async def send_batch(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        h = cmd.header
+        try:
+            topic = str_field(h, "topic")
+            cfg = writable_topic(ctl, cmd, topic)
+            if isinstance(cfg, RemotingCommand):
+                return cfg
+            queue_id = int_field(h, "queueId", 0)
+            if not 0 <= queue_id < cfg.write_queue_nums:
+                return cmd.response(ResponseCode.MESSAGE_ILLEGAL,
+                                    f"queueId {queue_id} is outside 0..{cfg.write_queue_nums - 1} of topic {topic}")
+            entries = decode_batch(cmd.body)
+            if not entries:
+                return cmd.response(ResponseCode.MESSAGE_ILLEGAL, "empty batch")
+            born_ts = int_field(h, "bornTimestamp", 0)
+            host, port = _born(conn)
+            msgs = [MessageInner(topic, body, queue_id, properties=decode_properties(props), flag=flag,
+                                 born_timestamp=born_ts, born_host=host, born_port=port)
+                    for flag, body, props in entries]
+        except (BadRequest, CodecError, UnicodeDecodeError) as exc:
+            return cmd.response(ResponseCode.BAD_REQUEST, str(exc))
+        for i, m in enumerate(msgs):  # all or nothing: refuse the batch before writing anything
+            refused = ctl.store.commit_log.check(m)
+            if refused is not None:
+                return cmd.response(STATUS_TO_CODE[refused.status], f"message {i} of the batch: {refused.error}")
+        results, request = ctl.store.put_messages_nowait(msgs)
+        await _await_flush(ctl, request, results)
+        ok = [r for r in results if r.phy_offset >= 0]
+        ctl.stats.put_count += len(ok)
+        worst = next((r for r in results if not r.ok), results[0])
+        code = STATUS_TO_CODE[worst.status]
+        if not ok:
+            return cmd.response(code, worst.error or worst.status.name)
+        return cmd.response(code, worst.error, {
+            "msgIds": ",".join(m.uniq_key or r.msg_id for m, r in zip(msgs, results, strict=True)),
+            "offsetMsgIds": ",".join(r.msg_id for r in results),
+            "queueId": queue_id, "queueOffset": results[0].queue_offset})
+
+    return {RequestCode.SEND_MESSAGE: send_message, RequestCode.SEND_BATCH_MESSAGE: send_batch}
+
