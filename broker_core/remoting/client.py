@@ -11,7 +11,7 @@ import asyncio
 import itertools
 import logging
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from broker_core.protocol import FrameDecoder, ProtocolError, RemotingCommand
@@ -61,8 +61,10 @@ def run_sync(coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
 
 
 class _Channel:
-    def __init__(self, addr: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(self, addr: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                 on_request: Callable[[str, RemotingCommand], None] | None = None) -> None:
         self.addr = addr
+        self.on_request = on_request
         self.reader = reader
         self.writer = writer
         self.pending: dict[int, asyncio.Future[RemotingCommand]] = {}
@@ -81,6 +83,10 @@ class _Channel:
                 if not data:
                     break
                 for cmd in decoder.feed(data):
+                    if not cmd.is_response:
+                        if self.on_request is not None:
+                            self.on_request(self.addr, cmd)  # server-initiated (oneway notifications)
+                        continue
                     fut = self.pending.pop(cmd.opaque, None)
                     if fut is not None and not fut.done():
                         fut.set_result(cmd)
@@ -95,8 +101,10 @@ class _Channel:
 
 
 class RemotingClient:
-    def __init__(self, connect_timeout: float = 3.0) -> None:
+    def __init__(self, connect_timeout: float = 3.0,
+                 on_request: Callable[[str, RemotingCommand], None] | None = None) -> None:
         self.connect_timeout = connect_timeout
+        self.on_request = on_request
         self._channels: dict[str, _Channel] = {}
         self._connecting: dict[str, asyncio.Future[_Channel]] = {}
         self._opaque = itertools.count(1)
@@ -113,7 +121,7 @@ class RemotingClient:
                 host, _, port = addr.rpartition(":")
                 reader, writer = await asyncio.wait_for(
                     asyncio.open_connection(host, int(port), limit=1 << 20), self.connect_timeout)
-                ch = _Channel(addr, reader, writer)
+                ch = _Channel(addr, reader, writer, self.on_request)
                 self._channels[addr] = ch
                 fut.set_result(ch)
             except (OSError, TimeoutError, ValueError) as exc:

@@ -1,0 +1,208 @@
+"""AdminClient: topics, cluster and broker status, queue offsets, group offsets and lag, offset reset,
+lookups by message id and key, and the store's maintenance operations."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from broker_core.client.consumer import decode_records
+from broker_core.client.instance import ClientInstance
+from broker_core.client.message import ClientError, MessageExt
+from broker_core.codec.message_id import decode_offset_msg_id
+from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
+from broker_core.protocol.validation import topic_error
+from broker_core.remoting.client import run_sync
+
+
+class AdminClient:
+    def __init__(self, namesrv_addr: str, *, timeout: float = 5.0, instance: ClientInstance | None = None) -> None:
+        self.instance = instance or ClientInstance(namesrv_addr)
+        self.timeout = timeout
+
+    def start(self) -> AdminClient:
+        run_sync(self.instance.start())
+        return self
+
+    def shutdown(self) -> None:
+        run_sync(self.instance.shutdown())
+
+    def __enter__(self) -> AdminClient:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    # ------------------------------------------------------------------ plumbing
+    async def _call(self, addr: str, code: int, header: dict[str, Any] | None = None, body: bytes = b"",
+                    ok: tuple[int, ...] = (ResponseCode.SUCCESS,)) -> RemotingCommand:
+        resp = await self.instance.invoke(addr, RemotingCommand.request(code, header or {}, body), self.timeout)
+        if resp.code not in ok:
+            raise ClientError(resp.code, resp.remark or f"request {code} failed")
+        return resp
+
+    async def _ns(self, code: int, header: dict[str, Any] | None = None) -> RemotingCommand:
+        resp = await self.instance.invoke_namesrv(RemotingCommand.request(code, header or {}), self.timeout)
+        if resp.code != ResponseCode.SUCCESS:
+            raise ClientError(resp.code, resp.remark)
+        return resp
+
+    def _run(self, coro):  # type: ignore[no-untyped-def]
+        return run_sync(coro)
+
+    async def _cluster(self) -> dict[str, Any]:
+        return json.loads((await self._ns(RequestCode.GET_BROKER_CLUSTER_INFO)).body)
+
+    async def _master_addrs(self, cluster: str | None = None, brokers: list[str] | None = None) -> dict[str, str]:
+        info = await self._cluster()
+        out = {}
+        for name, data in info.get("brokerAddrTable", {}).items():
+            if (cluster is None or data.get("cluster") == cluster) and (brokers is None or name in brokers):
+                addr = data.get("brokerAddrs", {}).get("0")
+                if addr:
+                    out[name] = addr
+                    self.instance.broker_addrs[name] = addr
+        return out
+
+    async def _topic_brokers(self, topic: str) -> dict[str, str]:
+        route = await self.instance.route(topic, refresh=True)
+        return {b["brokerName"]: b["brokerAddrs"]["0"] for b in route.broker_datas if "0" in b.get("brokerAddrs", {})}
+
+    # ------------------------------------------------------------------ cluster
+    def cluster_info(self) -> dict[str, Any]:
+        return self._run(self._cluster())
+
+    def broker_runtime(self, broker_addr: str) -> dict[str, Any]:
+        async def go() -> dict[str, Any]:
+            return json.loads((await self._call(broker_addr, RequestCode.GET_BROKER_RUNTIME_INFO)).body)
+        return self._run(go())
+
+    def topic_list(self) -> list[str]:
+        async def go() -> list[str]:
+            return json.loads((await self._ns(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)).body)["topicList"]
+        return self._run(go())
+
+    def topic_route(self, topic: str) -> dict[str, Any]:
+        async def go() -> dict[str, Any]:
+            return json.loads((await self._ns(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})).body)
+        return self._run(go())
+
+    # ------------------------------------------------------------------ topics
+    def create_topic(self, topic: str, read_queue_nums: int = 4, write_queue_nums: int = 4, perm: int = 6,
+                     *, cluster: str | None = None, brokers: list[str] | None = None, order: bool = False) -> list[str]:
+        """Create or update ``topic`` on the chosen brokers (default: every master). Returns the broker names."""
+        err = topic_error(topic)
+        if err:
+            raise ValueError(err)
+
+        async def go() -> list[str]:
+            targets = await self._master_addrs(cluster, brokers)
+            if not targets:
+                raise ClientError(int(ResponseCode.SYSTEM_ERROR), "no broker matches the selection")
+            header = {"topic": topic, "readQueueNums": read_queue_nums, "writeQueueNums": write_queue_nums,
+                      "perm": perm, "order": order}
+            for addr in targets.values():
+                await self._call(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, header)
+            self.instance.routes.pop(topic, None)
+            return sorted(targets)
+        return self._run(go())
+
+    update_topic = create_topic
+
+    def delete_topic(self, topic: str) -> None:
+        async def go() -> None:
+            for addr in (await self._master_addrs()).values():
+                await self._call(addr, RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": topic},
+                                 ok=(ResponseCode.SUCCESS, ResponseCode.TOPIC_NOT_EXIST))
+            await self._ns(RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": topic})
+            self.instance.routes.pop(topic, None)
+        self._run(go())
+
+    def topic_stats(self, topic: str) -> list[dict[str, Any]]:
+        """Per queue: broker, queue id, min/max offset, last update time."""
+        async def go() -> list[dict[str, Any]]:
+            rows = []
+            for name, addr in sorted((await self._topic_brokers(topic)).items()):
+                resp = await self._call(addr, RequestCode.GET_TOPIC_STATS_INFO, {"topic": topic})
+                rows += [{"brokerName": name, **r} for r in json.loads(resp.body)["offsetTable"]]
+            return rows
+        return self._run(go())
+
+    # ------------------------------------------------------------------ groups
+    def consume_stats(self, group: str, topic: str | None = None) -> dict[str, Any]:
+        """Per queue committed offset and lag, the total lag and the online clients."""
+        async def go() -> dict[str, Any]:
+            brokers = await (self._topic_brokers(topic) if topic else self._master_addrs())
+            rows: list[dict[str, Any]] = []
+            online: set[str] = set()
+            for name, addr in sorted(brokers.items()):
+                header = {"consumerGroup": group, **({"topic": topic} if topic else {})}
+                data = json.loads((await self._call(addr, RequestCode.GET_CONSUME_STATS, header)).body)
+                rows += [{"brokerName": name, **r} for r in data["offsetTable"]]
+                online.update(data.get("online", []))
+            return {"offsetTable": rows, "totalLag": sum(r["lag"] for r in rows), "online": sorted(online)}
+        return self._run(go())
+
+    def reset_offset(self, group: str, topic: str, *, timestamp_ms: int | None = None,
+                     offsets: dict[tuple[str, int], int] | None = None) -> dict[tuple[str, int], int]:
+        """Reset by time (``timestamp_ms``; 0 = earliest, -1 = latest) or to exact ``{(broker, queue): offset}``.
+        Running consumers of the group are told to restart from the new offsets."""
+        if (timestamp_ms is None) == (offsets is None):
+            raise ValueError("give exactly one of timestamp_ms or offsets")
+
+        async def go() -> dict[tuple[str, int], int]:
+            out = {}
+            for name, addr in sorted((await self._topic_brokers(topic)).items()):
+                body = b""
+                header: dict[str, Any] = {"group": group, "topic": topic}
+                if offsets is not None:
+                    mine = {str(q): o for (b, q), o in offsets.items() if b == name}
+                    if not mine:
+                        continue
+                    body = json.dumps({"offsets": mine}).encode()
+                else:
+                    header["timestamp"] = timestamp_ms
+                resp = await self._call(addr, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, header, body)
+                out.update({(name, int(q)): o for q, o in json.loads(resp.body)["offsetTable"].items()})
+            return out
+        return self._run(go())
+
+    # ------------------------------------------------------------------ messages
+    def view_message(self, offset_msg_id: str) -> MessageExt:
+        ip, port, _ = decode_offset_msg_id(offset_msg_id)
+
+        async def go() -> MessageExt:
+            addr = f"{ip}:{port}"
+            resp = await self._call(addr, RequestCode.VIEW_MESSAGE_BY_ID, {"offsetMsgId": offset_msg_id})
+            names = {a: n for n, a in (await self._master_addrs()).items()}
+            return decode_records(resp.body, names.get(addr, addr))[0]
+        return self._run(go())
+
+    def query_message(self, topic: str, key: str, max_num: int = 32, begin_ms: int = 0,
+                      end_ms: int = (1 << 63) - 1) -> tuple[list[MessageExt], bool]:
+        """Messages with ``key`` (a KEYS value or the unique id) from every broker of the topic, newest first,
+        and whether any broker had more than ``max_num``."""
+        async def go() -> tuple[list[MessageExt], bool]:
+            found: list[MessageExt] = []
+            truncated = False
+            for name, addr in sorted((await self._topic_brokers(topic)).items()):
+                resp = await self._call(addr, RequestCode.QUERY_MESSAGE, {
+                    "topic": topic, "key": key, "maxNum": max_num, "beginTimestamp": begin_ms,
+                    "endTimestamp": end_ms}, ok=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND))
+                if resp.code == ResponseCode.SUCCESS:
+                    found += decode_records(resp.body, name)
+                    truncated = truncated or bool(resp.header.get("truncated"))
+            found.sort(key=lambda m: m.store_timestamp, reverse=True)
+            return found[:max_num], truncated or len(found) > max_num
+        return self._run(go())
+
+    # ------------------------------------------------------------------ store maintenance
+    def clean_expired_files(self, broker_addr: str, force: bool = False) -> dict[str, Any]:
+        async def go() -> dict[str, Any]:
+            return json.loads((await self._call(broker_addr, RequestCode.CLEAN_EXPIRED_FILES, {"force": force})).body)
+        return self._run(go())
+
+    def check_disk(self, broker_addr: str) -> dict[str, Any]:
+        async def go() -> dict[str, Any]:
+            return json.loads((await self._call(broker_addr, RequestCode.CHECK_DISK)).body)
+        return self._run(go())

@@ -1,0 +1,456 @@
+"""Consumers: PullConsumer (the application manages offsets) and PushConsumer (pull-based, rebalanced,
+with flow control and committed offsets).
+
+PushConsumer invariants:
+1. In CLUSTERING mode a queue is consumed by at most one member of the group at a time: queues are
+   allocated from the sorted queue and member lists (rebalance every 20 s and whenever the broker
+   announces a membership change).
+2. The committed offset of a queue is the smallest offset still being consumed (or the next offset when
+   nothing is in flight), so a crash re-delivers rather than skips: at-least-once.
+3. Flow control: a queue stops pulling while it caches more than ``pull_threshold_for_queue`` (1000)
+   messages or its cached offsets span more than ``consume_concurrently_max_span`` (2000).
+4. BROADCASTING: every member consumes every queue; offsets live in a local file, not on the broker.
+A listener that returns RECONSUME_LATER, returns nothing or raises has the message consumed again
+after ``reconsume_delay`` seconds (locally, so nothing is lost; broker-side retry topics come with the
+delivery-semantics work).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from broker_core.client.allocate import AllocateMessageQueueAveragely
+from broker_core.client.instance import NOTIFY_CONSUMER_IDS_CHANGED, RESET_CONSUMER_CLIENT_OFFSET, ClientInstance
+from broker_core.client.message import ClientError, ConsumeStatus, MessageExt, MessageQueue
+from broker_core.codec import CodecError
+from broker_core.codec.message import decode_record, peek_size_magic
+from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
+from broker_core.protocol.filter import Subscription, parse_subscription
+from broker_core.protocol.validation import group_error
+from broker_core.remoting.client import RemotingTimeout, run_sync
+
+log = logging.getLogger(__name__)
+
+CONSUME_FROM_LAST = "LAST"
+CONSUME_FROM_FIRST = "FIRST"
+CONSUME_FROM_TIMESTAMP = "TIMESTAMP"
+_FROM_WIRE = {CONSUME_FROM_LAST: "CONSUME_FROM_LAST_OFFSET", CONSUME_FROM_FIRST: "CONSUME_FROM_FIRST_OFFSET",
+              CONSUME_FROM_TIMESTAMP: "CONSUME_FROM_TIMESTAMP"}
+BROKER_SUSPEND_MAX_S = 15.0
+PULL_DELAY_ON_ERROR_S = 3.0
+PULL_DELAY_ON_FLOW_CONTROL_S = 0.05
+
+
+def decode_records(body: bytes, broker_name: str) -> list[MessageExt]:
+    out = []
+    pos = 0
+    while pos + 8 <= len(body):
+        size, _ = peek_size_magic(body, pos)
+        out.append(MessageExt.from_record(decode_record(body, pos, source="pull response"), broker_name))
+        pos += size
+    return out
+
+
+class PullStatus:
+    FOUND = "FOUND"
+    NO_NEW_MSG = "NO_NEW_MSG"
+    NO_MATCHED_MSG = "NO_MATCHED_MSG"
+    OFFSET_ILLEGAL = "OFFSET_ILLEGAL"
+
+
+@dataclass
+class PullResult:
+    status: str
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    messages: list[MessageExt] = field(default_factory=list)
+
+
+class _ConsumerBase:
+    def __init__(self, group: str, namesrv_addr: str, instance: ClientInstance | None) -> None:
+        err = group_error(group)
+        if err:
+            raise ValueError(err)
+        self.group = group
+        self.instance = instance or ClientInstance(namesrv_addr)
+
+    async def _queue_request(self, mq: MessageQueue, code: int, header: dict[str, object],
+                             timeout: float = 3.0) -> RemotingCommand:
+        await self.instance.route(mq.topic)
+        addr = self.instance.broker_addr(mq.broker_name)
+        return await self.instance.invoke(addr, RemotingCommand.request(code, {"topic": mq.topic,
+                                                                            "queueId": mq.queue_id, **header}),
+                                          timeout)
+
+    async def _offset(self, mq: MessageQueue, code: int, extra: dict[str, object] | None = None) -> int:
+        resp = await self._queue_request(mq, code, extra or {})
+        if resp.code != ResponseCode.SUCCESS:
+            raise ClientError(resp.code, resp.remark)
+        return int(resp.header["offset"])
+
+    async def apull(self, mq: MessageQueue, offset: int, max_nums: int = 32, sub: Subscription | None = None,
+                    suspend_s: float = 0.0, commit_offset: int = -1) -> PullResult:
+        sub = sub or parse_subscription(mq.topic, "*")
+        header = {"consumerGroup": self.group, "queueOffset": offset, "maxMsgNums": max_nums,
+                  "commitOffset": commit_offset, "suspendTimeoutMillis": int(suspend_s * 1000),
+                  "subscription": sub.expression}
+        resp = await self._queue_request(mq, RequestCode.PULL_MESSAGE, header, suspend_s + 5.0)
+        h = resp.header
+        nxt, lo, hi = int(h.get("nextBeginOffset", offset)), int(h.get("minOffset", 0)), int(h.get("maxOffset", 0))
+        if resp.code == ResponseCode.SUCCESS:
+            msgs = [m for m in decode_records(resp.body, mq.broker_name) if sub.matches(m.tags)]
+            return PullResult(PullStatus.FOUND if msgs else PullStatus.NO_MATCHED_MSG, nxt, lo, hi, msgs)
+        if resp.code == ResponseCode.PULL_NOT_FOUND:
+            return PullResult(PullStatus.NO_NEW_MSG, nxt, lo, hi)
+        if resp.code == ResponseCode.PULL_RETRY_IMMEDIATELY:
+            return PullResult(PullStatus.NO_MATCHED_MSG, nxt, lo, hi)
+        if resp.code == ResponseCode.PULL_OFFSET_MOVED:
+            return PullResult(PullStatus.OFFSET_ILLEGAL, nxt, lo, hi)
+        raise ClientError(resp.code, resp.remark)
+
+
+class PullConsumer(_ConsumerBase):
+    """Pull messages from queues you choose, at offsets you manage."""
+
+    def __init__(self, group: str, namesrv_addr: str, *, instance: ClientInstance | None = None) -> None:
+        super().__init__(group, namesrv_addr, instance)
+
+    def start(self) -> PullConsumer:
+        run_sync(self.instance.start())
+        return self
+
+    def shutdown(self) -> None:
+        run_sync(self.instance.shutdown())
+
+    def fetch_queues(self, topic: str) -> list[MessageQueue]:
+        return list(run_sync(self.instance.route(topic, refresh=True)).read_queues)
+
+    def pull(self, mq: MessageQueue, offset: int, max_nums: int = 32, expression: str = "*") -> PullResult:
+        return run_sync(self.apull(mq, offset, max_nums, parse_subscription(mq.topic, expression)))
+
+    def pull_block_if_not_found(self, mq: MessageQueue, offset: int, max_nums: int = 32, expression: str = "*",
+                                timeout: float = BROKER_SUSPEND_MAX_S) -> PullResult:
+        """Long polling: the broker holds the request until a message arrives or ``timeout`` passes."""
+        return run_sync(self.apull(mq, offset, max_nums, parse_subscription(mq.topic, expression), timeout))
+
+    def min_offset(self, mq: MessageQueue) -> int:
+        return run_sync(self._offset(mq, RequestCode.GET_MIN_OFFSET))
+
+    def max_offset(self, mq: MessageQueue) -> int:
+        return run_sync(self._offset(mq, RequestCode.GET_MAX_OFFSET))
+
+    def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
+        return run_sync(self._offset(mq, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, {"timestamp": timestamp_ms}))
+
+    def committed_offset(self, mq: MessageQueue) -> int:
+        """-1 when the group never committed on this queue."""
+        async def query() -> int:
+            resp = await self._queue_request(mq, RequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": self.group})
+            return int(resp.header["offset"]) if resp.code == ResponseCode.SUCCESS else -1
+        return run_sync(query())
+
+    def commit_offset(self, mq: MessageQueue, offset: int) -> None:
+        async def commit() -> None:
+            resp = await self._queue_request(mq, RequestCode.UPDATE_CONSUMER_OFFSET,
+                                             {"consumerGroup": self.group, "commitOffset": offset})
+            if resp.code != ResponseCode.SUCCESS:
+                raise ClientError(resp.code, resp.remark)
+        run_sync(commit())
+
+
+# ====================================================================== push consumer
+@dataclass
+class ProcessQueue:
+    """Messages of one queue pulled and not yet consumed (offset -> message)."""
+
+    mq: MessageQueue
+    next_offset: int
+    msgs: dict[int, MessageExt] = field(default_factory=dict)
+    dropped: bool = False
+    task: asyncio.Task[None] | None = None
+    consumed_up_to: int = -1
+
+    def committable(self) -> int:
+        return min(self.msgs) if self.msgs else self.next_offset
+
+    def span(self) -> int:
+        return max(self.msgs) - min(self.msgs) if self.msgs else 0
+
+
+Listener = Callable[[list[MessageExt]], ConsumeStatus | None]
+
+
+class PushConsumer(_ConsumerBase):
+    def __init__(self, group: str, namesrv_addr: str, *, message_model: str = "CLUSTERING",
+                 consume_from: str = CONSUME_FROM_LAST, consume_timestamp_ms: int | None = None,
+                 allocate_strategy: object | None = None, pull_batch_size: int = 32, consume_thread_max: int = 20,
+                 pull_threshold_for_queue: int = 1000, consume_concurrently_max_span: int = 2000,
+                 rebalance_interval: float = 20.0, persist_offset_interval: float = 5.0,
+                 reconsume_delay: float = 1.0, offset_store_dir: str | os.PathLike[str] | None = None,
+                 instance: ClientInstance | None = None) -> None:
+        super().__init__(group, namesrv_addr, instance)
+        if message_model not in ("CLUSTERING", "BROADCASTING"):
+            raise ValueError("message_model must be CLUSTERING or BROADCASTING")
+        if consume_from not in _FROM_WIRE:
+            raise ValueError("consume_from must be LAST, FIRST or TIMESTAMP")
+        self.message_model = message_model
+        self.consume_from = consume_from
+        self.consume_timestamp_ms = consume_timestamp_ms or int((time.time() - 1800) * 1000)
+        self.allocate_strategy = allocate_strategy or AllocateMessageQueueAveragely()
+        self.pull_batch_size = pull_batch_size
+        self.pull_threshold_for_queue = pull_threshold_for_queue
+        self.consume_concurrently_max_span = consume_concurrently_max_span
+        self.rebalance_interval = rebalance_interval
+        self.persist_offset_interval = persist_offset_interval
+        self.reconsume_delay = reconsume_delay
+        self.subscriptions: dict[str, Subscription] = {}
+        self.listener: Listener | None = None
+        self.process_queues: dict[MessageQueue, ProcessQueue] = {}
+        self.pool = concurrent.futures.ThreadPoolExecutor(consume_thread_max, thread_name_prefix=f"consume-{group}")
+        self.offset_file = (Path(offset_store_dir or Path.home() / ".broker_core" / "offsets")
+                            / f"{self.instance.client_id.replace('@', '_')}-{group}.json")
+        self.local_offsets: dict[str, int] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._rebalance_now: asyncio.Event | None = None
+        self.running = False
+
+    # ------------------------------------------------------------------ configuration
+    def subscribe(self, topic: str, expression: str = "*") -> None:
+        self.subscriptions[topic] = parse_subscription(topic, expression)
+
+    def register_message_listener(self, listener: Listener) -> None:
+        self.listener = listener
+
+    @property
+    def clustering(self) -> bool:
+        return self.message_model == "CLUSTERING"
+
+    def assigned_queues(self) -> list[MessageQueue]:
+        return sorted(self.process_queues)
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> PushConsumer:
+        if self.listener is None or not self.subscriptions:
+            raise ValueError("subscribe() and register_message_listener() before start()")
+        if not self.clustering and self.offset_file.exists():
+            self.local_offsets = json.loads(self.offset_file.read_text())
+        run_sync(self._astart())
+        return self
+
+    async def _astart(self) -> None:
+        await self.instance.start()
+        self.running = True
+        self._rebalance_now = asyncio.Event()
+        self.instance.heartbeat_sources.append(self._heartbeat_data)
+        self.instance.notification_handlers.setdefault(NOTIFY_CONSUMER_IDS_CHANGED, []).append(self._on_ids_changed)
+        self.instance.notification_handlers.setdefault(RESET_CONSUMER_CLIENT_OFFSET, []).append(self._on_reset)
+        for topic in self.subscriptions:
+            await self.instance.route(topic)
+        await self.instance.heartbeat_all()
+        await self.rebalance()
+        self._tasks += [asyncio.ensure_future(self._rebalance_loop()), asyncio.ensure_future(self._persist_loop())]
+
+    def shutdown(self) -> None:
+        if not self.running:
+            return
+        run_sync(self._ashutdown())
+        self.pool.shutdown(wait=True)
+
+    async def _ashutdown(self) -> None:
+        self.running = False
+        for t in self._tasks:
+            t.cancel()
+        for pq in list(self.process_queues.values()):
+            await self._drop(pq)
+        await self._persist_offsets()
+        for addr in set(self.instance.broker_addrs.values()):
+            try:
+                await self.instance.invoke(addr, RemotingCommand.request(
+                    RequestCode.UNREGISTER_CLIENT, {"clientID": self.instance.client_id, "consumerGroup": self.group}))
+            except (ConnectionError, TimeoutError):
+                pass
+        if self._heartbeat_data in self.instance.heartbeat_sources:
+            self.instance.heartbeat_sources.remove(self._heartbeat_data)
+        await self.instance.shutdown()
+
+    def _heartbeat_data(self) -> dict[str, object]:
+        return {"consumerDataSet": [{
+            "groupName": self.group, "consumeType": "PUSH", "messageModel": self.message_model,
+            "consumeFromWhere": _FROM_WIRE[self.consume_from],
+            "subscriptionDataSet": [{"topic": s.topic, "subString": s.expression}
+                                    for s in self.subscriptions.values()]}]}
+
+    def _on_ids_changed(self, cmd: RemotingCommand) -> None:
+        if cmd.header.get("consumerGroup") == self.group and self._rebalance_now is not None:
+            self._rebalance_now.set()
+
+    def _on_reset(self, cmd: RemotingCommand) -> None:
+        if cmd.header.get("consumerGroup") != self.group:
+            return
+        topic = str(cmd.header.get("topic"))
+        offsets = {int(q): int(o) for q, o in json.loads(cmd.body or b"{}").items()}
+        for mq, pq in list(self.process_queues.items()):
+            if mq.topic == topic and mq.queue_id in offsets:
+                pq.msgs.clear()
+                pq.next_offset = offsets[mq.queue_id]
+                pq.consumed_up_to = -1
+
+    # ------------------------------------------------------------------ rebalance
+    async def _rebalance_loop(self) -> None:
+        assert self._rebalance_now is not None
+        while True:
+            try:
+                await asyncio.wait_for(self._rebalance_now.wait(), self.rebalance_interval)
+            except TimeoutError:
+                pass
+            self._rebalance_now.clear()
+            try:
+                await self.rebalance()
+            except (ClientError, ConnectionError, TimeoutError) as exc:
+                log.warning("rebalance of %s failed: %s", self.group, exc)
+
+    async def _members(self, topic: str) -> list[str]:
+        route = await self.instance.route(topic)
+        for broker in sorted({mq.broker_name for mq in route.read_queues}):
+            try:
+                addr = self.instance.broker_addr(broker)
+                resp = await self.instance.invoke(addr, RemotingCommand.request(
+                    RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": self.group}))
+                ids = json.loads(resp.body or b"{}").get("consumerIdList", [])
+                if ids:
+                    return sorted(ids)
+            except (ConnectionError, TimeoutError, ValueError):
+                continue
+        return [self.instance.client_id]
+
+    async def rebalance(self) -> None:
+        wanted: set[MessageQueue] = set()
+        for topic in self.subscriptions:
+            route = await self.instance.route(topic, refresh=True)
+            mq_all = sorted(route.read_queues)
+            if self.clustering:
+                cid_all = await self._members(topic)
+                wanted.update(self.allocate_strategy.allocate(self.instance.client_id, mq_all, cid_all))  # type: ignore[attr-defined]
+            else:
+                wanted.update(mq_all)
+        for mq in [mq for mq in self.process_queues if mq not in wanted]:
+            await self._drop(self.process_queues[mq])
+        for mq in sorted(wanted - set(self.process_queues)):
+            try:
+                offset = await self._start_offset(mq)
+            except (ClientError, ConnectionError, TimeoutError) as exc:
+                log.warning("cannot compute the start offset of %s: %s", mq, exc)
+                continue
+            pq = ProcessQueue(mq, offset)
+            self.process_queues[mq] = pq
+            pq.task = asyncio.ensure_future(self._pull_loop(pq))
+            log.info("%s now consumes %s from offset %d", self.instance.client_id, mq, offset)
+
+    async def _start_offset(self, mq: MessageQueue) -> int:
+        if self.clustering:
+            resp = await self._queue_request(mq, RequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": self.group})
+            if resp.code == ResponseCode.SUCCESS:
+                return int(resp.header["offset"])
+        elif str(mq) in self.local_offsets:
+            return self.local_offsets[str(mq)]
+        if self.consume_from == CONSUME_FROM_FIRST:
+            return await self._offset(mq, RequestCode.GET_MIN_OFFSET)
+        if self.consume_from == CONSUME_FROM_TIMESTAMP:
+            return await self._offset(mq, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
+                                      {"timestamp": self.consume_timestamp_ms})
+        return await self._offset(mq, RequestCode.GET_MAX_OFFSET)
+
+    async def _drop(self, pq: ProcessQueue) -> None:
+        pq.dropped = True
+        if pq.task is not None:
+            pq.task.cancel()
+        self.process_queues.pop(pq.mq, None)
+        await self._commit(pq.mq, pq.committable())
+        log.info("%s no longer consumes %s", self.instance.client_id, pq.mq)
+
+    # ------------------------------------------------------------------ pulling and consuming
+    async def _pull_loop(self, pq: ProcessQueue) -> None:
+        sub = self.subscriptions[pq.mq.topic]
+        loop = asyncio.get_running_loop()
+        while not pq.dropped and self.running:
+            if len(pq.msgs) > self.pull_threshold_for_queue or pq.span() > self.consume_concurrently_max_span:
+                await asyncio.sleep(PULL_DELAY_ON_FLOW_CONTROL_S)
+                continue
+            try:
+                commit = pq.committable() if self.clustering else -1
+                res = await self.apull(pq.mq, pq.next_offset, self.pull_batch_size, sub, BROKER_SUSPEND_MAX_S, commit)
+            except asyncio.CancelledError:
+                raise
+            except (ClientError, ConnectionError, RemotingTimeout, CodecError, TimeoutError) as exc:
+                log.warning("pull %s failed: %s", pq.mq, exc)
+                await asyncio.sleep(PULL_DELAY_ON_ERROR_S)
+                continue
+            if pq.dropped:
+                return
+            if res.status == PullStatus.OFFSET_ILLEGAL:
+                log.warning("%s: offset %d is illegal, moving to %d", pq.mq, pq.next_offset, res.next_begin_offset)
+            for m in res.messages:
+                pq.msgs[m.queue_offset] = m
+            pq.next_offset = res.next_begin_offset
+            for m in res.messages:
+                fut = loop.run_in_executor(self.pool, self._consume, m)
+                fut.add_done_callback(lambda f, m=m, pq=pq: self._consumed(pq, m, f))
+
+    def _consume(self, msg: MessageExt) -> bool:
+        try:
+            status = self.listener([msg])  # type: ignore[misc]
+        except Exception:
+            log.exception("listener of %s raised for %s", self.group, msg.msg_id)
+            return False
+        return status is ConsumeStatus.CONSUME_SUCCESS
+
+    def _consumed(self, pq: ProcessQueue, msg: MessageExt, fut: asyncio.Future[bool]) -> None:
+        ok = not fut.cancelled() and fut.exception() is None and fut.result()
+        if pq.dropped or pq.msgs.get(msg.queue_offset) is not msg:
+            return
+        if ok:
+            del pq.msgs[msg.queue_offset]
+            return
+        msg.reconsume_times += 1
+        loop = asyncio.get_running_loop()
+        loop.call_later(self.reconsume_delay, lambda: self._retry(pq, msg))
+
+    def _retry(self, pq: ProcessQueue, msg: MessageExt) -> None:
+        if pq.dropped or not self.running or pq.msgs.get(msg.queue_offset) is not msg:
+            return
+        fut = asyncio.get_running_loop().run_in_executor(self.pool, self._consume, msg)
+        fut.add_done_callback(lambda f: self._consumed(pq, msg, f))
+
+    # ------------------------------------------------------------------ offsets
+    async def _persist_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.persist_offset_interval)
+            await self._persist_offsets()
+
+    async def _persist_offsets(self) -> None:
+        for mq, pq in list(self.process_queues.items()):
+            await self._commit(mq, pq.committable())
+        if not self.clustering and self.local_offsets:
+            self.offset_file.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.offset_file.with_suffix(".tmp")
+            tmp.write_text(json.dumps(self.local_offsets))
+            os.replace(tmp, self.offset_file)
+
+    async def _commit(self, mq: MessageQueue, offset: int) -> None:
+        if not self.clustering:
+            self.local_offsets[str(mq)] = offset
+            return
+        try:
+            await self._queue_request(mq, RequestCode.UPDATE_CONSUMER_OFFSET,
+                                      {"consumerGroup": self.group, "commitOffset": offset})
+        except (ClientError, ConnectionError, TimeoutError) as exc:
+            log.warning("cannot commit offset %d of %s: %s", offset, mq, exc)

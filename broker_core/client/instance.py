@@ -1,0 +1,168 @@
+"""ClientInstance: what producers, consumers and the admin client share — the name-server connection,
+the route cache (refreshed every 30 s), broker addresses, heartbeats and server notifications.
+
+All network I/O runs on the process-wide client event loop (``broker_core.remoting.client``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import socket
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from broker_core.client.message import ClientError, MessageQueue
+from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
+from broker_core.remoting.client import RemotingClient, client_loop
+
+log = logging.getLogger(__name__)
+
+PERM_READ = 4
+PERM_WRITE = 2
+ROUTE_REFRESH_S = 30.0
+HEARTBEAT_S = 30.0
+NOTIFY_CONSUMER_IDS_CHANGED = 40
+RESET_CONSUMER_CLIENT_OFFSET = 220
+
+
+@dataclass
+class TopicRoute:
+    topic: str
+    queue_datas: list[dict[str, Any]]
+    broker_datas: list[dict[str, Any]]
+    write_queues: list[MessageQueue] = field(default_factory=list)
+    read_queues: list[MessageQueue] = field(default_factory=list)
+
+    @classmethod
+    def from_wire(cls, topic: str, data: dict[str, Any]) -> TopicRoute:
+        route = cls(topic, data.get("queueDatas", []), data.get("brokerDatas", []))
+        masters = {b["brokerName"] for b in route.broker_datas if "0" in b.get("brokerAddrs", {})}
+        for q in sorted(route.queue_datas, key=lambda q: q["brokerName"]):
+            if q["brokerName"] not in masters:
+                continue
+            if q.get("perm", 6) & PERM_WRITE:
+                route.write_queues += [MessageQueue(topic, q["brokerName"], i) for i in range(q["writeQueueNums"])]
+            if q.get("perm", 6) & PERM_READ:
+                route.read_queues += [MessageQueue(topic, q["brokerName"], i) for i in range(q["readQueueNums"])]
+        return route
+
+
+def local_ip() -> str:
+    try:
+        return socket.gethostbyname(socket.gethostname())
+    except OSError:
+        return "127.0.0.1"
+
+
+class ClientInstance:
+    def __init__(self, namesrv_addr: str, instance_name: str | None = None) -> None:
+        self.namesrv_addrs = [a.strip() for a in (namesrv_addr or "").split(";") if a.strip()]
+        if not self.namesrv_addrs:
+            raise ValueError("namesrv_addr is required, e.g. '127.0.0.1:9876'")
+        self.client_id = f"{local_ip()}@{os.getpid()}@{instance_name or uuid.uuid4().hex[:8]}"
+        self.remoting = RemotingClient(on_request=self._on_server_request)
+        self.loop = client_loop()
+        self.routes: dict[str, TopicRoute] = {}
+        self.broker_addrs: dict[str, str] = {}
+        self.heartbeat_sources: list[Callable[[], dict[str, Any]]] = []
+        self.notification_handlers: dict[int, list[Callable[[RemotingCommand], None]]] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._ns_index = 0
+        self.started = False
+
+    # ------------------------------------------------------------------ lifecycle (client loop)
+    async def start(self) -> None:
+        if self.started:
+            return
+        self.started = True
+        self._tasks.append(asyncio.ensure_future(self._timers()))
+
+    async def shutdown(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        self._tasks.clear()
+        await self.remoting.close()
+        self.started = False
+
+    async def _timers(self) -> None:
+        loop = asyncio.get_running_loop()
+        next_route = loop.time() + ROUTE_REFRESH_S
+        next_beat = loop.time() + HEARTBEAT_S
+        while True:
+            await asyncio.sleep(1.0)
+            now = loop.time()
+            if now >= next_route:
+                next_route = now + ROUTE_REFRESH_S
+                for topic in list(self.routes):
+                    try:
+                        await self.route(topic, refresh=True)
+                    except (ClientError, ConnectionError, TimeoutError) as exc:
+                        log.warning("route refresh of %s failed: %s", topic, exc)
+            if now >= next_beat:
+                next_beat = now + HEARTBEAT_S
+                await self.heartbeat_all()
+
+    def _on_server_request(self, addr: str, cmd: RemotingCommand) -> None:
+        for handler in self.notification_handlers.get(cmd.code, []):
+            handler(cmd)
+
+    # ------------------------------------------------------------------ requests
+    async def invoke(self, addr: str, cmd: RemotingCommand, timeout: float = 3.0) -> RemotingCommand:
+        return await self.remoting.invoke(addr, cmd, timeout)
+
+    async def invoke_namesrv(self, cmd: RemotingCommand, timeout: float = 3.0) -> RemotingCommand:
+        last: Exception | None = None
+        for i in range(len(self.namesrv_addrs)):
+            addr = self.namesrv_addrs[(self._ns_index + i) % len(self.namesrv_addrs)]
+            try:
+                resp = await self.remoting.invoke(addr, RemotingCommand(cmd.code, 0, cmd.flags, cmd.header, cmd.body),
+                                                  timeout)
+                self._ns_index = (self._ns_index + i) % len(self.namesrv_addrs)
+                return resp
+            except (ConnectionError, TimeoutError) as exc:
+                last = exc
+        raise ConnectionError(f"no name server answered ({'; '.join(self.namesrv_addrs)}): {last}")
+
+    async def route(self, topic: str, refresh: bool = False) -> TopicRoute:
+        route = self.routes.get(topic)
+        if route is not None and not refresh:
+            return route
+        resp = await self.invoke_namesrv(RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}))
+        if resp.code != ResponseCode.SUCCESS:
+            if resp.code == ResponseCode.TOPIC_NOT_EXIST:
+                self.routes.pop(topic, None)
+            raise ClientError(resp.code, resp.remark or f"no route for topic {topic}")
+        route = TopicRoute.from_wire(topic, json.loads(resp.body))
+        for b in route.broker_datas:
+            addr = b.get("brokerAddrs", {}).get("0")
+            if addr:
+                self.broker_addrs[b["brokerName"]] = addr
+        self.routes[topic] = route
+        return route
+
+    def broker_addr(self, broker_name: str) -> str:
+        addr = self.broker_addrs.get(broker_name)
+        if addr is None:
+            raise ClientError(int(ResponseCode.SYSTEM_ERROR), f"broker {broker_name} has no known master address")
+        return addr
+
+    async def heartbeat_all(self) -> None:
+        data: dict[str, Any] = {"clientID": self.client_id, "producerDataSet": [], "consumerDataSet": []}
+        for source in self.heartbeat_sources:
+            part = source()
+            data["producerDataSet"] += part.get("producerDataSet", [])
+            data["consumerDataSet"] += part.get("consumerDataSet", [])
+        body = json.dumps(data).encode()
+        for addr in set(self.broker_addrs.values()):
+            try:
+                resp = await self.invoke(addr, RemotingCommand.request(RequestCode.HEART_BEAT,
+                                                                       {"clientID": self.client_id}, body))
+                if resp.code != ResponseCode.SUCCESS:
+                    log.warning("heartbeat to %s refused: %s", addr, resp.remark)
+            except (ConnectionError, TimeoutError) as exc:
+                log.debug("heartbeat to %s failed: %s", addr, exc)

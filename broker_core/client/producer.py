@@ -1,0 +1,255 @@
+"""Producer: send, send_async, send_oneway, send_batch; queue selection with latency fault tolerance.
+
+- Every message gets a unique id (``UNIQ_KEY``), also inside a batch.
+- Round-robin over the topic's writable queues; a retry (``retry_times_when_send_failed``, default 2)
+  avoids the broker that just failed.
+- Latency fault tolerance (the seeds' table): a send that took >= 550 ms makes its broker unavailable for
+  30 s, >= 1000 ms for 60 s, ... >= 15000 ms for 600 s; a failed send counts as 30000 ms. Unavailable
+  brokers are skipped while another is available.
+- ``send_timeout`` (3 s) bounds the whole send including retries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import itertools
+import time
+from collections.abc import Callable
+from typing import Any
+
+from broker_core.client.instance import ClientInstance
+from broker_core.client.message import ClientError, Message, MessageQueue, SendResult, SendStatus
+from broker_core.codec.message import PROPERTY_UNIQ_KEY, encode_properties
+from broker_core.codec.message_id import UniqueIdGenerator
+from broker_core.codec.wire import encode_batch
+from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
+from broker_core.protocol.validation import group_error, topic_error
+from broker_core.remoting.client import RemotingTimeout, run_sync
+
+LATENCY_MAX = (50, 100, 550, 1000, 2000, 3000, 15000)
+NOT_AVAILABLE_DURATION = (0, 0, 30000, 60000, 120000, 180000, 600000)
+NO_RETRY = {ResponseCode.MESSAGE_ILLEGAL, ResponseCode.BAD_REQUEST, ResponseCode.PROPERTIES_SIZE_EXCEEDED,
+            ResponseCode.NO_PERMISSION}
+DEFAULT_MAX_MESSAGE_SIZE = 4 * 1024 * 1024
+
+QueueSelector = Callable[[list[MessageQueue], Message, Any], MessageQueue]
+
+
+class LatencyFaultTolerance:
+    def __init__(self) -> None:
+        self.unavailable_until: dict[str, float] = {}
+
+    def update(self, broker: str, latency_ms: float) -> None:
+        duration = 0
+        for limit, dur in zip(reversed(LATENCY_MAX), reversed(NOT_AVAILABLE_DURATION), strict=True):
+            if latency_ms >= limit:
+                duration = dur
+                break
+        self.unavailable_until[broker] = time.monotonic() + duration / 1000
+
+    def available(self, broker: str) -> bool:
+        return time.monotonic() >= self.unavailable_until.get(broker, 0.0)
+
+
+class Producer:
+    def __init__(self, group: str, namesrv_addr: str, *, send_timeout: float = 3.0,
+                 retry_times_when_send_failed: int = 2, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+                 latency_fault_enable: bool = True, instance: ClientInstance | None = None) -> None:
+        err = group_error(group)
+        if err:
+            raise ValueError(err)
+        self.group = group
+        self.instance = instance or ClientInstance(namesrv_addr)
+        self.send_timeout = send_timeout
+        self.retry_times = retry_times_when_send_failed
+        self.max_message_size = max_message_size
+        self.fault = LatencyFaultTolerance() if latency_fault_enable else None
+        self.ids = UniqueIdGenerator()
+        self._rr = itertools.count()
+        self.started = False
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> Producer:
+        run_sync(self.instance.start())
+        self.instance.heartbeat_sources.append(lambda: {"producerDataSet": [{"groupName": self.group}]})
+        self.started = True
+        return self
+
+    def shutdown(self) -> None:
+        if self.started:
+            run_sync(self.instance.shutdown())
+            self.started = False
+
+    def __enter__(self) -> Producer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    # ------------------------------------------------------------------ public API (threads)
+    def send(self, msg: Message, queue: MessageQueue | None = None, selector: QueueSelector | None = None,
+             arg: Any = None) -> SendResult:
+        return run_sync(self.asend(msg, queue, selector, arg))
+
+    def send_async(self, msg: Message,
+                   callback: Callable[[SendResult | None, BaseException | None], None] | None = None,
+                   queue: MessageQueue | None = None) -> concurrent.futures.Future[SendResult]:
+        """Returns a future (``asyncio.wrap_future`` makes it awaitable); ``callback(result, error)`` runs on
+        the client loop thread when given."""
+        fut = asyncio.run_coroutine_threadsafe(self.asend(msg, queue), self.instance.loop)
+        if callback is not None:
+            fut.add_done_callback(lambda f: callback(None, f.exception()) if f.exception()
+                                  else callback(f.result(), None))
+        return fut
+
+    def send_oneway(self, msg: Message, queue: MessageQueue | None = None) -> None:
+        run_sync(self.asend_oneway(msg, queue))
+
+    def send_batch(self, msgs: list[Message], queue: MessageQueue | None = None) -> SendResult:
+        return run_sync(self.asend_batch(msgs, queue))
+
+    # ------------------------------------------------------------------ async API (client loop)
+    def _check(self, msg: Message) -> None:
+        err = topic_error(msg.topic)
+        if err:
+            raise ClientError(int(ResponseCode.MESSAGE_ILLEGAL), err)
+        if not isinstance(msg.body, bytes | bytearray) or not msg.body:
+            raise ClientError(int(ResponseCode.MESSAGE_ILLEGAL), "message body must be non-empty bytes")
+        if len(msg.body) > self.max_message_size:
+            raise ClientError(int(ResponseCode.MESSAGE_ILLEGAL),
+                              f"message body is {len(msg.body)} bytes, the limit is {self.max_message_size}")
+
+    async def _pick(self, topic: str, last_broker: str | None) -> MessageQueue:
+        route = await self.instance.route(topic)
+        queues = route.write_queues
+        if not queues:
+            raise ClientError(int(ResponseCode.TOPIC_NOT_EXIST), f"topic {topic} has no writable queue")
+        start = next(self._rr)
+        for i in range(len(queues)):
+            mq = queues[(start + i) % len(queues)]
+            if mq.broker_name == last_broker and len({q.broker_name for q in queues}) > 1:
+                continue
+            if self.fault is None or self.fault.available(mq.broker_name):
+                return mq
+        for i in range(len(queues)):  # everything is "unavailable": take any other than the last broker
+            mq = queues[(start + i) % len(queues)]
+            if mq.broker_name != last_broker:
+                return mq
+        return queues[start % len(queues)]
+
+    async def _send(self, topic: str, build: Callable[[MessageQueue], RemotingCommand], queue: MessageQueue | None,
+                    selector: QueueSelector | None = None, msg: Message | None = None, arg: Any = None,
+                    oneway: bool = False) -> tuple[RemotingCommand | None, MessageQueue]:
+        deadline = time.monotonic() + self.send_timeout
+        last_broker: str | None = None
+        last_error: Exception | None = None
+        for _ in range(1 + (0 if queue is not None or selector is not None else self.retry_times)):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            try:
+                if queue is not None:
+                    mq = queue
+                    await self.instance.route(topic)
+                elif selector is not None:
+                    mq = selector((await self.instance.route(topic)).write_queues, msg, arg)  # type: ignore[arg-type]
+                else:
+                    mq = await self._pick(topic, last_broker)
+            except ClientError as exc:
+                if exc.code == ResponseCode.TOPIC_NOT_EXIST:
+                    raise
+                last_error = exc
+                continue
+            addr = self.instance.broker_addr(mq.broker_name)
+            cmd = build(mq)
+            started = time.monotonic()
+            try:
+                if oneway:
+                    await self.instance.remoting.invoke_oneway(addr, cmd)
+                    return None, mq
+                resp = await self.instance.invoke(addr, cmd, left)
+            except (ConnectionError, RemotingTimeout) as exc:
+                if self.fault is not None:
+                    self.fault.update(mq.broker_name, 30000)
+                last_broker, last_error = mq.broker_name, exc
+                self.instance.remoting.close_channel(addr)
+                await self._refresh(topic)
+                continue
+            if self.fault is not None:
+                self.fault.update(mq.broker_name, (time.monotonic() - started) * 1000)
+            if resp.code in (ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT, ResponseCode.FLUSH_SLAVE_TIMEOUT,
+                             ResponseCode.SLAVE_NOT_AVAILABLE):
+                return resp, mq
+            if resp.code in NO_RETRY:
+                raise ClientError(resp.code, resp.remark)
+            last_broker, last_error = mq.broker_name, ClientError(resp.code, resp.remark)
+            if resp.code == ResponseCode.TOPIC_NOT_EXIST:
+                await self._refresh(topic)
+        raise ClientError(int(ResponseCode.SYSTEM_ERROR),
+                          f"send to {topic} failed after retries within {self.send_timeout:.1f}s: {last_error}")
+
+    async def _refresh(self, topic: str) -> None:
+        try:
+            await self.instance.route(topic, refresh=True)
+        except (ClientError, ConnectionError, TimeoutError):
+            pass
+
+    def _result(self, resp: RemotingCommand, mq: MessageQueue) -> SendResult:
+        status = {ResponseCode.SUCCESS: SendStatus.SEND_OK,
+                  ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
+                  ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT}.get(
+                      ResponseCode(resp.code), SendStatus.SLAVE_NOT_AVAILABLE)
+        h = resp.header
+        return SendResult(status, str(h.get("msgId", h.get("msgIds", ""))),
+                          str(h.get("offsetMsgId", h.get("offsetMsgIds", ""))), int(h.get("queueId", mq.queue_id)),
+                          int(h.get("queueOffset", -1)), mq)
+
+    def _single(self, msg: Message) -> tuple[dict[str, str], bytes]:
+        self._check(msg)
+        props = msg.all_properties()
+        props[PROPERTY_UNIQ_KEY] = self.ids.next_id()
+        return props, encode_properties(props)
+
+    async def asend(self, msg: Message, queue: MessageQueue | None = None, selector: QueueSelector | None = None,
+                    arg: Any = None) -> SendResult:
+        _, props_b = self._single(msg)
+        props_s = props_b.decode()
+
+        def build(mq: MessageQueue) -> RemotingCommand:
+            return RemotingCommand.request(RequestCode.SEND_MESSAGE, {
+                "producerGroup": self.group, "topic": msg.topic, "queueId": mq.queue_id, "sysFlag": 0,
+                "bornTimestamp": int(time.time() * 1000), "flag": msg.flag, "properties": props_s,
+                "reconsumeTimes": 0}, bytes(msg.body))
+
+        resp, mq = await self._send(msg.topic, build, queue, selector, msg, arg)
+        return self._result(resp, mq)  # type: ignore[arg-type]
+
+    async def asend_oneway(self, msg: Message, queue: MessageQueue | None = None) -> None:
+        _, props_b = self._single(msg)
+        props_s = props_b.decode()
+        await self._send(msg.topic, lambda mq: RemotingCommand.request(RequestCode.SEND_MESSAGE, {
+            "producerGroup": self.group, "topic": msg.topic, "queueId": mq.queue_id,
+            "bornTimestamp": int(time.time() * 1000), "flag": msg.flag, "properties": props_s}, bytes(msg.body),
+            oneway=True), queue, oneway=True)
+
+    async def asend_batch(self, msgs: list[Message], queue: MessageQueue | None = None) -> SendResult:
+        if not msgs:
+            raise ClientError(int(ResponseCode.MESSAGE_ILLEGAL), "empty batch")
+        topic = msgs[0].topic
+        entries = []
+        for m in msgs:
+            if m.topic != topic:
+                raise ClientError(int(ResponseCode.MESSAGE_ILLEGAL),
+                                  "every message of a batch must have the same topic")
+            _, props_b = self._single(m)
+            entries.append((m.flag, bytes(m.body), props_b))
+        body = encode_batch(entries)
+
+        def build(mq: MessageQueue) -> RemotingCommand:
+            return RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE, {
+                "producerGroup": self.group, "topic": topic, "queueId": mq.queue_id,
+                "bornTimestamp": int(time.time() * 1000)}, body)
+
+        resp, mq = await self._send(topic, build, queue)
+        return self._result(resp, mq)  # type: ignore[arg-type]

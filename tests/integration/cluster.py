@@ -1,0 +1,88 @@
+"""Real processes for integration tests: a name server and brokers on free ports, each a subprocess
+whose fixture waits for its ``READY port=N`` line."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tests.conftest import ROOT
+
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def _start(args: list[str], log_path: Path) -> tuple[subprocess.Popen, int]:  # type: ignore[type-arg]
+    log = open(log_path, "ab")  # noqa: SIM115 - closed with the process
+    proc = subprocess.Popen([sys.executable, *args], cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=log)
+    assert proc.stdout is not None
+    line = proc.stdout.readline().decode()
+    if not line.startswith("READY port="):
+        proc.kill()
+        raise RuntimeError(f"{args} did not start: {line!r}; see {log_path}: {log_path.read_text()[-2000:]}")
+    threading.Thread(target=proc.stdout.read, daemon=True).start()  # drain
+    return proc, int(line.strip().split("=", 1)[1])
+
+
+@dataclass
+class BrokerProcess:
+    name: str
+    store_dir: Path
+    namesrv: str
+    log_path: Path
+    extra_env: dict[str, str] = field(default_factory=dict)
+    proc: subprocess.Popen | None = None  # type: ignore[type-arg]
+    port: int = 0
+
+    @property
+    def addr(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, port: int = 0) -> BrokerProcess:
+        conf = self.store_dir.parent / f"{self.name}.conf"
+        conf.write_text(f"brokerName={self.name}\nmapedFileSizeCommitLog=4194304\nmaxHashSlotNum=10000\n"
+                        f"maxIndexNum=40000\nmapedFileSizeConsumeQueue=60000\nwarmMapedFileEnable=false\n")
+        args = ["-m", "broker_core", "--store-dir", str(self.store_dir), "--listen", f"127.0.0.1:{port}",
+                "--namesrv", self.namesrv, "--config", str(conf)]
+        self.proc, self.port = _start(args, self.log_path)
+        return self
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+
+    def stop(self) -> int:
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else 0
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=60)
+
+
+class Cluster:
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.namesrv_proc, port = _start(["-m", "broker_core.namesrv", "--listen", "127.0.0.1:0",
+                                          "--scan-interval-ms", "500", "--broker-expire-ms", "5000"],
+                                         tmp / "namesrv.log")
+        self.namesrv = f"127.0.0.1:{port}"
+        self.brokers: dict[str, BrokerProcess] = {}
+
+    def add_broker(self, name: str) -> BrokerProcess:
+        b = BrokerProcess(name, self.tmp / name / "store", self.namesrv, self.tmp / f"{name}.log")
+        b.store_dir.mkdir(parents=True)
+        self.brokers[name] = b.start()
+        return b
+
+    def close(self) -> None:
+        for b in self.brokers.values():
+            try:
+                b.stop()
+            except subprocess.TimeoutExpired:
+                b.kill()
+        self.namesrv_proc.send_signal(signal.SIGTERM)
+        self.namesrv_proc.wait(timeout=30)
