@@ -384,7 +384,13 @@ def nats_consume_pull(url: str, n: int, body: bytes, batch: int = 256, ack: AckM
             try:
                 await _nats_publish_window(js, subject, n, body)
                 await _nats_check_len(js, stream, n)
-                cfg = ConsumerConfig(ack_policy=policy, deliver_policy=DeliverPolicy.ALL)
+                # Unlimited max_ack_pending: with the server default (1000) a fetch larger than that would stall
+                # until its timeout, since the batch is only acknowledged once it has fully arrived.
+                cfg = ConsumerConfig(
+                    ack_policy=policy,
+                    deliver_policy=DeliverPolicy.ALL,
+                    max_ack_pending=-1 if policy is AckPolicy.ALL else None,
+                )
                 sub = await js.pull_subscribe(subject, stream=stream, config=cfg)
                 received = 0
                 t0 = time.perf_counter()
@@ -571,20 +577,45 @@ def format_row(name: str, figures: Figures) -> str:
     return f"{name:<{_NAME_WIDTH}}{cells}"
 
 
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Show defaults and keep the description's and epilog's line breaks."""
+
+
+_DESCRIPTION = """\
+Measure Redis Streams and NATS JetStream from Python, side by side, and print one table.
+
+Starts a throw-away redis-server (AOF, appendfsync everysec, no RDB) and nats-server -js (file storage) on free
+ports of 127.0.0.1, each in its own temp dir, and kills/removes them afterwards (bench/servers.py). Clients:
+redis-py + hiredis, nats-py (asyncio). Figures are only as good as one Python client process on this machine.
+"""
+
+_EPILOG = """\
+rows (one function each in bench/peers.py):
+  redis_produce_pipelined     XADD via pipeline(transaction=False), --batch per execute(); until last reply
+  redis_produce_sync          one XADD per round trip
+  redis_consume               pre-fill --messages entries (not timed); time XREAD COUNT 1000 from 0-0 to the end
+  redis_latency               paced XADD at --rate -> XREAD BLOCK 1000 on another thread/connection
+  nats_produce_async_batched  js.publish_async with at most --window awaiting PubAck; until the last PubAck
+  nats_produce_sync           await js.publish() one at a time
+  nats_consume_pull           pre-fill (not timed); time fetch(--fetch-batch) until all arrived, --nats-ack
+  nats_latency                paced js.publish at --rate -> push consumer (ack none) on another thread/loop
+
+throughput rows report msg/s over --messages messages of --body-size bytes (stream created before timing,
+checked and deleted after). Latency rows: receive time - send time (perf_counter_ns stamped in the body just
+before sending), samples from the first --warmup seconds dropped, nearest-rank p50/p99/p99.9 in ms and the
+number of samples kept.
+"""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     # Imported here so that importing the measurement functions needs no server helpers.
     from bench.servers import REDIS_SERVER_BIN, NatsServer, RedisServer, nats_server_binary, server_version
 
     parser = argparse.ArgumentParser(
         prog="python -m bench.peers",
-        description=(
-            "Measure Redis Streams and NATS JetStream from Python, side by side: produce throughput (pipelined / "
-            "windowed and one-at-a-time), consume throughput (pre-filled stream, only the reads timed) and "
-            "end-to-end latency at a steady rate (p50/p99/p99.9). Starts a throw-away redis-server (AOF, "
-            "appendfsync everysec) and nats-server -js (file storage) on free ports of 127.0.0.1 in temp dirs "
-            "and removes them afterwards. See the module docstring of bench/peers.py for what is timed."
-        ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        description=_DESCRIPTION,
+        epilog=_EPILOG,
+        formatter_class=_HelpFormatter,
     )
     parser.add_argument("--messages", "-n", type=int, default=50_000, help="messages per throughput benchmark")
     parser.add_argument("--body-size", type=int, default=1024, help="message body size in bytes (>= 16)")

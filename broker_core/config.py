@@ -43,6 +43,11 @@ class BrokerConfig:
     namesrv_addr: str = _f("namesrvAddr", "", "name servers, HOST:PORT[;HOST:PORT]")
     auto_create_topic_enable: bool = _f("autoCreateTopicEnable", False, "create unknown topics on first send")
     default_topic_queue_nums: int = _f("defaultTopicQueueNums", 4, "queues of an auto-created topic")
+    server_channel_max_idle_time_s: float = _f(
+        "serverChannelMaxIdleTimeSeconds", 120, "close a connection silent for this long (half-open peers)")
+    server_max_frame_bytes: int = _f("serverMaxFrameBytes", 16 * 1024 * 1024, "largest frame a client may send")
+    server_max_inflight: int = _f("serverMaxInflightPerConnection", 4096, "requests in flight per connection")
+    long_polling_max_s: float = _f("longPollingMaxSeconds", 15, "longest a pull waits for new messages")
     # Paths
     store_path_root_dir: str = _f("storePathRootDir", str(Path.home() / "store"), "store root directory")
     store_path_commit_log: str = _f("storePathCommitLog", "", "CommitLog directory (default ROOT/commitlog)")

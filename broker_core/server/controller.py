@@ -61,7 +61,8 @@ class BrokerController:
                  limits: ServerLimits | None = None) -> None:
         self.config = config
         self.store = store or MessageStore(config)
-        self.limits = limits or ServerLimits()
+        self.limits = limits or ServerLimits(config.server_max_frame_bytes, config.server_channel_max_idle_time_s,
+                                             config.server_max_inflight, config.long_polling_max_s)
         self.topics = TopicConfigManager(config.config_dir)
         self.offsets = ConsumerOffsetManager(config.config_dir)
         self.groups = SubscriptionGroupManager(config.config_dir)

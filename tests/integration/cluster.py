@@ -17,7 +17,7 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
 def _start(args: list[str], log_path: Path) -> tuple[subprocess.Popen, int]:  # type: ignore[type-arg]
-    log = open(log_path, "ab")  # noqa: SIM115 - closed with the process
+    log = open(log_path, "ab")  # the child keeps the descriptor; ours closes with the test process
     proc = subprocess.Popen([sys.executable, *args], cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=log)
     assert proc.stdout is not None
     line = proc.stdout.readline().decode()

@@ -1,0 +1,281 @@
+"""End to end with real processes: one name server, two brokers, the SDK."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from broker_core.client import (
+    AdminClient,
+    ClientError,
+    ConsumeStatus,
+    Message,
+    MessageExt,
+    Producer,
+    PullConsumer,
+    PullStatus,
+    PushConsumer,
+)
+from broker_core.protocol import ResponseCode
+from tests.integration.cluster import Cluster
+
+pytestmark = pytest.mark.integration
+
+
+def wait_until(cond: Callable[[], bool], timeout: float = 60.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    c = Cluster(tmp_path_factory.mktemp("cluster"))
+    try:
+        c.add_broker("broker-a")
+        c.add_broker("broker-b")
+        yield c
+    finally:
+        c.close()
+
+
+@pytest.fixture(scope="module")
+def admin(cluster: Cluster) -> Iterator[AdminClient]:
+    a = AdminClient(cluster.namesrv).start()
+    yield a
+    a.shutdown()
+
+
+@pytest.fixture
+def producer(cluster: Cluster) -> Iterator[Producer]:
+    p = Producer("it-producers", cluster.namesrv).start()
+    yield p
+    p.shutdown()
+
+
+class Recorder:
+    """A listener that records who consumed what."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.seen: dict[str, list[str]] = defaultdict(list)  # msg body -> consumer names
+        self.by_consumer: dict[str, list[MessageExt]] = defaultdict(list)
+
+    def listener(self, name: str) -> Callable[[list[MessageExt]], ConsumeStatus]:
+        def consume(msgs: list[MessageExt]) -> ConsumeStatus:
+            with self.lock:
+                for m in msgs:
+                    self.seen[m.body.decode()].append(name)
+                    self.by_consumer[name].append(m)
+            return ConsumeStatus.CONSUME_SUCCESS
+        return consume
+
+
+def push(cluster: Cluster, group: str, topic: str, rec: Recorder, name: str, **kw: object) -> PushConsumer:
+    c = PushConsumer(group, cluster.namesrv, consume_from="FIRST", rebalance_interval=2.0, **kw)  # type: ignore[arg-type]
+    c.subscribe(topic, "*")
+    c.register_message_listener(rec.listener(name))
+    return c.start()
+
+
+def test_topic_spread_over_two_brokers(admin: AdminClient):
+    assert admin.create_topic("Spread", 4, 4) == ["broker-a", "broker-b"]
+    route = admin.topic_route("Spread")
+    assert sorted(q["brokerName"] for q in route["queueDatas"]) == ["broker-a", "broker-b"]
+    assert "Spread" in admin.topic_list()
+    info = admin.cluster_info()
+    assert sorted(info["clusterAddrTable"]["DefaultCluster"]) == ["broker-a", "broker-b"]
+
+
+def test_clustering_three_consumers_exactly_once(cluster: Cluster, admin: AdminClient, producer: Producer):
+    admin.create_topic("E2E", 4, 4)
+    rec = Recorder()
+    consumers = [push(cluster, "e2e-group", "E2E", rec, f"c{i}") for i in range(3)]
+    try:
+        def stable() -> bool:
+            sets = [set(c.assigned_queues()) for c in consumers]
+            return sum(len(s) for s in sets) == 8 and len(set().union(*sets)) == 8
+        wait_until(stable, what="three consumers to split the 8 queues")
+        owners = {(mq.broker_name, mq.queue_id): i for i, c in enumerate(consumers) for mq in c.assigned_queues()}
+        assert sorted(len(c.assigned_queues()) for c in consumers) == [2, 3, 3]
+        total = 10_000
+        for start in range(0, total, 100):
+            producer.send_batch([Message("E2E", f"m-{i}".encode(), keys=f"key-{i}") for i in range(start, start + 100)])
+        wait_until(lambda: len(rec.seen) == total, what="every message consumed")
+        time.sleep(1.0)  # anything duplicated would arrive now
+        assert all(len(who) == 1 for who in rec.seen.values()), "a message was consumed twice"
+        for i in range(len(consumers)):  # each consumed only from queues it owned
+            assert rec.by_consumer[f"c{i}"]
+            assert all(owners[(m.broker_name, m.queue_id)] == i for m in rec.by_consumer[f"c{i}"])
+    finally:
+        for c in consumers:
+            c.shutdown()
+    stats = admin.consume_stats("e2e-group", "E2E")
+    assert stats["totalLag"] == 0 and stats["online"] == []
+
+
+def test_broadcasting_every_consumer_gets_everything(cluster: Cluster, admin: AdminClient, producer: Producer,
+                                                      tmp_path):
+    admin.create_topic("Bcast", 2, 2)
+    rec = Recorder()
+    consumers = [push(cluster, "bcast-group", "Bcast", rec, f"b{i}", message_model="BROADCASTING",
+                      offset_store_dir=tmp_path) for i in range(2)]
+    try:
+        wait_until(lambda: all(len(c.assigned_queues()) == 4 for c in consumers), what="broadcast assignment")
+        for i in range(200):
+            producer.send(Message("Bcast", f"b-{i}".encode()))
+        wait_until(lambda: len(rec.seen) == 200 and all(len(v) == 2 for v in rec.seen.values()),
+                   what="both consumers to get all 200")
+        assert all(sorted(v) == ["b0", "b1"] for v in rec.seen.values())
+    finally:
+        for c in consumers:
+            c.shutdown()
+    assert list(tmp_path.glob("*bcast-group.json")), "broadcasting offsets are stored locally"
+
+
+def test_consumer_join_and_leave_rebalances_without_skipping(cluster: Cluster, admin: AdminClient,
+                                                             producer: Producer):
+    admin.create_topic("Join", 4, 4)
+    rec = Recorder()
+    first = push(cluster, "join-group", "Join", rec, "first")
+    wait_until(lambda: len(first.assigned_queues()) == 8, what="the first consumer to own every queue")
+    sent = []
+    stop = threading.Event()
+
+    def produce() -> None:
+        i = 0
+        while not stop.is_set():
+            producer.send(Message("Join", f"j-{i}".encode()))
+            sent.append(f"j-{i}")
+            i += 1
+            time.sleep(0.002)
+
+    t = threading.Thread(target=produce)
+    t.start()
+    try:
+        second = push(cluster, "join-group", "Join", rec, "second")
+        wait_until(lambda: len(first.assigned_queues()) == 4 and len(second.assigned_queues()) == 4,
+                   what="the queues to split on join")
+        assert not set(first.assigned_queues()) & set(second.assigned_queues())
+        wait_until(lambda: len(rec.by_consumer["second"]) > 0, what="the second consumer to consume")
+        second.shutdown()
+        wait_until(lambda: len(first.assigned_queues()) == 8, what="the queues to come back on leave")
+        time.sleep(0.5)
+    finally:
+        stop.set()
+        t.join()
+    try:
+        wait_until(lambda: set(sent) <= set(rec.seen), what="every sent message consumed")
+    finally:
+        first.shutdown()
+
+
+def test_long_polling_wakes_a_waiting_pull(cluster: Cluster, admin: AdminClient, producer: Producer):
+    admin.create_topic("Poll", 1, 1, brokers=["broker-a"])
+    pc = PullConsumer("poll-group", cluster.namesrv).start()
+    try:
+        mq = pc.fetch_queues("Poll")[0]
+        result: dict[str, object] = {}
+
+        def waiter() -> None:
+            started = time.monotonic()
+            result["res"] = pc.pull_block_if_not_found(mq, 0, 32, timeout=15.0)
+            result["received_at"] = time.monotonic()
+            result["waited"] = result["received_at"] - started  # type: ignore[operator]
+
+        t = threading.Thread(target=waiter)
+        t.start()
+        time.sleep(0.5)  # the pull is now held by the broker
+        sent_at = time.monotonic()
+        producer.send(Message("Poll", b"wake up"))
+        t.join(20)
+        res = result["res"]
+        assert res.status == PullStatus.FOUND and res.messages[0].body == b"wake up"  # type: ignore[attr-defined]
+        # Woken by the arrival, not by the 15 s hold running out (the latency itself is measured in bench/).
+        assert result["received_at"] - sent_at < 15.0  # type: ignore[operator]
+    finally:
+        pc.shutdown()
+
+
+def test_pull_consumer_offsets_and_lookups(cluster: Cluster, admin: AdminClient, producer: Producer):
+    admin.create_topic("Lookup", 2, 2, brokers=["broker-b"])
+    results = [producer.send(Message("Lookup", f"l-{i}".encode(), tags="T1" if i % 2 else "T2", keys=f"lk-{i}"))
+               for i in range(20)]
+    msgs, truncated = admin.query_message("Lookup", "lk-7")
+    assert [m.body for m in msgs] == [b"l-7"] and not truncated
+    assert admin.view_message(results[3].offset_msg_id).body == b"l-3"
+    by_uniq, _ = admin.query_message("Lookup", results[5].msg_id)
+    assert [m.body for m in by_uniq] == [b"l-5"]
+    pc = PullConsumer("lookup-group", cluster.namesrv).start()
+    try:
+        got = []
+        for mq in pc.fetch_queues("Lookup"):
+            res = pc.pull(mq, 0, 32, "T1")
+            got += [m.body for m in res.messages]
+            assert all(m.tags == "T1" for m in res.messages)
+            pc.commit_offset(mq, res.next_begin_offset)
+            assert pc.committed_offset(mq) == res.next_begin_offset
+            assert pc.max_offset(mq) == res.next_begin_offset and pc.min_offset(mq) == 0
+            assert pc.pull(mq, 999, 1).status == PullStatus.OFFSET_ILLEGAL
+        assert sorted(got) == sorted(f"l-{i}".encode() for i in range(1, 20, 2))
+    finally:
+        pc.shutdown()
+    reset = admin.reset_offset("lookup-group", "Lookup", timestamp_ms=0)
+    assert set(reset.values()) == {0}
+
+
+def test_topic_errors(cluster: Cluster, admin: AdminClient, producer: Producer):
+    with pytest.raises(ClientError) as err:
+        producer.send(Message("NoSuchTopic", b"x"))
+    assert err.value.code == ResponseCode.TOPIC_NOT_EXIST
+    with pytest.raises(ClientError) as err:
+        producer.send(Message("bad topic!", b"x"))
+    assert err.value.code == ResponseCode.MESSAGE_ILLEGAL
+    admin.create_topic("Small", 1, 1)
+    with pytest.raises(ClientError) as err:
+        producer.send(Message("Small", b"x" * (4 * 1024 * 1024 + 1)))
+    assert err.value.code == ResponseCode.MESSAGE_ILLEGAL and "limit" in str(err.value)
+    with pytest.raises(ValueError, match="may only contain"):
+        admin.create_topic("no spaces", 1, 1)
+    admin.delete_topic("Small")
+    with pytest.raises(ClientError):
+        admin.topic_route("Small")
+
+
+def test_broker_killed_producer_fails_over_and_nothing_acknowledged_is_lost(cluster: Cluster, admin: AdminClient):
+    admin.create_topic("Failover", 2, 2)
+    rec = Recorder()
+    consumer = push(cluster, "failover-group", "Failover", rec, "f")
+    producer = Producer("failover-producers", cluster.namesrv, send_timeout=3.0).start()
+    acked: list[str] = []
+    try:
+        for i in range(300):
+            producer.send(Message("Failover", f"f-{i}".encode()))
+            acked.append(f"f-{i}")
+        broker_b = cluster.brokers["broker-b"]
+        port = broker_b.port
+        broker_b.kill()
+        failures = 0
+        for i in range(300, 600):
+            try:
+                r = producer.send(Message("Failover", f"f-{i}".encode()))
+                acked.append(f"f-{i}")
+                assert r.message_queue is not None and r.message_queue.broker_name == "broker-a"
+            except ClientError:
+                failures += 1
+        assert failures == 0  # a send to the dead broker is retried on the other one
+        broker_b.start(port)  # restart on the same store and port
+        for i in range(600, 700):
+            producer.send(Message("Failover", f"f-{i}".encode()))
+            acked.append(f"f-{i}")
+        wait_until(lambda: set(acked) <= set(rec.seen), timeout=90, what="every acknowledged message consumed")
+    finally:
+        producer.shutdown()
+        consumer.shutdown()
