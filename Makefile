@@ -5,6 +5,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 STORE_DIR ?= var/store
+NAMESRV_PORT ?= 9876
+BROKER_PORT ?= 10911
+export STORE_DIR NAMESRV_PORT BROKER_PORT
 
 .PHONY: run test lint bench clean
 
@@ -17,7 +20,8 @@ $(STAMP): requirements.txt
 
 run: $(STAMP)
 	@mkdir -p $(STORE_DIR)
-	$(PY) -m broker_core --store-dir $(STORE_DIR)
+	@echo "namesrv on 127.0.0.1:$(NAMESRV_PORT), broker on 127.0.0.1:$(BROKER_PORT), store in $(STORE_DIR); Ctrl-C stops all"
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/honcho start -f Procfile
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
@@ -27,7 +31,9 @@ test: $(STAMP) lint
 	$(VENV)/bin/pytest
 
 bench: $(STAMP)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r bench/requirements.txt
 	$(PY) -m bench.store
+	$(PY) -m bench.broker
 
 clean:
 	rm -rf $(VENV) var .pytest_cache .ruff_cache .hypothesis

@@ -125,6 +125,8 @@ class RemotingServer:
                     await conn.drain()
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
+        except asyncio.CancelledError:
+            pass  # shutdown: end the connection task normally (asyncio logs cancelled callback tasks in 3.11)
         finally:
             self.connections.discard(conn)
             conn.closed.set()

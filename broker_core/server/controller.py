@@ -75,6 +75,7 @@ class BrokerController:
         self.port = 0
         self._tasks: list[asyncio.Task[None]] = []
         self._background: set[asyncio.Task[None]] = set()
+        self.registered = False
 
     def spawn(self, coro) -> None:  # type: ignore[no-untyped-def]
         """Run a background coroutine, keeping a reference until it ends."""
@@ -117,9 +118,9 @@ class BrokerController:
                 log.exception("cannot persist consumer offsets")
             for group in set(self.consumers.scan_expired()):
                 self.consumers.notify_changed(group)
-            if time.monotonic() >= next_register:
-                next_register = time.monotonic() + REGISTER_PERIOD_S
-                await self.register_all()
+            if time.monotonic() >= next_register or not self.registered:
+                ok = await self.register_all()
+                next_register = time.monotonic() + (REGISTER_PERIOD_S if ok else 2.0)
 
     def _connection_closed(self, conn: Connection) -> None:
         for group in set(self.consumers.connection_closed(conn)):
@@ -130,16 +131,22 @@ class BrokerController:
         return {"clusterName": self.config.broker_cluster_name, "brokerName": self.config.broker_name,
                 "brokerId": self.config.broker_id, "brokerAddr": self.broker_addr}
 
-    async def register_all(self) -> None:
+    async def register_all(self) -> bool:
+        """Register with every name server; False if any failed (the periodic task retries in 2 s)."""
         body = json.dumps({"topicConfigTable": self.topics.wire_table()}).encode()
+        ok = True
         for addr in self.namesrv_addrs:
             cmd = RemotingCommand.request(RequestCode.REGISTER_BROKER, self._registration_header(), body)
             try:
                 resp = await self.namesrv_client.invoke(addr, cmd, 3.0)
                 if resp.code != ResponseCode.SUCCESS:
+                    ok = False
                     log.warning("namesrv %s refused registration: %s", addr, resp.remark)
             except (ConnectionError, TimeoutError) as exc:
+                ok = False
                 log.warning("cannot register with namesrv %s: %s", addr, exc)
+        self.registered = ok
+        return ok
 
     async def unregister_all(self) -> None:
         for addr in self.namesrv_addrs:
