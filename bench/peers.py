@@ -27,7 +27,7 @@ What is timed (``time.perf_counter`` around the loop only):
   (``p999_ms``) in milliseconds, plus ``count`` (samples kept) and ``sent_per_s``, the rate the producer
   actually achieved: if it is clearly below ``rate`` the producer could not keep up (each send waits for its
   reply) and the figures describe a saturated producer, not the requested rate. Producer and consumer share one
-  Python process and therefore the GIL (its 5 ms switch interval shows in the tail), as a broker's Python
+  Python process and therefore the GIL (its 5 ms switch interval can show in the tail), as a broker's Python
   clients would.
 """
 

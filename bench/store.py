@@ -69,7 +69,9 @@ def raw_mmap_append(n: int, workdir: Path) -> float:
 
 
 def warm_up(store: MessageStore) -> None:
-    """One put creates the first segment; then wait until the next one is pre-allocated (steady state)."""
+    """Wait until the first segment is prepared, put once, and wait for the next one (steady state)."""
+    if store.allocator is not None:
+        store.allocator.wait_idle()
     store.put_message(MessageInner("Warmup", b"x"))
     store.dispatch()
     if store.allocator is not None:

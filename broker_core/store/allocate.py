@@ -1,7 +1,7 @@
 """AllocateMappedFileService: create (and warm) the next CommitLog segment off the append path.
 
-When the writer asks for segment N it receives the one prepared in advance (or creates it if none is
-ready) and a background thread starts preparing segment N+1. Crash behaviour: a prepared but unused
+When the writer asks for segment N it receives the one prepared (and warmed) in advance, or creates it
+cold if none was prepared, and a background thread starts preparing segment N+1. Crash behaviour: a prepared but unused
 segment is a full-size file of zeros; recovery finds no record in it and deletes it.
 """
 
@@ -41,11 +41,19 @@ class AllocateMappedFileService:
             except OSError as exc:
                 log.warning("pre-allocation of %s failed (%s); creating it now", path, exc)
         if mf is None:
-            mf = self._create(path, size)
+            # Nothing prepared (the first segment, or a failed preparation): create it now without the
+            # warm-up, which would stall the writer (and the server's event loop) for the whole file.
+            mf = MappedFile(path, size, create=True)
         with self._lock:
             if not self._closed and next_path not in self._pending and not next_path.exists():
                 self._pending[next_path] = self._pool.submit(self._create, next_path, size)
         return mf
+
+    def prepare(self, path: Path, size: int) -> None:
+        """Start preparing ``path`` in the background (e.g. the first segment of an empty store)."""
+        with self._lock:
+            if not self._closed and path not in self._pending and not path.exists():
+                self._pending[path] = self._pool.submit(self._create, path, size)
 
     def wait_idle(self) -> None:
         """Wait for segments being prepared (benchmarks measure the steady state)."""

@@ -101,6 +101,9 @@ class MessageStore:
             self._release_lock()
             raise
         self.running = True
+        if self.allocator is not None and self.commit_log.mapped_file_queue.last() is None:
+            # An empty store: prepare and warm the first segment now rather than on the first put.
+            self.allocator.prepare(cfg.commit_log_dir / f"{0:020d}", cfg.mapped_file_size_commit_log_bytes)
         if self.background:
             self.reput.start()
             self.flush_service.start()

@@ -1,0 +1,219 @@
+"""Broker benchmark: our broker (namesrv + one broker subprocess, the Python SDK) beside Redis Streams and
+NATS JetStream (``bench/peers.py``), same machine, same run, 1 KiB bodies; prints every figure and the
+ratios the targets are stated in. ``python -m bench.broker --help``.
+
+Our workloads mirror the peers' (one queue, like one stream):
+- ``ours_produce_batched``: ``Producer.asend_batch`` of ``--batch`` messages, 4 batches in flight;
+- ``ours_produce_sync``: ``Producer.send`` one at a time (each waits for its reply);
+- ``ours_consume``: pre-fill (not timed), then ``PullConsumer.pull`` 1024 at a time until all arrived;
+- ``ours_latency``: paced ``Producer.send`` at ``--rate`` msg/s with ``perf_counter_ns`` in the body; a
+  long-polling pull loop on another thread records receive - send; first ``--warmup`` s dropped.
+The broker runs ASYNC_FLUSH (Redis: AOF everysec; JetStream: file storage without per-message fsync).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from bench.peers import Figures, format_header, format_row, quantiles_ms, run_peers
+from broker_core.client import AdminClient, Message, Producer, PullConsumer
+from broker_core.remoting.client import run_sync
+
+ROOT = Path(__file__).resolve().parent.parent
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+class OurBroker:
+    """A name server and one broker as subprocesses in a temp dir."""
+
+    def __init__(self) -> None:
+        self.tmp = Path(tempfile.mkdtemp(prefix="bench-broker-"))
+        self.procs: list[subprocess.Popen[bytes]] = []
+        ns_port = self._start([sys.executable, "-m", "broker_core.namesrv", "--listen", "127.0.0.1:0"])
+        self.namesrv = f"127.0.0.1:{ns_port}"
+        self.port = self._start([sys.executable, "-m", "broker_core", "--store-dir", str(self.tmp / "store"),
+                                 "--listen", "127.0.0.1:0", "--namesrv", self.namesrv, "--log-level", "WARNING"])
+
+    def _start(self, args: list[str]) -> int:
+        proc = subprocess.Popen(args, cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self.procs.append(proc)
+        assert proc.stdout is not None
+        line = proc.stdout.readline().decode()
+        if not line.startswith("READY port="):
+            raise RuntimeError(f"{args} did not start: {line!r}")
+        return int(line.strip().split("=")[1])
+
+    def close(self) -> None:
+        for proc in reversed(self.procs):
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=60)
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def _topic(admin: AdminClient, name: str) -> str:
+    admin.create_topic(name, 1, 1)
+    return name
+
+
+def ours_produce_batched(namesrv: str, topic: str, n: int, body: bytes, batch: int = 64, inflight: int = 4) -> Figures:
+    producer = Producer("bench-batched", namesrv).start()
+    producer.send(Message(topic, body))  # route and connection, not timed
+    batches = [[Message(topic, body) for _ in range(min(batch, n - i))] for i in range(0, n, batch)]
+
+    async def run() -> float:
+        sem = asyncio.Semaphore(inflight)
+
+        async def one(msgs: list[Message]) -> None:
+            async with sem:
+                await producer.asend_batch(msgs)
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(one(b) for b in batches))
+        return time.perf_counter() - t0
+
+    dt = run_sync(run())
+    producer.shutdown()
+    return {"msg_per_s": n / dt}
+
+
+def ours_produce_sync(namesrv: str, topic: str, n: int, body: bytes) -> Figures:
+    producer = Producer("bench-sync", namesrv).start()
+    producer.send(Message(topic, body))
+    t0 = time.perf_counter()
+    for _ in range(n):
+        producer.send(Message(topic, body))
+    dt = time.perf_counter() - t0
+    producer.shutdown()
+    return {"msg_per_s": n / dt}
+
+
+def ours_consume(namesrv: str, topic: str, n: int, body: bytes) -> Figures:
+    producer = Producer("bench-fill", namesrv).start()
+    for i in range(0, n, 256):
+        producer.send_batch([Message(topic, body) for _ in range(min(256, n - i))])
+    producer.shutdown()
+    consumer = PullConsumer("bench-consume", namesrv).start()
+    mq = consumer.fetch_queues(topic)[0]
+    offset = consumer.min_offset(mq)
+    got = 0
+    t0 = time.perf_counter()
+    while got < n:
+        res = consumer.pull(mq, offset, 1024)
+        got += len(res.messages)
+        offset = res.next_begin_offset
+    dt = time.perf_counter() - t0
+    consumer.shutdown()
+    return {"msg_per_s": n / dt}
+
+
+def ours_latency(namesrv: str, topic: str, rate: float, seconds: float, body: bytes, warmup: float = 1.0) -> Figures:
+    producer = Producer("bench-latency", namesrv).start()
+    consumer = PullConsumer("bench-latency", namesrv).start()
+    mq = consumer.fetch_queues(topic)[0]
+    start_offset = consumer.max_offset(mq)
+    total = int(rate * (seconds + warmup))
+    skip = int(rate * warmup)
+    samples: list[int] = []
+    done = threading.Event()
+
+    def consume() -> None:
+        offset = start_offset
+        seen = 0
+        while seen < total and not done.is_set():
+            res = consumer.pull_block_if_not_found(mq, offset, 256, timeout=2.0)
+            now = time.perf_counter_ns()
+            for m in res.messages:
+                seq, sent = struct.unpack_from(">qq", m.body)
+                if seq >= skip:
+                    samples.append(now - sent)
+            seen += len(res.messages)
+            offset = res.next_begin_offset
+
+    t = threading.Thread(target=consume)
+    t.start()
+    time.sleep(0.3)
+    pad = body[16:]
+    t0 = time.perf_counter_ns()
+    for i in range(total):
+        due = t0 + int(i * 1e9 / rate)
+        while time.perf_counter_ns() < due:
+            time.sleep(max(0.0, (due - time.perf_counter_ns()) / 1e9 - 0.0002))
+        producer.send(Message(topic, struct.pack(">qq", i, time.perf_counter_ns()) + pad))
+    sent_per_s = total / ((time.perf_counter_ns() - t0) / 1e9)
+    t.join(30)
+    done.set()
+    producer.shutdown()
+    consumer.shutdown()
+    return {**quantiles_ms(samples), "count": float(len(samples)), "sent_per_s": sent_per_s}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.broker", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--messages", "-n", type=int, default=50_000, help="messages per throughput row (50000)")
+    parser.add_argument("--body-size", type=int, default=1024, help="body bytes (1024)")
+    parser.add_argument("--batch", type=int, default=64, help="batch size for batched/pipelined produce (64)")
+    parser.add_argument("--rate", type=float, default=5000.0, help="latency rows: msg/s (5000)")
+    parser.add_argument("--seconds", type=float, default=5.0, help="latency rows: measured seconds (5)")
+    parser.add_argument("--warmup", type=float, default=1.0, help="latency rows: dropped seconds (1)")
+    parser.add_argument("--no-peers", action="store_true", help="measure only our broker")
+    args = parser.parse_args(argv)
+    body = os.urandom(args.body_size)
+    rows: dict[str, Figures] = {}
+    print(f"# bench.broker: {args.messages:,} messages of {args.body_size} B, Python {sys.version.split()[0]}, "
+          f"{os.cpu_count()} CPUs")
+    print(format_header())
+
+    def report(name: str, figures: Figures) -> None:
+        rows[name] = figures
+        print(format_row(name, figures), flush=True)
+
+    broker = OurBroker()
+    try:
+        admin = AdminClient(broker.namesrv).start()
+        report("ours_produce_batched", ours_produce_batched(broker.namesrv, _topic(admin, "BenchBatch"),
+                                                           args.messages, body, args.batch))
+        report("ours_produce_sync", ours_produce_sync(broker.namesrv, _topic(admin, "BenchSync"),
+                                                      min(args.messages, 20_000), body))
+        report("ours_consume", ours_consume(broker.namesrv, _topic(admin, "BenchConsume"), args.messages, body))
+        report("ours_latency", ours_latency(broker.namesrv, _topic(admin, "BenchLatency"), args.rate, args.seconds,
+                                            body, args.warmup))
+        admin.shutdown()
+    finally:
+        broker.close()
+    if not args.no_peers:
+        from bench.servers import NatsServer, RedisServer
+
+        with RedisServer() as redis_server, NatsServer() as nats_server:
+            run_peers(redis_server.url, nats_server.url, args.messages, body, batch=args.batch, rate=args.rate,
+                      seconds=args.seconds, warmup=args.warmup, report=report)
+        print()
+        targets = [
+            ("batched produce vs Redis pipelined XADD", "ours_produce_batched", "redis_produce_pipelined", 2.0),
+            ("sync send vs Redis one-at-a-time XADD", "ours_produce_sync", "redis_produce_sync", 1.0),
+            ("consume vs NATS JetStream pull", "ours_consume", "nats_consume_pull", 1.0),
+            ("consume vs Redis XREAD", "ours_consume", "redis_consume", 0.5),
+        ]
+        for label, ours, peer, target in targets:
+            ratio = rows[ours]["msg_per_s"] / rows[peer]["msg_per_s"]
+            print(f"{label:42} ratio {ratio:6.2f}  target >= {target}: {'MET' if ratio >= target else 'MISSED'}")
+    lat = rows["ours_latency"]
+    print(f"{'end-to-end latency at ' + str(int(args.rate)) + ' msg/s':42} p50 {lat['p50_ms']:.2f} ms  "
+          f"p99 {lat['p99_ms']:.2f} ms  p99.9 {lat['p999_ms']:.2f} ms  target p99 < 5 ms: "
+          f"{'MET' if lat['p99_ms'] < 5 else 'MISSED'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
