@@ -47,6 +47,8 @@ class TopicConfigManager:
         self.table: dict[str, TopicConfig] = {
             name: TopicConfig(**cfg) for name, cfg in raw.get("topicConfigTable", {}).items()}
         self.data_version = int(raw.get("dataVersion", 0))
+        if not self.path.exists():
+            self._persist()
 
     def get(self, topic: str) -> TopicConfig | None:
         return self.table.get(topic)
@@ -85,7 +87,8 @@ class ConsumerOffsetManager:
         raw = read_json(self.path, {"offsetTable": {}})
         self.table: dict[str, dict[int, int]] = {
             key: {int(q): int(o) for q, o in queues.items()} for key, queues in raw.get("offsetTable", {}).items()}
-        self.dirty = False
+        self.dirty = not self.path.exists()
+        self.persist()
 
     @staticmethod
     def key(topic: str, group: str) -> str:
@@ -137,6 +140,8 @@ class SubscriptionGroupManager:
         raw = read_json(self.path, {"subscriptionGroupTable": {}})
         self.table: dict[str, SubscriptionGroupConfig] = {
             name: SubscriptionGroupConfig(**cfg) for name, cfg in raw.get("subscriptionGroupTable", {}).items()}
+        if not self.path.exists():
+            self._persist()
 
     def get_or_create(self, group: str) -> SubscriptionGroupConfig:
         cfg = self.table.get(group)

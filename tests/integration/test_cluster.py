@@ -279,3 +279,57 @@ def test_broker_killed_producer_fails_over_and_nothing_acknowledged_is_lost(clus
     finally:
         producer.shutdown()
         consumer.shutdown()
+
+
+def test_state_persists_across_a_clean_restart(cluster: Cluster, admin: AdminClient, producer: Producer):
+    admin.create_topic("Persist", 2, 2, brokers=["broker-a"])
+    for i in range(10):
+        producer.send(Message("Persist", f"p-{i}".encode()))
+    pc = PullConsumer("persist-group", cluster.namesrv).start()
+    mq = pc.fetch_queues("Persist")[0]
+    pc.commit_offset(mq, 1)
+    pc.shutdown()
+    broker = cluster.brokers["broker-a"]
+    port = broker.port
+    assert broker.stop() == 0
+    config_dir = broker.store_dir / "config"
+    assert {p.name for p in config_dir.iterdir()} >= {"topics.json", "consumerOffset.json", "subscriptionGroup.json"}
+    broker.start(port)
+    pc = PullConsumer("persist-group", cluster.namesrv).start()
+    try:
+        wait_until(lambda: len(pc.fetch_queues("Persist")) == 2, what="the restarted broker's route")
+        assert pc.committed_offset(mq) == 1
+        stats = admin.topic_stats("Persist")
+        assert sum(r["maxOffset"] for r in stats) == 10
+        assert {r["queueId"] for r in stats} == {0, 1}
+    finally:
+        pc.shutdown()
+
+
+def test_queue_choice_selector_and_consume_from(cluster: Cluster, admin: AdminClient, producer: Producer):
+    admin.create_topic("Choose", 4, 4, brokers=["broker-b"])
+    route_queues = PullConsumer("choose-probe", cluster.namesrv).start()
+    queues = route_queues.fetch_queues("Choose")
+    route_queues.shutdown()
+    r = producer.send(Message("Choose", b"to-q2"), queue=queues[2])
+    assert r.queue_id == 2
+    by_key = [producer.send(Message("Choose", f"order-{k}".encode()),
+                            selector=lambda mqs, msg, arg: mqs[arg % len(mqs)], arg=k) for k in (5, 9, 13)]
+    assert {x.queue_id for x in by_key} == {1}  # same sharding key -> same queue (5, 9, 13 mod 4 == 1)
+    before = int(time.time() * 1000)
+    time.sleep(0.05)
+    producer.send(Message("Choose", b"after-mark"), queue=queues[3])
+    rec = Recorder()
+    late = push(cluster, "choose-ts", "Choose", rec, "ts")
+    late.shutdown()
+    ts = PushConsumer("choose-ts2", cluster.namesrv, consume_from="TIMESTAMP", consume_timestamp_ms=before,
+                      rebalance_interval=2.0)
+    ts.subscribe("Choose")
+    ts.register_message_listener(rec.listener("ts2"))
+    ts.start()
+    try:
+        wait_until(lambda: any(m.body == b"after-mark" for m in rec.by_consumer["ts2"]), what="consume from time")
+        assert all(m.store_timestamp >= before for m in rec.by_consumer["ts2"])
+    finally:
+        ts.shutdown()
+    assert {m.body for m in rec.by_consumer["ts"]} >= {b"to-q2", b"after-mark"}  # FIRST: everything
