@@ -25,6 +25,7 @@ from broker_core.codec.message_id import UniqueIdGenerator
 from broker_core.codec.wire import encode_batch
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
 from broker_core.protocol.validation import group_error, topic_error
+from broker_core.remoting.blocking import BlockingClient
 from broker_core.remoting.client import RemotingTimeout, run_sync
 
 LATENCY_MAX = (50, 100, 550, 1000, 2000, 3000, 15000)
@@ -67,6 +68,7 @@ class Producer:
         self.fault = LatencyFaultTolerance() if latency_fault_enable else None
         self.ids = UniqueIdGenerator()
         self._rr = itertools.count()
+        self.blocking = BlockingClient()
         self.started = False
 
     # ------------------------------------------------------------------ lifecycle
@@ -79,6 +81,7 @@ class Producer:
     def shutdown(self) -> None:
         if self.started:
             run_sync(self.instance.shutdown())
+            self.blocking.close()
             self.started = False
 
     def __enter__(self) -> Producer:
@@ -90,7 +93,57 @@ class Producer:
     # ------------------------------------------------------------------ public API (threads)
     def send(self, msg: Message, queue: MessageQueue | None = None, selector: QueueSelector | None = None,
              arg: Any = None) -> SendResult:
-        return run_sync(self.asend(msg, queue, selector, arg))
+        """Synchronous send. Runs on the calling thread over a blocking socket when the topic's route is
+        known (the common case); otherwise, and for selectors, through the client event loop."""
+        route = self.instance.routes.get(msg.topic)
+        if route is None or selector is not None:
+            return run_sync(self.asend(msg, queue, selector, arg))
+        _, props_b = self._single(msg)
+        cmd_header = {"producerGroup": self.group, "topic": msg.topic, "sysFlag": 0, "flag": msg.flag,
+                      "properties": props_b.decode(), "reconsumeTimes": 0}
+        deadline = time.monotonic() + self.send_timeout
+        last_broker: str | None = None
+        last_error: Exception | None = None
+        for _ in range(1 + (0 if queue is not None else self.retry_times)):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            route = self.instance.routes.get(msg.topic) or route
+            mq = queue or self._pick_from(route.write_queues, msg.topic, last_broker)
+            addr = self.instance.broker_addr(mq.broker_name)
+            cmd = RemotingCommand.request(RequestCode.SEND_MESSAGE, {
+                **cmd_header, "queueId": mq.queue_id, "bornTimestamp": int(time.time() * 1000)}, bytes(msg.body))
+            started = time.monotonic()
+            try:
+                resp = self.blocking.invoke(addr, cmd, left)
+            except (ConnectionError, RemotingTimeout) as exc:
+                self._failed(mq, exc)
+                last_broker, last_error = mq.broker_name, exc
+                run_sync(self._refresh(msg.topic))
+                continue
+            error = self._outcome(mq, resp, started)
+            if error is None:
+                return self._result(resp, mq)
+            last_broker, last_error = mq.broker_name, error
+            if resp.code == ResponseCode.TOPIC_NOT_EXIST:
+                run_sync(self._refresh(msg.topic))
+        raise ClientError(int(ResponseCode.SYSTEM_ERROR),
+                          f"send to {msg.topic} failed after retries within {self.send_timeout:.1f}s: {last_error}")
+
+    def _failed(self, mq: MessageQueue, exc: Exception) -> None:
+        if self.fault is not None:
+            self.fault.update(mq.broker_name, 30000)
+
+    def _outcome(self, mq: MessageQueue, resp: RemotingCommand, started: float) -> ClientError | None:
+        """None when ``resp`` is a result to return; raises for errors not worth a retry."""
+        if self.fault is not None:
+            self.fault.update(mq.broker_name, (time.monotonic() - started) * 1000)
+        if resp.code in (ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT, ResponseCode.FLUSH_SLAVE_TIMEOUT,
+                         ResponseCode.SLAVE_NOT_AVAILABLE):
+            return None
+        if resp.code in NO_RETRY:
+            raise ClientError(resp.code, resp.remark)
+        return ClientError(resp.code, resp.remark)
 
     def send_async(self, msg: Message,
                    callback: Callable[[SendResult | None, BaseException | None], None] | None = None,
@@ -121,8 +174,9 @@ class Producer:
                               f"message body is {len(msg.body)} bytes, the limit is {self.max_message_size}")
 
     async def _pick(self, topic: str, last_broker: str | None) -> MessageQueue:
-        route = await self.instance.route(topic)
-        queues = route.write_queues
+        return self._pick_from((await self.instance.route(topic)).write_queues, topic, last_broker)
+
+    def _pick_from(self, queues: list[MessageQueue], topic: str, last_broker: str | None) -> MessageQueue:
         if not queues:
             raise ClientError(int(ResponseCode.TOPIC_NOT_EXIST), f"topic {topic} has no writable queue")
         start = next(self._rr)
@@ -170,20 +224,15 @@ class Producer:
                     return None, mq
                 resp = await self.instance.invoke(addr, cmd, left)
             except (ConnectionError, RemotingTimeout) as exc:
-                if self.fault is not None:
-                    self.fault.update(mq.broker_name, 30000)
+                self._failed(mq, exc)
                 last_broker, last_error = mq.broker_name, exc
                 self.instance.remoting.close_channel(addr)
                 await self._refresh(topic)
                 continue
-            if self.fault is not None:
-                self.fault.update(mq.broker_name, (time.monotonic() - started) * 1000)
-            if resp.code in (ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT, ResponseCode.FLUSH_SLAVE_TIMEOUT,
-                             ResponseCode.SLAVE_NOT_AVAILABLE):
+            error = self._outcome(mq, resp, started)
+            if error is None:
                 return resp, mq
-            if resp.code in NO_RETRY:
-                raise ClientError(resp.code, resp.remark)
-            last_broker, last_error = mq.broker_name, ClientError(resp.code, resp.remark)
+            last_broker, last_error = mq.broker_name, error
             if resp.code == ResponseCode.TOPIC_NOT_EXIST:
                 await self._refresh(topic)
         raise ClientError(int(ResponseCode.SYSTEM_ERROR),

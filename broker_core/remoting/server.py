@@ -1,58 +1,96 @@
-"""RemotingServer: accepts connections, decodes frames, runs one task per request, writes responses.
+"""RemotingServer: accepts connections, decodes frames, runs handlers, writes responses.
+
+Handlers take ``(command, connection)`` and return a response, ``None`` (no response), or an awaitable of
+either. A handler that can answer at once answers in the same event-loop turn as the bytes arrived (no
+task per request); only awaitables (long polling, waiting for a group commit) become tasks.
 
 Guarantees: a malformed or oversized frame closes only that connection (after a SYSTEM_ERROR frame naming
-the problem); an unknown code gets REQUEST_CODE_NOT_SUPPORTED; a handler that raises gets SYSTEM_ERROR
-with the error text; a connection silent for ``idle_timeout`` seconds is closed (half-open peers); a
-connection with more than ``max_inflight`` requests in flight gets SYSTEM_BUSY for the excess. Other
-connections are never affected.
+the problem); an unknown code gets REQUEST_CODE_NOT_SUPPORTED; a handler that raises :class:`BadRequest`
+gets BAD_REQUEST, any other exception SYSTEM_ERROR with the error text; a connection silent for
+``idle_timeout`` seconds is closed (half-open peers); more than ``max_inflight`` pending awaitables on one
+connection get SYSTEM_BUSY. Other connections are never affected.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import itertools
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Union
 
 from broker_core.protocol import FrameDecoder, ProtocolError, RemotingCommand, ResponseCode
 from broker_core.protocol.command import DEFAULT_MAX_FRAME_BYTES
 
 log = logging.getLogger(__name__)
 
+
 class BadRequest(ValueError):
     """Raised by a handler for a request it cannot parse; answered with BAD_REQUEST and the message."""
 
 
-Handler = Callable[[RemotingCommand, "Connection"], Awaitable[RemotingCommand | None]]
+Response = Union[RemotingCommand, None]  # noqa: UP007 - used at runtime in a type alias
+Handler = Callable[[RemotingCommand, "Connection"], Union[Response, Awaitable[Response]]]  # noqa: UP007
 
 
 class Connection:
     _ids = itertools.count(1)
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(self, transport: asyncio.Transport) -> None:
         self.id = next(self._ids)
-        self.reader = reader
-        self.writer = writer
-        peer = writer.get_extra_info("peername") or ("?", 0)
+        self.transport = transport
+        peer = transport.get_extra_info("peername") or ("?", 0)
         self.remote = f"{peer[0]}:{peer[1]}"
         self.attributes: dict[str, Any] = {}
         self.inflight = 0
+        self.last_activity = 0.0
         self.closed = asyncio.Event()
 
     def send(self, cmd: RemotingCommand) -> None:
-        if not self.writer.is_closing():
-            self.writer.write(cmd.encode())
-
-    async def drain(self) -> None:
-        try:
-            await self.writer.drain()
-        except (ConnectionError, RuntimeError):
-            pass
+        if not self.transport.is_closing():
+            self.transport.write(cmd.encode())
 
     def close(self) -> None:
-        if not self.writer.is_closing():
-            self.writer.close()
+        if not self.transport.is_closing():
+            self.transport.close()
+
+
+class _ServerProtocol(asyncio.Protocol):
+    def __init__(self, server: RemotingServer) -> None:
+        self.server = server
+        self.decoder = FrameDecoder(server.max_frame_bytes)
+        self.conn: Connection | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.conn = Connection(transport)
+        self.conn.last_activity = asyncio.get_running_loop().time()
+        self.server.connections.add(self.conn)
+
+    def data_received(self, data: bytes) -> None:
+        conn = self.conn
+        assert conn is not None
+        conn.last_activity = asyncio.get_running_loop().time()
+        try:
+            commands = self.decoder.feed(data)
+        except ProtocolError as exc:
+            log.warning("%s: closing %s: %s", self.server.name, conn.remote, exc)
+            conn.send(RemotingCommand(int(ResponseCode.SYSTEM_ERROR), 0, 1, {"remark": f"malformed frame: {exc}"}))
+            conn.close()
+            return
+        for cmd in commands:
+            if not cmd.is_response:
+                self.server.dispatch(cmd, conn)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        conn = self.conn
+        if conn is None:
+            return
+        self.server.connections.discard(conn)
+        conn.closed.set()
+        if self.server.on_close is not None:
+            self.server.on_close(conn)
 
 
 class RemotingServer:
@@ -73,14 +111,20 @@ class RemotingServer:
         self.max_inflight = max_inflight
         self.on_close = on_close
         self.connections: set[Connection] = set()
+        self.loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.base_events.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._watchdog: asyncio.Task[None] | None = None
 
     async def start(self, host: str, port: int) -> int:
-        self._server = await asyncio.start_server(self._serve, host, port, limit=1 << 20)
+        self.loop = asyncio.get_running_loop()
+        self._server = await self.loop.create_server(lambda: _ServerProtocol(self), host, port)
+        self._watchdog = asyncio.ensure_future(self._close_idle())
         return self._server.sockets[0].getsockname()[1]
 
     async def close(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.cancel()
         if self._server is not None:
             self._server.close()
         for conn in list(self.connections):
@@ -90,66 +134,53 @@ class RemotingServer:
         if self._server is not None:
             await self._server.wait_closed()
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        conn = Connection(reader, writer)
-        self.connections.add(conn)
-        decoder = FrameDecoder(self.max_frame_bytes)
-        try:
-            while True:
-                try:
-                    data = await asyncio.wait_for(reader.read(1 << 16), self.idle_timeout)
-                except TimeoutError:
+    async def _close_idle(self) -> None:
+        period = max(0.05, min(self.idle_timeout / 4, 5.0))
+        while True:
+            await asyncio.sleep(period)
+            deadline = asyncio.get_running_loop().time() - self.idle_timeout
+            for conn in list(self.connections):
+                if conn.last_activity < deadline and conn.inflight == 0:
                     log.info("%s: closing idle connection %s", self.name, conn.remote)
-                    break
-                if not data:
-                    break
-                try:
-                    commands = decoder.feed(data)
-                except ProtocolError as exc:
-                    log.warning("%s: closing %s: %s", self.name, conn.remote, exc)
-                    conn.send(RemotingCommand(int(ResponseCode.SYSTEM_ERROR), 0, 1,
-                                              {"remark": f"malformed frame: {exc}"}))
-                    await conn.drain()
-                    break
-                for cmd in commands:
-                    if cmd.is_response:
-                        continue  # the broker does not call clients back (yet)
-                    if conn.inflight >= self.max_inflight:
-                        conn.send(cmd.response(ResponseCode.SYSTEM_BUSY, "too many requests in flight"))
-                        continue
-                    conn.inflight += 1
-                    task = asyncio.ensure_future(self._handle(cmd, conn))
-                    self._tasks.add(task)
-                    task.add_done_callback(self._tasks.discard)
-                if writer.transport.get_write_buffer_size() > (4 << 20):
-                    await conn.drain()
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass
-        except asyncio.CancelledError:
-            pass  # shutdown: end the connection task normally (asyncio logs cancelled callback tasks in 3.11)
-        finally:
-            self.connections.discard(conn)
-            conn.closed.set()
-            conn.close()
-            if self.on_close is not None:
-                self.on_close(conn)
+                    conn.close()
 
-    async def _handle(self, cmd: RemotingCommand, conn: Connection) -> None:
+    def dispatch(self, cmd: RemotingCommand, conn: Connection) -> None:
+        handler = self.handlers.get(cmd.code)
+        if handler is None:
+            conn.send(cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                                   f"request code {cmd.code} is not supported"))
+            return
         try:
-            handler = self.handlers.get(cmd.code)
-            if handler is None:
-                resp: RemotingCommand | None = cmd.response(
-                    ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"request code {cmd.code} is not supported")
-            else:
-                try:
-                    resp = await handler(cmd, conn)
-                except asyncio.CancelledError:
-                    raise
-                except BadRequest as exc:
-                    resp = cmd.response(ResponseCode.BAD_REQUEST, str(exc))
-                except Exception as exc:
-                    log.exception("%s: handler for code %d failed", self.name, cmd.code)
-                    resp = cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+            result = handler(cmd, conn)
+        except BadRequest as exc:
+            result = cmd.response(ResponseCode.BAD_REQUEST, str(exc))
+        except Exception as exc:  # one bad request must not take the server down
+            log.exception("%s: handler for code %d failed", self.name, cmd.code)
+            result = cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+        if inspect.isawaitable(result):
+            if conn.inflight >= self.max_inflight:
+                if inspect.iscoroutine(result):
+                    result.close()
+                conn.send(cmd.response(ResponseCode.SYSTEM_BUSY, "too many requests in flight"))
+                return
+            conn.inflight += 1
+            task = asyncio.ensure_future(self._finish(cmd, conn, result))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        elif result is not None and not cmd.is_oneway:
+            conn.send(result)
+
+    async def _finish(self, cmd: RemotingCommand, conn: Connection, pending: Awaitable[Response]) -> None:
+        try:
+            try:
+                resp = await pending
+            except asyncio.CancelledError:
+                return
+            except BadRequest as exc:
+                resp = cmd.response(ResponseCode.BAD_REQUEST, str(exc))
+            except Exception as exc:  # one bad request must not take the server down
+                log.exception("%s: handler for code %d failed", self.name, cmd.code)
+                resp = cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
             if resp is not None and not cmd.is_oneway:
                 conn.send(resp)
         finally:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
@@ -25,7 +26,7 @@ _NOTHING_YET = (GetStatus.OFFSET_OVERFLOW_ONE, GetStatus.NO_MESSAGE_IN_QUEUE, Ge
 def handlers(ctl: BrokerController) -> dict[int, object]:
     store = ctl.store
 
-    async def pull(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+    def pull(cmd: RemotingCommand, conn: Connection) -> RemotingCommand | Awaitable[RemotingCommand]:
         h = cmd.header
         try:
             group = str_field(h, "consumerGroup")
@@ -54,7 +55,8 @@ def handlers(ctl: BrokerController) -> dict[int, object]:
             ctl.offsets.commit(group, topic, queue_id, commit_offset)
         hashes = sub.tag_hashes
         deadline = time.monotonic() + suspend_ms / 1000
-        while True:
+
+        def attempt(final: bool) -> RemotingCommand | None:
             res = store.get_message(topic, queue_id, offset, max_nums, hashes, decode=False)
             if res.status is GetStatus.FOUND:
                 ctl.stats.get_count += len(res.messages)
@@ -63,10 +65,21 @@ def handlers(ctl: BrokerController) -> dict[int, object]:
                 return cmd.response(ResponseCode.PULL_OFFSET_MOVED, res.error, _offsets(res))
             if res.status in _RETRY_NOW:
                 return cmd.response(ResponseCode.PULL_RETRY_IMMEDIATELY, "", _offsets(res))
-            left = deadline - time.monotonic()
-            if left <= 0 or ctl.hold is None:
+            if final or ctl.hold is None:
                 return cmd.response(ResponseCode.PULL_NOT_FOUND, "no new message", _offsets(res))
-            await ctl.hold.wait(topic, queue_id, left)
+            return None
+
+        async def long_poll() -> RemotingCommand:
+            while True:
+                left = deadline - time.monotonic()
+                if left > 0:
+                    await ctl.hold.wait(topic, queue_id, left)  # type: ignore[union-attr]
+                resp = attempt(final=deadline - time.monotonic() <= 0)
+                if resp is not None:
+                    return resp
+
+        first = attempt(final=suspend_ms == 0)
+        return first if first is not None else long_poll()
 
     async def query_offset(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         h = cmd.header

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from broker_core.codec import CodecError
@@ -67,9 +68,9 @@ def writable_topic(ctl: BrokerController, cmd: RemotingCommand, topic: str) -> T
     return cfg
 
 
-async def _await_flush(ctl: BrokerController, request, results: list[PutMessageResult]) -> None:  # type: ignore[no-untyped-def]
-    if request is None:
-        return
+async def _after_flush(ctl: BrokerController, request, results: list[PutMessageResult],  # type: ignore[no-untyped-def]
+                       respond: Callable[[], RemotingCommand]) -> RemotingCommand:
+    """SYNC_FLUSH: answer once the group commit covering ``results`` is done (or timed out)."""
     loop = asyncio.get_running_loop()
     fut = loop.create_future()
     request.add_done_callback(lambda ok: loop.call_soon_threadsafe(fut.set_result, ok))
@@ -81,6 +82,7 @@ async def _await_flush(ctl: BrokerController, request, results: list[PutMessageR
         for r in results:
             if r.ok:
                 r.status = PutStatus.FLUSH_DISK_TIMEOUT
+    return respond()
 
 
 def _born(conn: Connection) -> tuple[str, int]:
@@ -89,7 +91,7 @@ def _born(conn: Connection) -> tuple[str, int]:
 
 
 def handlers(ctl: BrokerController) -> dict[int, object]:
-    async def send_message(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+    def send_message(cmd: RemotingCommand, conn: Connection) -> RemotingCommand | Awaitable[RemotingCommand]:
         h = cmd.header
         try:
             topic = str_field(h, "topic")
@@ -108,16 +110,19 @@ def handlers(ctl: BrokerController) -> dict[int, object]:
         except (BadRequest, UnicodeDecodeError) as exc:
             return cmd.response(ResponseCode.BAD_REQUEST, str(exc))
         results, request = ctl.store.put_messages_nowait([msg])
-        await _await_flush(ctl, request, results)
-        r = results[0]
-        ctl.stats.put_count += 1 if r.ok else 0
-        code = STATUS_TO_CODE[r.status]
-        if r.phy_offset < 0:
-            return cmd.response(code, r.error or r.status.name)
-        return cmd.response(code, r.error, {"msgId": msg.uniq_key or r.msg_id, "offsetMsgId": r.msg_id,
-                                            "queueId": queue_id, "queueOffset": r.queue_offset})
 
-    async def send_batch(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        def respond() -> RemotingCommand:
+            r = results[0]
+            ctl.stats.put_count += 1 if r.ok else 0
+            code = STATUS_TO_CODE[r.status]
+            if r.phy_offset < 0:
+                return cmd.response(code, r.error or r.status.name)
+            return cmd.response(code, r.error, {"msgId": msg.uniq_key or r.msg_id, "offsetMsgId": r.msg_id,
+                                                "queueId": queue_id, "queueOffset": r.queue_offset})
+
+        return respond() if request is None else _after_flush(ctl, request, results, respond)
+
+    def send_batch(cmd: RemotingCommand, conn: Connection) -> RemotingCommand | Awaitable[RemotingCommand]:
         h = cmd.header
         try:
             topic = str_field(h, "topic")
@@ -143,17 +148,20 @@ def handlers(ctl: BrokerController) -> dict[int, object]:
             if refused is not None:
                 return cmd.response(STATUS_TO_CODE[refused.status], f"message {i} of the batch: {refused.error}")
         results, request = ctl.store.put_messages_nowait(msgs)
-        await _await_flush(ctl, request, results)
-        ok = [r for r in results if r.phy_offset >= 0]
-        ctl.stats.put_count += len(ok)
-        worst = next((r for r in results if not r.ok), results[0])
-        code = STATUS_TO_CODE[worst.status]
-        if not ok:
-            return cmd.response(code, worst.error or worst.status.name)
-        return cmd.response(code, worst.error, {
-            "msgIds": ",".join(m.uniq_key or r.msg_id for m, r in zip(msgs, results, strict=True)),
-            "offsetMsgIds": ",".join(r.msg_id for r in results),
-            "queueId": queue_id, "queueOffset": results[0].queue_offset})
+
+        def respond() -> RemotingCommand:
+            ok = [r for r in results if r.phy_offset >= 0]
+            ctl.stats.put_count += len(ok)
+            worst = next((r for r in results if not r.ok), results[0])
+            code = STATUS_TO_CODE[worst.status]
+            if not ok:
+                return cmd.response(code, worst.error or worst.status.name)
+            return cmd.response(code, worst.error, {
+                "msgIds": ",".join(m.uniq_key or r.msg_id for m, r in zip(msgs, results, strict=True)),
+                "offsetMsgIds": ",".join(r.msg_id for r in results),
+                "queueId": queue_id, "queueOffset": results[0].queue_offset})
+
+        return respond() if request is None else _after_flush(ctl, request, results, respond)
 
     return {RequestCode.SEND_MESSAGE: send_message, RequestCode.SEND_BATCH_MESSAGE: send_batch}
 

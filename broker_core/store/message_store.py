@@ -102,8 +102,10 @@ class MessageStore:
             raise
         self.running = True
         if self.allocator is not None and self.commit_log.mapped_file_queue.last() is None:
-            # An empty store: prepare and warm the first segment now rather than on the first put.
+            # An empty store: prepare and warm the first segment before accepting puts (about a second
+            # per GiB), rather than stalling the first put (and a server's event loop) with it.
             self.allocator.prepare(cfg.commit_log_dir / f"{0:020d}", cfg.mapped_file_size_commit_log_bytes)
+            self.allocator.wait_idle()
         if self.background:
             self.reput.start()
             self.flush_service.start()
