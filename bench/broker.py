@@ -6,8 +6,9 @@ Our workloads mirror the peers' (one queue, like one stream):
 - ``ours_produce_batched``: ``Producer.asend_batch`` of ``--batch`` messages, 4 batches in flight;
 - ``ours_produce_sync``: ``Producer.send`` one at a time (each waits for its reply);
 - ``ours_consume``: pre-fill (not timed), then ``PullConsumer.pull`` 1024 at a time until all arrived;
-- ``ours_latency``: paced ``Producer.send`` at ``--rate`` msg/s with ``perf_counter_ns`` in the body; a
-  long-polling pull loop on another thread records receive - send; first ``--warmup`` s dropped.
+- ``ours_latency``: paced synchronous ``Producer.send`` at ``--rate`` msg/s with ``perf_counter_ns`` in the
+  body, as the peers' latency producers do; a long-polling pull loop on another thread records receive -
+  send; first ``--warmup`` s dropped. ``sent/s`` shows the rate the producer actually reached.
 The broker runs ASYNC_FLUSH (Redis: AOF everysec; JetStream: file storage without per-message fsync).
 """
 

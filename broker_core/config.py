@@ -64,7 +64,8 @@ class BrokerConfig:
         ("mappedFileSizeConsumeQueue",))
     max_message_size_bytes: int = _f("maxMessageSize", 4 * 1024 * 1024, "largest body accepted")
     warm_mapped_file_enable: bool = _f(
-        "warmMapedFileEnable", True, "pre-touch the pages of the next CommitLog segment", ("warmMappedFileEnable",))
+        "warmMapedFileEnable", False, "pre-fault the next CommitLog segment (writes it once with zeros)",
+        ("warmMappedFileEnable",))
     # Flush
     flush_disk_type: str = _f("flushDiskType", "ASYNC_FLUSH", "ASYNC_FLUSH | SYNC_FLUSH")
     flush_interval_commit_log_ms: int = _f("flushIntervalCommitLog", 500, "async flush interval")

@@ -29,9 +29,8 @@ from pathlib import Path
 
 from broker_core.client.allocate import AllocateMessageQueueAveragely
 from broker_core.client.instance import NOTIFY_CONSUMER_IDS_CHANGED, RESET_CONSUMER_CLIENT_OFFSET, ClientInstance
-from broker_core.client.message import ClientError, ConsumeStatus, MessageExt, MessageQueue
+from broker_core.client.message import ClientError, ConsumeStatus, MessageExt, MessageQueue, decode_message_exts
 from broker_core.codec import CodecError
-from broker_core.codec.message import decode_record, peek_size_magic
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
 from broker_core.protocol.filter import Subscription, parse_subscription
 from broker_core.protocol.validation import group_error
@@ -49,14 +48,7 @@ PULL_DELAY_ON_ERROR_S = 3.0
 PULL_DELAY_ON_FLOW_CONTROL_S = 0.05
 
 
-def decode_records(body: bytes, broker_name: str) -> list[MessageExt]:
-    out = []
-    pos = 0
-    while pos + 8 <= len(body):
-        size, _ = peek_size_magic(body, pos)
-        out.append(MessageExt.from_record(decode_record(body, pos, source="pull response"), broker_name))
-        pos += size
-    return out
+decode_records = decode_message_exts
 
 
 class PullStatus:

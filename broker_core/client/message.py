@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+import socket
+from dataclasses import dataclass
 
+from broker_core.codec import CodecError
 from broker_core.codec.message import (
+    FIXED_OVERHEAD,
+    HEADER,
+    HEADER_SIZE,
     KEY_SEPARATOR,
+    MESSAGE_MAGIC_CODE,
     PROPERTY_KEYS,
     PROPERTY_TAGS,
     PROPERTY_UNIQ_KEY,
-    MessageRecord,
+    decode_properties,
 )
+from broker_core.codec.message_id import encode_offset_msg_id
 
 
 @dataclass
@@ -42,25 +49,45 @@ class MessageQueue:
         return f"{self.topic}@{self.broker_name}#{self.queue_id}"
 
 
-@dataclass
 class MessageExt:
-    """A consumed message."""
+    """A consumed message. Hosts and the offset message id are decoded on first use."""
 
-    topic: str
-    body: bytes
-    msg_id: str
-    offset_msg_id: str
-    queue_id: int
-    queue_offset: int
-    commit_log_offset: int
-    born_timestamp: int
-    store_timestamp: int
-    born_host: str
-    store_host: str
-    reconsume_times: int
-    broker_name: str
-    properties: dict[str, str] = field(default_factory=dict)
-    sys_flag: int = 0
+    __slots__ = ("_born", "_msg_id", "_store", "body", "born_timestamp", "broker_name", "commit_log_offset",
+                 "properties", "queue_id", "queue_offset", "reconsume_times", "store_timestamp", "sys_flag", "topic")
+
+    def __init__(self, topic: str, body: bytes, queue_id: int, queue_offset: int, commit_log_offset: int,
+                 born_timestamp: int, store_timestamp: int, born: tuple[bytes, int], store: tuple[bytes, int],
+                 reconsume_times: int, broker_name: str, properties: dict[str, str], sys_flag: int = 0) -> None:
+        self.topic = topic
+        self.body = body
+        self.queue_id = queue_id
+        self.queue_offset = queue_offset
+        self.commit_log_offset = commit_log_offset
+        self.born_timestamp = born_timestamp
+        self.store_timestamp = store_timestamp
+        self._born = born
+        self._store = store
+        self.reconsume_times = reconsume_times
+        self.broker_name = broker_name
+        self.properties = properties
+        self.sys_flag = sys_flag
+        self._msg_id = properties.get(PROPERTY_UNIQ_KEY)
+
+    @property
+    def offset_msg_id(self) -> str:
+        return encode_offset_msg_id(self._store[0], self._store[1], self.commit_log_offset)
+
+    @property
+    def msg_id(self) -> str:
+        return self._msg_id or self.offset_msg_id
+
+    @property
+    def born_host(self) -> str:
+        return f"{socket.inet_ntoa(self._born[0])}:{self._born[1]}"
+
+    @property
+    def store_host(self) -> str:
+        return f"{socket.inet_ntoa(self._store[0])}:{self._store[1]}"
 
     @property
     def tags(self) -> str | None:
@@ -70,12 +97,33 @@ class MessageExt:
     def keys(self) -> list[str]:
         return [k for k in self.properties.get(PROPERTY_KEYS, "").split(KEY_SEPARATOR) if k]
 
-    @classmethod
-    def from_record(cls, rec: MessageRecord, broker_name: str) -> MessageExt:
-        return cls(rec.topic, rec.body, rec.properties.get(PROPERTY_UNIQ_KEY) or rec.offset_msg_id,
-                   rec.offset_msg_id, rec.queue_id, rec.queue_offset, rec.commit_log_offset, rec.born_timestamp,
-                   rec.store_timestamp, rec.born_host, rec.store_host, rec.reconsume_times, broker_name,
-                   rec.properties, rec.sys_flag)
+    def __repr__(self) -> str:
+        return (f"MessageExt(topic={self.topic!r}, queue={self.broker_name}#{self.queue_id}, "
+                f"offset={self.queue_offset}, msg_id={self.msg_id}, body={self.body[:32]!r})")
+
+
+def decode_message_exts(buf: bytes, broker_name: str) -> list[MessageExt]:
+    """Records as the broker sends them (back to back) to MessageExt. Raises CodecError on a bad record."""
+    out = []
+    pos = 0
+    end = len(buf)
+    unpack = HEADER.unpack_from
+    while pos + HEADER_SIZE <= end:
+        (total, magic, _, queue_id, _, queue_offset, phy, sys_flag, born_ts, born_ip, born_port, store_ts,
+         store_ip, store_port, reconsume, _, blen) = unpack(buf, pos)
+        if magic != MESSAGE_MAGIC_CODE or total < FIXED_OVERHEAD or pos + total > end:
+            raise CodecError(f"bad record in a pull response (magic 0x{magic:08X}, size {total})", "pull", pos)
+        p = pos + HEADER_SIZE
+        body = buf[p:p + blen]
+        p += blen
+        tlen = buf[p]
+        topic = buf[p + 1:p + 1 + tlen].decode()
+        p += 3 + tlen
+        props = decode_properties(buf[p:pos + total]) if p < pos + total else {}
+        out.append(MessageExt(topic, body, queue_id, queue_offset, phy, born_ts, store_ts, (born_ip, born_port),
+                              (store_ip, store_port), reconsume, broker_name, props, sys_flag))
+        pos += total
+    return out
 
 
 class SendStatus(enum.Enum):

@@ -287,11 +287,13 @@ class Producer:
             raise ClientError(int(ResponseCode.MESSAGE_ILLEGAL), "empty batch")
         topic = msgs[0].topic
         entries = []
+        ids = []
         for m in msgs:
             if m.topic != topic:
                 raise ClientError(int(ResponseCode.MESSAGE_ILLEGAL),
                                   "every message of a batch must have the same topic")
-            _, props_b = self._single(m)
+            props, props_b = self._single(m)
+            ids.append(props[PROPERTY_UNIQ_KEY])
             entries.append((m.flag, bytes(m.body), props_b))
         body = encode_batch(entries)
 
@@ -301,4 +303,6 @@ class Producer:
                 "bornTimestamp": int(time.time() * 1000)}, body)
 
         resp, mq = await self._send(topic, build, queue)
-        return self._result(resp, mq)  # type: ignore[arg-type]
+        result = self._result(resp, mq)  # type: ignore[arg-type]
+        result.msg_id = ",".join(ids)
+        return result

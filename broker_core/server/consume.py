@@ -59,7 +59,7 @@ def handlers(ctl: BrokerController) -> dict[int, object]:
         def attempt(final: bool) -> RemotingCommand | None:
             res = store.get_message(topic, queue_id, offset, max_nums, hashes, decode=False)
             if res.status is GetStatus.FOUND:
-                ctl.stats.get_count += len(res.messages)
+                ctl.stats.get_count += len(res.queue_offsets)
                 return cmd.response(ResponseCode.SUCCESS, "", _offsets(res), b"".join(res.messages))
             if res.status in _MOVED:
                 return cmd.response(ResponseCode.PULL_OFFSET_MOVED, res.error, _offsets(res))

@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from broker_core.codec import CodecError
-from broker_core.codec.message import decode_properties
+from broker_core.codec.message import decode_properties, host_to_bytes
 from broker_core.codec.wire import decode_batch
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
 from broker_core.protocol.validation import topic_error
@@ -138,13 +138,15 @@ def handlers(ctl: BrokerController) -> dict[int, object]:
                 return cmd.response(ResponseCode.MESSAGE_ILLEGAL, "empty batch")
             born_ts = int_field(h, "bornTimestamp", 0)
             host, port = _born(conn)
-            msgs = [MessageInner(topic, body, queue_id, properties=decode_properties(props), flag=flag,
-                                 born_timestamp=born_ts, born_host=host, born_port=port)
+            host_b = host_to_bytes(host)
+            msgs = [MessageInner.from_encoded(topic, body, queue_id, props, decode_properties(props), flag=flag,
+                                              born_timestamp=born_ts, born_host=host_b, born_port=port)
                     for flag, body, props in entries]
         except (BadRequest, CodecError, UnicodeDecodeError) as exc:
             return cmd.response(ResponseCode.BAD_REQUEST, str(exc))
+        max_body = ctl.store.commit_log.max_message_size
         for i, m in enumerate(msgs):  # all or nothing: refuse the batch before writing anything
-            refused = ctl.store.commit_log.check(m)
+            refused = ctl.store.commit_log.check(m) if m.limits_error or len(m.body) > max_body else None
             if refused is not None:
                 return cmd.response(STATUS_TO_CODE[refused.status], f"message {i} of the batch: {refused.error}")
         results, request = ctl.store.put_messages_nowait(msgs)
@@ -156,8 +158,7 @@ def handlers(ctl: BrokerController) -> dict[int, object]:
             code = STATUS_TO_CODE[worst.status]
             if not ok:
                 return cmd.response(code, worst.error or worst.status.name)
-            return cmd.response(code, worst.error, {
-                "msgIds": ",".join(m.uniq_key or r.msg_id for m, r in zip(msgs, results, strict=True)),
+            return cmd.response(code, worst.error, {  # the producer knows the unique ids it assigned
                 "offsetMsgIds": ",".join(r.msg_id for r in results),
                 "queueId": queue_id, "queueOffset": results[0].queue_offset})
 

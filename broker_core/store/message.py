@@ -81,6 +81,37 @@ class MessageInner:
         self.reconsume_times = reconsume_times
         self.prepared_transaction_offset = prepared_transaction_offset
 
+    @classmethod
+    def from_encoded(cls, topic: str, body: bytes, queue_id: int, properties_bytes: bytes,
+                     properties: dict[str, str], *, flag: int = 0, sys_flag: int = 0, born_timestamp: int = 0,
+                     born_host: bytes = ZERO_HOST, born_port: int = 0, reconsume_times: int = 0) -> MessageInner:
+        """From wire fields: ``properties_bytes`` is stored as received (``properties`` is its decoded form,
+        used for TAGS, KEYS and UNIQ_KEY), skipping a re-encode."""
+        self = cls.__new__(cls)
+        self.topic = topic
+        self.topic_bytes = topic.encode()
+        self.queue_id = queue_id
+        self.body = body
+        self.flag = flag
+        self.properties_bytes = properties_bytes
+        tlen, plen = len(self.topic_bytes), len(properties_bytes)
+        if not 0 < tlen <= MAX_TOPIC_BYTES or plen > MAX_PROPERTIES_BYTES or not 0 <= queue_id < 1 << 31:
+            self.limits_error = True
+            self.tail = b""
+        else:
+            self.limits_error = False
+            self.tail = encode_tail(self.topic_bytes, properties_bytes)
+        self.tags = properties.get(PROPERTY_TAGS)
+        self.keys = properties.get(PROPERTY_KEYS)
+        self.uniq_key = properties.get(PROPERTY_UNIQ_KEY)
+        self.sys_flag = sys_flag
+        self.born_timestamp = born_timestamp
+        self.born_host = born_host
+        self.born_port = born_port
+        self.reconsume_times = reconsume_times
+        self.prepared_transaction_offset = 0
+        return self
+
     @property
     def properties(self) -> dict[str, str]:
         """A decoded copy of the properties (changes go through :meth:`set_property`)."""

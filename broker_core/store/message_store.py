@@ -295,7 +295,8 @@ class MessageStore:
         decode: bool = True,
     ) -> GetMessageResult:
         """Pull up to ``max_msg_nums`` messages of one queue from logical ``offset``, filtered by tag hash.
-        With ``decode=False`` ``messages`` holds the raw records (what the server sends)."""
+        With ``decode=False`` ``messages`` holds raw bytes: runs of whole records, concatenated (what the
+        server sends); ``queue_offsets`` has one entry per record either way."""
         cq = self.consume_queue_table.get((topic, queue_id))
         if cq is None:
             return GetMessageResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0,
@@ -321,11 +322,12 @@ class MessageStore:
         min_phy = self.commit_log.min_offset()
         total_bytes = 0
         removed = False
+        picked: list[tuple[int, int, int]] = []  # (phy, size, queue offset)
         try:
             buf = result.buffer
             limit = min(len(buf), _UNIT_SCAN_BYTES)
             pos = 0
-            while pos + CQ_STORE_UNIT_SIZE <= limit and len(out.messages) < max_msg_nums:
+            while pos + CQ_STORE_UNIT_SIZE <= limit and len(picked) < max_msg_nums:
                 phy, size, tags_code = CQ_UNIT.unpack_from(buf, pos)
                 pos += CQ_STORE_UNIT_SIZE
                 if size == BLANK_UNIT_SIZE:
@@ -335,20 +337,38 @@ class MessageStore:
                     continue
                 if tag_hashes is not None and tags_code not in tag_hashes:
                     continue
-                if out.messages and total_bytes + size > max_bytes:
+                if picked and total_bytes + size > max_bytes:
                     pos -= CQ_STORE_UNIT_SIZE
                     break
-                data = self.commit_log.get_message_bytes(phy, size)
-                if data is None:
-                    removed = True
-                    continue
-                out.messages.append(decode_record(data, 0, base_offset=phy, check_crc=False) if decode else data)
-                out.queue_offsets.append(offset + pos // CQ_STORE_UNIT_SIZE - 1)
+                picked.append((phy, size, offset + pos // CQ_STORE_UNIT_SIZE - 1))
                 total_bytes += size
             out.next_begin_offset = offset + pos // CQ_STORE_UNIT_SIZE
         finally:
             result.release()
-        if out.messages:
+        # Read runs of records that sit back to back in the CommitLog with one copy each.
+        i = 0
+        while i < len(picked):
+            start, size, _ = picked[i]
+            j = i + 1
+            end = start + size
+            while j < len(picked) and picked[j][0] == end:
+                end += picked[j][1]
+                j += 1
+            data = self.commit_log.get_message_bytes(start, end - start)
+            if data is None:
+                removed = True
+                i = j
+                continue
+            if decode:
+                mv = memoryview(data)
+                for phy, _, queue_offset in picked[i:j]:
+                    out.messages.append(decode_record(mv, phy - start, base_offset=start, check_crc=False))
+                    out.queue_offsets.append(queue_offset)
+            else:
+                out.messages.append(data)  # raw: whole runs, concatenated by the caller
+                out.queue_offsets.extend(q for _, _, q in picked[i:j])
+            i = j
+        if out.queue_offsets:
             out.status = GetStatus.FOUND
         elif removed:
             out.status = GetStatus.MESSAGE_WAS_REMOVING
