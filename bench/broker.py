@@ -6,6 +6,8 @@ Our workloads mirror the peers' (one queue, like one stream):
 - ``ours_produce_batched``: ``Producer.asend_batch`` of ``--batch`` messages, 4 batches in flight;
 - ``ours_produce_sync``: ``Producer.send`` one at a time (each waits for its reply);
 - ``ours_consume``: pre-fill (not timed), then ``PullConsumer.pull`` 1024 at a time until all arrived;
+- ``ours_long_poll_wake``: a pull held on an empty queue, then one send: time from the send call to the
+  pull's return, 50 rounds;
 - ``ours_latency``: paced synchronous ``Producer.send`` at ``--rate`` msg/s with ``perf_counter_ns`` in the
   body, as the peers' latency producers do; a long-polling pull loop on another thread records receive -
   send; first ``--warmup`` s dropped. ``sent/s`` shows the rate the producer actually reached.
@@ -159,6 +161,35 @@ def ours_latency(namesrv: str, topic: str, rate: float, seconds: float, body: by
     return {**quantiles_ms(samples), "count": float(len(samples)), "sent_per_s": sent_per_s}
 
 
+def ours_long_poll_wake(namesrv: str, topic: str, rounds: int = 50) -> Figures:
+    """How soon a pull already held by the broker (empty queue) gets a message after it is sent."""
+    producer = Producer("bench-wake", namesrv).start()
+    consumer = PullConsumer("bench-wake", namesrv).start()
+    mq = consumer.fetch_queues(topic)[0]
+    offset = consumer.max_offset(mq)
+    samples: list[int] = []
+    for i in range(rounds):
+        box: dict[str, int] = {}
+
+        def wait(offset: int = offset, box: dict[str, int] = box) -> None:
+            res = consumer.pull_block_if_not_found(mq, offset, 1, timeout=10.0)
+            box["at"] = time.perf_counter_ns()
+            box["n"] = len(res.messages)
+
+        t = threading.Thread(target=wait)
+        t.start()
+        time.sleep(0.05)  # the pull is held by now
+        sent = time.perf_counter_ns()
+        producer.send(Message(topic, b"wake %d" % i), queue=mq)
+        t.join(15)
+        if box.get("n"):
+            samples.append(box["at"] - sent)
+        offset += 1
+    producer.shutdown()
+    consumer.shutdown()
+    return {**quantiles_ms(samples), "count": float(len(samples))}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.broker", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -188,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
         report("ours_produce_sync", ours_produce_sync(broker.namesrv, _topic(admin, "BenchSync"),
                                                       min(args.messages, 20_000), body))
         report("ours_consume", ours_consume(broker.namesrv, _topic(admin, "BenchConsume"), args.messages, body))
+        report("ours_long_poll_wake", ours_long_poll_wake(broker.namesrv, _topic(admin, "BenchWake")))
         report("ours_latency", ours_latency(broker.namesrv, _topic(admin, "BenchLatency"), args.rate, args.seconds,
                                             body, args.warmup))
         admin.shutdown()
@@ -209,6 +241,9 @@ def main(argv: list[str] | None = None) -> int:
         for label, ours, peer, target in targets:
             ratio = rows[ours]["msg_per_s"] / rows[peer]["msg_per_s"]
             print(f"{label:42} ratio {ratio:6.2f}  target >= {target}: {'MET' if ratio >= target else 'MISSED'}")
+    wake = rows["ours_long_poll_wake"]
+    print(f"{'held pull woken by a send (long polling)':42} p50 {wake['p50_ms']:.2f} ms  p99 {wake['p99_ms']:.2f} ms"
+          f"  target < 100 ms: {'MET' if wake['p99_ms'] < 100 else 'MISSED'}")
     lat = rows["ours_latency"]
     print(f"{'end-to-end latency at ' + str(int(args.rate)) + ' msg/s':42} p50 {lat['p50_ms']:.2f} ms  "
           f"p99 {lat['p99_ms']:.2f} ms  p99.9 {lat['p999_ms']:.2f} ms  target p99 < 5 ms: "
