@@ -169,7 +169,7 @@ class ProcessQueue:
     msgs: dict[int, MessageExt] = field(default_factory=dict)
     dropped: bool = False
     task: asyncio.Task[None] | None = None
-    consumed_up_to: int = -1
+    last_committed: int = -1  # what this consumer last told the broker (never re-send a value it had)
 
     def committable(self) -> int:
         return min(self.msgs) if self.msgs else self.next_offset
@@ -293,8 +293,7 @@ class PushConsumer(_ConsumerBase):
         for mq, pq in list(self.process_queues.items()):
             if mq.topic == topic and mq.queue_id in offsets:
                 pq.msgs.clear()
-                pq.next_offset = offsets[mq.queue_id]
-                pq.consumed_up_to = -1
+                pq.next_offset = pq.last_committed = offsets[mq.queue_id]
 
     # ------------------------------------------------------------------ rebalance
     async def _rebalance_loop(self) -> None:
@@ -342,7 +341,7 @@ class PushConsumer(_ConsumerBase):
             except (ClientError, ConnectionError, TimeoutError) as exc:
                 log.warning("cannot compute the start offset of %s: %s", mq, exc)
                 continue
-            pq = ProcessQueue(mq, offset)
+            pq = ProcessQueue(mq, offset, last_committed=offset)
             self.process_queues[mq] = pq
             pq.task = asyncio.ensure_future(self._pull_loop(pq))
             log.info("%s now consumes %s from offset %d", self.instance.client_id, mq, offset)
@@ -366,7 +365,7 @@ class PushConsumer(_ConsumerBase):
         if pq.task is not None:
             pq.task.cancel()
         self.process_queues.pop(pq.mq, None)
-        await self._commit(pq.mq, pq.committable())
+        await self._commit_pq(pq)
         log.info("%s no longer consumes %s", self.instance.client_id, pq.mq)
 
     # ------------------------------------------------------------------ pulling and consuming
@@ -378,7 +377,9 @@ class PushConsumer(_ConsumerBase):
                 await asyncio.sleep(PULL_DELAY_ON_FLOW_CONTROL_S)
                 continue
             try:
-                commit = pq.committable() if self.clustering else -1
+                commit = -1
+                if self.clustering and pq.committable() != pq.last_committed:
+                    commit = pq.last_committed = pq.committable()
                 res = await self.apull(pq.mq, pq.next_offset, self.pull_batch_size, sub, BROKER_SUSPEND_MAX_S, commit)
             except asyncio.CancelledError:
                 raise
@@ -428,9 +429,18 @@ class PushConsumer(_ConsumerBase):
             await asyncio.sleep(self.persist_offset_interval)
             await self._persist_offsets()
 
+    async def _commit_pq(self, pq: ProcessQueue) -> None:
+        """Commit what this queue consumed since the last commit. An owner that consumed nothing stays
+        silent: after a rebalance its start offset may already be stale (the previous owner committing
+        further at the same moment), and re-sending it would move the group's offset backwards."""
+        offset = pq.committable()
+        if offset != pq.last_committed or not self.clustering:
+            pq.last_committed = offset
+            await self._commit(pq.mq, offset)
+
     async def _persist_offsets(self) -> None:
-        for mq, pq in list(self.process_queues.items()):
-            await self._commit(mq, pq.committable())
+        for pq in list(self.process_queues.values()):
+            await self._commit_pq(pq)
         if not self.clustering and self.local_offsets:
             self.offset_file.parent.mkdir(parents=True, exist_ok=True)
             tmp = self.offset_file.with_suffix(".tmp")
