@@ -106,6 +106,10 @@ class BrokerConfig:
     # Delivery (used by later subsystems)
     message_delay_level: str = _f(
         "messageDelayLevel", "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h", "delay levels")
+    schedule_deliver_interval_ms: int = _f(
+        "scheduleDeliverIntervalMs", 1000, "the broker's own delay-level delivery tick; 0 = only when asked")
+    flush_delay_offset_interval_ms: int = _f("flushDelayOffsetInterval", 10_000, "persist delay progress this often")
+    max_reconsume_times: int = _f("maxReconsumeTimes", 16, "default retries before a message is dead-lettered")
     os_page_cache_busy_timeout_ms: int = _f("osPageCacheBusyTimeOutMills", 1000, "put-lock hold time counted as busy")
 
     extra: dict[str, str] = field(default_factory=dict, metadata={"key": None})
@@ -174,13 +178,14 @@ class BrokerConfig:
 
     @property
     def delay_levels_ms(self) -> list[int]:
-        units = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+        units = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
         out = []
         for item in self.message_delay_level.split():
+            unit = "ms" if item.endswith("ms") else item[-1:]
             try:
-                out.append(int(item[:-1]) * units[item[-1]])
+                out.append(int(item[: -len(unit)]) * units[unit])
             except (KeyError, ValueError):
-                raise ConfigError(f"messageDelayLevel item {item!r} is not like 5s, 1m, 2h") from None
+                raise ConfigError(f"messageDelayLevel item {item!r} is not like 5s, 1m, 2h (or 200ms)") from None
         return out
 
     # ------------------------------------------------------------------ loading

@@ -9,10 +9,13 @@ from typing import Any
 from broker_core.client.consumer import decode_records
 from broker_core.client.instance import ClientInstance
 from broker_core.client.message import ClientError, MessageExt
+from broker_core.codec import CodecError
 from broker_core.codec.message_id import decode_offset_msg_id
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
-from broker_core.protocol.validation import topic_error
+from broker_core.protocol.validation import dlq_topic, topic_error
 from broker_core.remoting.client import run_sync
+
+ADMIN_GROUP = "broker_core_admin"
 
 
 class AdminClient:
@@ -194,6 +197,74 @@ class AdminClient:
                     truncated = truncated or bool(resp.header.get("truncated"))
             found.sort(key=lambda m: m.store_timestamp, reverse=True)
             return found[:max_num], truncated or len(found) > max_num
+        return self._run(go())
+
+    # ------------------------------------------------------------------ dead letters and delays
+    def dead_letters(self, group: str, max_num: int = 1000) -> list[MessageExt]:
+        """Dead letters of ``group`` (``%DLQ%<group>`` on every broker), oldest first, at most ``max_num``.
+        ``properties["DLQ_ORIGIN_TOPIC"]`` and ``["DLQ_REASON"]`` say where each came from and why."""
+        topic = dlq_topic(group)
+
+        async def go() -> list[MessageExt]:
+            try:
+                brokers = await self._topic_brokers(topic)
+            except ClientError as exc:
+                if exc.code == ResponseCode.TOPIC_NOT_EXIST:
+                    return []
+                raise
+            out: list[MessageExt] = []
+            for name, addr in sorted(brokers.items()):
+                offset = 0
+                while len(out) < max_num:
+                    resp = await self._call(addr, RequestCode.PULL_MESSAGE, {
+                        "consumerGroup": ADMIN_GROUP, "topic": topic, "queueId": 0, "queueOffset": offset,
+                        "maxMsgNums": min(256, max_num - len(out))},
+                        ok=(ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_OFFSET_MOVED,
+                            ResponseCode.PULL_RETRY_IMMEDIATELY))
+                    nxt = int(resp.header.get("nextBeginOffset", offset))
+                    if resp.code == ResponseCode.SUCCESS:
+                        out += decode_records(resp.body, name)
+                    elif resp.code == ResponseCode.PULL_NOT_FOUND or nxt == offset:
+                        break
+                    offset = nxt
+            return out[:max_num]
+        return self._run(go())
+
+    def resend_dead_letters(self, group: str, offset_msg_ids: list[str],
+                            topic: str | None = None) -> list[dict[str, Any]]:
+        """Re-produce dead letters to their original topic (or ``topic``) as new messages linked to the
+        original id; works with no consumer online. One result per id, in order."""
+        async def go() -> list[dict[str, Any]]:
+            by_addr: dict[str, list[str]] = {}
+            results: dict[str, dict[str, Any]] = {}
+            for oid in offset_msg_ids:
+                try:
+                    ip, port, _ = decode_offset_msg_id(oid)
+                    by_addr.setdefault(f"{ip}:{port}", []).append(oid)
+                except CodecError as exc:
+                    results[oid] = {"offsetMsgId": oid, "ok": False, "error": str(exc)}
+            for addr, ids in by_addr.items():
+                header = {"group": group, **({"topic": topic} if topic else {})}
+                try:
+                    resp = await self._call(addr, RequestCode.RESEND_DEAD_LETTERS, header,
+                                            json.dumps({"offsetMsgIds": ids}).encode())
+                    for r in json.loads(resp.body)["results"]:
+                        results[r["offsetMsgId"]] = r
+                except (ClientError, ConnectionError, TimeoutError) as exc:
+                    for oid in ids:
+                        results[oid] = {"offsetMsgId": oid, "ok": False, "error": str(exc)}
+            return [results[oid] for oid in offset_msg_ids]
+        return self._run(go())
+
+    def deliver_delayed(self, broker_addr: str) -> dict[str, Any]:
+        """Ask a broker to deliver every delayed message that is due now (what Celery beat calls)."""
+        async def go() -> dict[str, Any]:
+            return json.loads((await self._call(broker_addr, RequestCode.DELIVER_DELAYED)).body)
+        return self._run(go())
+
+    def delay_backlog(self, broker_addr: str) -> dict[str, Any]:
+        async def go() -> dict[str, Any]:
+            return json.loads((await self._call(broker_addr, RequestCode.GET_DELAY_BACKLOG)).body)
         return self._run(go())
 
     # ------------------------------------------------------------------ store maintenance

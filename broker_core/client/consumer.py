@@ -10,9 +10,11 @@ PushConsumer invariants:
 3. Flow control: a queue stops pulling while it caches more than ``pull_threshold_for_queue`` (1000)
    messages or its cached offsets span more than ``consume_concurrently_max_span`` (2000).
 4. BROADCASTING: every member consumes every queue; offsets live in a local file, not on the broker.
-A listener that returns RECONSUME_LATER, returns nothing or raises has the message consumed again
-after ``reconsume_delay`` seconds (locally, so nothing is lost; broker-side retry topics come with the
-delivery-semantics work).
+A listener that returns RECONSUME_LATER, returns nothing or raises sends the message back (CLUSTERING): the
+broker re-delivers it through ``%RETRY%<group>`` after delay level 3 + reconsume times (same message id,
+``reconsume_times`` raised) and dead-letters it to ``%DLQ%<group>`` after ``max_reconsume_times`` (16). If
+the broker cannot be reached the message is retried locally after ``reconsume_delay`` seconds, so nothing
+is lost. BROADCASTING: no retry, a failed message is skipped.
 """
 
 from __future__ import annotations
@@ -31,9 +33,10 @@ from broker_core.client.allocate import AllocateMessageQueueAveragely
 from broker_core.client.instance import NOTIFY_CONSUMER_IDS_CHANGED, RESET_CONSUMER_CLIENT_OFFSET, ClientInstance
 from broker_core.client.message import ClientError, ConsumeStatus, MessageExt, MessageQueue, decode_message_exts
 from broker_core.codec import CodecError
+from broker_core.codec.message import PROPERTY_RETRY_TOPIC
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
 from broker_core.protocol.filter import Subscription, parse_subscription
-from broker_core.protocol.validation import group_error
+from broker_core.protocol.validation import group_error, retry_topic
 from broker_core.remoting.client import RemotingTimeout, run_sync
 
 log = logging.getLogger(__name__)
@@ -188,7 +191,7 @@ class PushConsumer(_ConsumerBase):
                  pull_threshold_for_queue: int = 1000, consume_concurrently_max_span: int = 2000,
                  rebalance_interval: float = 20.0, persist_offset_interval: float = 5.0,
                  reconsume_delay: float = 1.0, offset_store_dir: str | os.PathLike[str] | None = None,
-                 instance: ClientInstance | None = None) -> None:
+                 max_reconsume_times: int = 16, instance: ClientInstance | None = None) -> None:
         super().__init__(group, namesrv_addr, instance)
         if message_model not in ("CLUSTERING", "BROADCASTING"):
             raise ValueError("message_model must be CLUSTERING or BROADCASTING")
@@ -204,6 +207,7 @@ class PushConsumer(_ConsumerBase):
         self.rebalance_interval = rebalance_interval
         self.persist_offset_interval = persist_offset_interval
         self.reconsume_delay = reconsume_delay
+        self.max_reconsume_times = max_reconsume_times
         self.subscriptions: dict[str, Subscription] = {}
         self.listener: Listener | None = None
         self.process_queues: dict[MessageQueue, ProcessQueue] = {}
@@ -212,6 +216,7 @@ class PushConsumer(_ConsumerBase):
                             / f"{self.instance.client_id.replace('@', '_')}-{group}.json")
         self.local_offsets: dict[str, int] = {}
         self._tasks: list[asyncio.Task[None]] = []
+        self._background: set[asyncio.Task[None]] = set()
         self._rebalance_now: asyncio.Event | None = None
         self.running = False
 
@@ -233,6 +238,8 @@ class PushConsumer(_ConsumerBase):
     def start(self) -> PushConsumer:
         if self.listener is None or not self.subscriptions:
             raise ValueError("subscribe() and register_message_listener() before start()")
+        if self.clustering:  # failed messages come back through the group's retry topic
+            self.subscriptions.setdefault(retry_topic(self.group), parse_subscription(retry_topic(self.group), "*"))
         if not self.clustering and self.offset_file.exists():
             self.local_offsets = json.loads(self.offset_file.read_text())
         run_sync(self._astart())
@@ -246,7 +253,12 @@ class PushConsumer(_ConsumerBase):
         self.instance.notification_handlers.setdefault(NOTIFY_CONSUMER_IDS_CHANGED, []).append(self._on_ids_changed)
         self.instance.notification_handlers.setdefault(RESET_CONSUMER_CLIENT_OFFSET, []).append(self._on_reset)
         for topic in self.subscriptions:
-            await self.instance.route(topic)
+            try:
+                await self.instance.route(topic)
+            except ClientError as exc:
+                if topic != retry_topic(self.group):  # the retry topic appears with the first failure
+                    raise
+                log.debug("no route for %s yet: %s", topic, exc)
         await self.instance.heartbeat_all()
         await self.rebalance()
         self._tasks += [asyncio.ensure_future(self._rebalance_loop()), asyncio.ensure_future(self._persist_loop())]
@@ -326,7 +338,12 @@ class PushConsumer(_ConsumerBase):
     async def rebalance(self) -> None:
         wanted: set[MessageQueue] = set()
         for topic in self.subscriptions:
-            route = await self.instance.route(topic, refresh=True)
+            try:
+                route = await self.instance.route(topic, refresh=True)
+            except ClientError as exc:
+                if exc.code == ResponseCode.TOPIC_NOT_EXIST and topic == retry_topic(self.group):
+                    continue
+                raise
             mq_all = sorted(route.read_queues)
             if self.clustering:
                 cid_all = await self._members(topic)
@@ -393,6 +410,9 @@ class PushConsumer(_ConsumerBase):
                 log.warning("%s: offset %d is illegal, moving to %d", pq.mq, pq.next_offset, res.next_begin_offset)
             for m in res.messages:
                 pq.msgs[m.queue_offset] = m
+                origin = m.properties.get(PROPERTY_RETRY_TOPIC)
+                if origin:  # a retry: the listener sees the topic it subscribed to
+                    m.topic = origin
             pq.next_offset = res.next_begin_offset
             for m in res.messages:
                 fut = loop.run_in_executor(self.pool, self._consume, m)
@@ -413,9 +433,31 @@ class PushConsumer(_ConsumerBase):
         if ok:
             del pq.msgs[msg.queue_offset]
             return
+        if not self.clustering:  # broadcasting: no retry (INVENTORY §19); the message is skipped
+            log.warning("%s: broadcast message %s failed and is skipped", self.group, msg.msg_id)
+            del pq.msgs[msg.queue_offset]
+            return
+        task = asyncio.ensure_future(self._send_back(pq, msg))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _send_back(self, pq: ProcessQueue, msg: MessageExt) -> None:
+        """Hand a failed message to the broker's retry topic (or DLQ past the maximum); retry locally only
+        if the broker cannot be reached."""
+        try:
+            addr = self.instance.broker_addr(msg.broker_name)
+            resp = await self.instance.invoke(addr, RemotingCommand.request(RequestCode.CONSUMER_SEND_MSG_BACK, {
+                "group": self.group, "offset": msg.commit_log_offset, "delayLevel": 0,
+                "maxReconsumeTimes": self.max_reconsume_times, "originMsgId": msg.msg_id}))
+            if resp.code == ResponseCode.SUCCESS:
+                if pq.msgs.get(msg.queue_offset) is msg:
+                    del pq.msgs[msg.queue_offset]
+                return
+            log.warning("send back of %s refused: %s", msg.msg_id, resp.remark)
+        except (ClientError, ConnectionError, TimeoutError) as exc:
+            log.warning("send back of %s failed: %s", msg.msg_id, exc)
         msg.reconsume_times += 1
-        loop = asyncio.get_running_loop()
-        loop.call_later(self.reconsume_delay, lambda: self._retry(pq, msg))
+        asyncio.get_running_loop().call_later(self.reconsume_delay, lambda: self._retry(pq, msg))
 
     def _retry(self, pq: ProcessQueue, msg: MessageExt) -> None:
         if pq.dropped or not self.running or pq.msgs.get(msg.queue_offset) is not msg:

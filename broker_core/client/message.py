@@ -13,6 +13,7 @@ from broker_core.codec.message import (
     HEADER_SIZE,
     KEY_SEPARATOR,
     MESSAGE_MAGIC_CODE,
+    PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_KEYS,
     PROPERTY_TAGS,
     PROPERTY_UNIQ_KEY,
@@ -29,9 +30,12 @@ class Message:
     keys: str | list[str] | None = None
     properties: dict[str, str] | None = None
     flag: int = 0
+    delay_level: int = 0  # 1..18 of the broker's messageDelayLevel (1s 5s 10s 30s 1m ... 2h); 0 = now
 
     def all_properties(self) -> dict[str, str]:
         props = dict(self.properties or {})
+        if self.delay_level:
+            props[PROPERTY_DELAY_TIME_LEVEL] = str(self.delay_level)
         if self.tags:
             props[PROPERTY_TAGS] = self.tags
         if self.keys:

@@ -36,9 +36,13 @@ class RequestCode(enum.IntEnum):
     GET_BROKER_CLUSTER_INFO = 106
     GET_ALL_TOPIC_LIST_FROM_NAMESERVER = 206
     DELETE_TOPIC_IN_NAMESRV = 216
-    # broker_core's own admin operations (store maintenance)
+    CONSUMER_SEND_MSG_BACK = 36
+    # broker_core's own admin operations (store maintenance, delivery)
     CLEAN_EXPIRED_FILES = 900
     CHECK_DISK = 901
+    DELIVER_DELAYED = 903
+    GET_DELAY_BACKLOG = 904
+    RESEND_DEAD_LETTERS = 907
 
 
 class ResponseCode(enum.IntEnum):

@@ -153,7 +153,15 @@ def handlers(ctl: BrokerController) -> dict[int, object]:
     async def disk(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         return cmd.response(ResponseCode.SUCCESS, body=_json(dataclasses.asdict(store.check_disk())))
 
+    async def deliver(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        report = await asyncio.get_running_loop().run_in_executor(None, store.deliver_delayed)
+        return cmd.response(ResponseCode.SUCCESS, body=_json(dataclasses.asdict(report)))
+
+    def delay_backlog(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        return cmd.response(ResponseCode.SUCCESS, body=_json({str(k): v for k, v in store.schedule.backlog().items()}))
+
     return {
+        RequestCode.DELIVER_DELAYED: deliver, RequestCode.GET_DELAY_BACKLOG: delay_backlog,
         RequestCode.UPDATE_AND_CREATE_TOPIC: create_topic, RequestCode.DELETE_TOPIC_IN_BROKER: delete_topic,
         RequestCode.GET_ALL_TOPIC_CONFIG: all_topics, RequestCode.GET_BROKER_RUNTIME_INFO: runtime,
         RequestCode.VIEW_MESSAGE_BY_ID: view_by_id, RequestCode.QUERY_MESSAGE: query,

@@ -18,7 +18,7 @@ from broker_core.config import BrokerConfig
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
 from broker_core.remoting.client import RemotingClient
 from broker_core.remoting.server import Connection, RemotingServer
-from broker_core.server import admin, consume, produce
+from broker_core.server import admin, consume, produce, retry
 from broker_core.server.clients import ConsumerManager
 from broker_core.server.long_polling import PullRequestHoldService
 from broker_core.server.state import ConsumerOffsetManager, SubscriptionGroupManager, TopicConfigManager
@@ -94,7 +94,8 @@ class BrokerController:
             await loop.run_in_executor(None, self.store.start)
         self.hold = PullRequestHoldService(loop)
         self.store.add_arrival_listener(self.hold.arrived)
-        handlers = {**produce.handlers(self), **consume.handlers(self), **admin.handlers(self)}
+        handlers = {**produce.handlers(self), **consume.handlers(self), **admin.handlers(self),
+                    **retry.handlers(self)}
         self.server = RemotingServer(
             f"broker {self.config.broker_name}", handlers, max_frame_bytes=self.limits.max_frame_bytes,
             idle_timeout=self.limits.idle_timeout_s, max_inflight=self.limits.max_inflight,
@@ -102,6 +103,8 @@ class BrokerController:
         self.port = await self.server.start(host, port)
         self.store.commit_log.store_port = self.port
         self._tasks.append(asyncio.ensure_future(self._periodic()))
+        if self.config.schedule_deliver_interval_ms > 0:
+            self._tasks.append(asyncio.ensure_future(self._deliver_delayed()))
         await self.register_all()
         log.info("broker %s serving on %s:%d (namesrv %s)", self.config.broker_name, host, self.port,
                  ";".join(self.namesrv_addrs) or "none")
@@ -121,6 +124,16 @@ class BrokerController:
             if time.monotonic() >= next_register or not self.registered:
                 ok = await self.register_all()
                 next_register = time.monotonic() + (REGISTER_PERIOD_S if ok else 2.0)
+
+    async def _deliver_delayed(self) -> None:
+        """The broker's own delay-level tick (Celery beat may call DELIVER_DELAYED too; passes serialise)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(self.config.schedule_deliver_interval_ms / 1000)
+            try:
+                await loop.run_in_executor(None, self.store.deliver_delayed)
+            except (OSError, ValueError):
+                log.exception("delay-level delivery failed")
 
     def _connection_closed(self, conn: Connection) -> None:
         for group in set(self.consumers.connection_closed(conn)):

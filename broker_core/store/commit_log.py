@@ -150,8 +150,10 @@ class CommitLog:
                 mv[pos + HEADER_SIZE:p] = body
                 mv[p:pos + total] = tail
                 tags = msg.tags
-                pending.append((phy, total, msg.topic, msg.queue_id, qoff, tag_hash(tags) if tags else 0, now,
-                                msg.keys, msg.uniq_key, sys_flag))
+                # the schedule topic's units carry the deliver time instead of a tag hash
+                tags_code = now + msg.delay_ms if msg.delay_ms else (tag_hash(tags) if tags else 0)
+                pending.append((phy, total, msg.topic, msg.queue_id, qoff, tags_code, now, msg.keys, msg.uniq_key,
+                                sys_flag))
                 pos += total
                 mf.wrote_position = pos
                 if (sys_flag & TRANSACTION_TYPE_MASK) not in _NO_QUEUE_ADVANCE:

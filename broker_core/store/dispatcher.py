@@ -28,11 +28,13 @@ from typing import TYPE_CHECKING
 
 from broker_core.codec.hashing import tag_hash
 from broker_core.codec.message import (
+    PROPERTY_DELAY_TIME_LEVEL,
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_NOT_TYPE,
     TRANSACTION_TYPE_MASK,
     check_record,
 )
+from broker_core.store.schedule import SCHEDULE_TOPIC
 
 if TYPE_CHECKING:
     from broker_core.store.message_store import MessageStore
@@ -150,8 +152,13 @@ class ReputMessageService:
                     pos = commit_log.roll_next_file(result.start_offset + pos) - result.start_offset
                     break
                 tags = req.tags
+                if req.topic == SCHEDULE_TOPIC and self.store.schedule is not None:
+                    level = int((req.properties or {}).get(PROPERTY_DELAY_TIME_LEVEL, "1") or 1)
+                    tags_code = req.store_timestamp + self.store.schedule.delay_ms(max(level, 1))
+                else:
+                    tags_code = tag_hash(tags) if tags else 0
                 batch.append((req.commit_log_offset, req.msg_size, req.topic, req.queue_id,
-                              req.consume_queue_offset, tag_hash(tags) if tags else 0, req.store_timestamp,
+                              req.consume_queue_offset, tags_code, req.store_timestamp,
                               req.keys, req.uniq_key, req.sys_flag))
                 pos += req.msg_size
                 if len(batch) >= _BATCH:

@@ -11,6 +11,7 @@ from broker_core.codec.message import (
     KEY_SEPARATOR,
     MAX_PROPERTIES_BYTES,
     MAX_TOPIC_BYTES,
+    PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_KEYS,
     PROPERTY_TAGS,
     PROPERTY_UNIQ_KEY,
@@ -28,6 +29,8 @@ class MessageInner:
         "born_host",
         "born_port",
         "born_timestamp",
+        "delay_level",
+        "delay_ms",
         "flag",
         "keys",
         "limits_error",
@@ -73,6 +76,7 @@ class MessageInner:
         self.queue_id = queue_id
         self.body = body
         self.flag = flag
+        self.delay_ms = 0  # set when the store moves the message to the schedule topic
         self._encoded(props)
         self.sys_flag = sys_flag
         self.born_timestamp = born_timestamp
@@ -104,6 +108,8 @@ class MessageInner:
         self.tags = properties.get(PROPERTY_TAGS)
         self.keys = properties.get(PROPERTY_KEYS)
         self.uniq_key = properties.get(PROPERTY_UNIQ_KEY)
+        self.delay_level = _level(properties.get(PROPERTY_DELAY_TIME_LEVEL))
+        self.delay_ms = 0
         self.sys_flag = sys_flag
         self.born_timestamp = born_timestamp
         self.born_host = born_host
@@ -125,6 +131,9 @@ class MessageInner:
             props[name] = value
         self._encoded(props)
 
+    def replace_properties(self, props: dict[str, str]) -> None:
+        self._encoded(props)
+
     def _encoded(self, props: dict[str, str]) -> None:
         self.properties_bytes = encode_properties(props)
         tlen, plen = len(self.topic_bytes), len(self.properties_bytes)
@@ -137,3 +146,13 @@ class MessageInner:
         self.tags = props.get(PROPERTY_TAGS)
         self.keys = props.get(PROPERTY_KEYS)
         self.uniq_key = props.get(PROPERTY_UNIQ_KEY)
+        self.delay_level = _level(props.get(PROPERTY_DELAY_TIME_LEVEL))
+
+
+def _level(raw: str | None) -> int:
+    if not raw:
+        return 0
+    try:
+        return max(0, int(raw))
+    except ValueError:
+        return 0

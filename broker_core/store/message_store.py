@@ -43,6 +43,7 @@ from broker_core.store.index_file import IndexService
 from broker_core.store.message import MessageInner
 from broker_core.store.results import GetMessageResult, GetStatus, PutMessageResult, PutStatus, QueryMessageResult
 from broker_core.store.retention import CleanCommitLogService, DiskCheck, DiskProbe, RetentionReport
+from broker_core.store.schedule import DeliveryReport, ScheduleMessageService
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +79,7 @@ class MessageStore:
             GroupCommitService(self) if self.sync_flush else FlushRealTimeService(self))
         self.flush_cq_service = FlushConsumeQueueService(self)
         self.clean_service = CleanCommitLogService(self, disk_probe)
+        self.schedule = ScheduleMessageService(self)
         self.disk_full = False
         self._writable_role = config.broker_role != "SLAVE"
         self.last_exit_ok = True
@@ -141,6 +143,7 @@ class MessageStore:
 
     def _load_and_recover(self) -> None:
         cfg = self.config
+        self.schedule.load()
         self.commit_log.load()
         self._load_consume_queues()
         self.checkpoint = StoreCheckpoint(cfg.checkpoint_path)
@@ -193,6 +196,7 @@ class MessageStore:
         if self.index_service is not None:
             self.index_service.close()
         self.checkpoint.close()
+        self.schedule.persist()
         self.config.abort_path.unlink(missing_ok=True)
         self._release_lock()
         log.info("store %s shut down cleanly", self.config.store_path_root_dir)
@@ -220,6 +224,9 @@ class MessageStore:
         refused = self._refuse(len(msgs))
         if refused is not None:
             return refused, None
+        for msg in msgs:
+            if msg.delay_level:
+                self.schedule.transform(msg)
         commit_log = self.commit_log
         results = commit_log.put_messages(msgs)
         if not self.sync_flush:
@@ -244,9 +251,18 @@ class MessageStore:
         return results
 
     def put_message(self, msg: MessageInner) -> PutMessageResult:
-        if not self.sync_flush and self.running and not self.disk_full and self._writable_role:
+        if not self.sync_flush and self.running and not self.disk_full and self._writable_role and \
+                not msg.delay_level:
             return self.commit_log.put_messages((msg,))[0]  # the common case, without the batch wrapping
         return self.put_messages([msg])[0]
+
+    def put_delivered(self, msg: MessageInner) -> PutMessageResult:
+        """A due delayed message back on its real topic (the schedule service)."""
+        return self.put_messages([msg])[0]
+
+    def deliver_delayed(self, now_ms: int | None = None) -> DeliveryReport:
+        """Deliver every delayed message that is due (idempotent; safe to call concurrently)."""
+        return self.schedule.deliver_due(now_ms)
 
     # ================================================================== dispatch helpers
     @property

@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from tests.conftest import ROOT
@@ -34,7 +34,7 @@ class BrokerProcess:
     store_dir: Path
     namesrv: str
     log_path: Path
-    extra_env: dict[str, str] = field(default_factory=dict)
+    extra_conf: str = ""
     proc: subprocess.Popen | None = None  # type: ignore[type-arg]
     port: int = 0
 
@@ -45,7 +45,8 @@ class BrokerProcess:
     def start(self, port: int = 0) -> BrokerProcess:
         conf = self.store_dir.parent / f"{self.name}.conf"
         conf.write_text(f"brokerName={self.name}\nmapedFileSizeCommitLog=4194304\nmaxHashSlotNum=10000\n"
-                        f"maxIndexNum=40000\nmapedFileSizeConsumeQueue=60000\nwarmMapedFileEnable=false\n")
+                        f"maxIndexNum=40000\nmapedFileSizeConsumeQueue=60000\nwarmMapedFileEnable=false\n"
+                        + self.extra_conf)
         args = ["-m", "broker_core", "--store-dir", str(self.store_dir), "--listen", f"127.0.0.1:{port}",
                 "--namesrv", self.namesrv, "--config", str(conf)]
         self.proc, self.port = _start(args, self.log_path)
@@ -72,8 +73,8 @@ class Cluster:
         self.namesrv = f"127.0.0.1:{port}"
         self.brokers: dict[str, BrokerProcess] = {}
 
-    def add_broker(self, name: str) -> BrokerProcess:
-        b = BrokerProcess(name, self.tmp / name / "store", self.namesrv, self.tmp / f"{name}.log")
+    def add_broker(self, name: str, extra_conf: str = "") -> BrokerProcess:
+        b = BrokerProcess(name, self.tmp / name / "store", self.namesrv, self.tmp / f"{name}.log", extra_conf)
         b.store_dir.mkdir(parents=True)
         self.brokers[name] = b.start()
         return b

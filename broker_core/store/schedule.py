@@ -1,0 +1,208 @@
+"""Delay levels (upstream ``ScheduleMessageService``, INVENTORY §21).
+
+A message put with property ``DELAY=<level>`` (1..N of ``messageDelayLevel``) is stored in topic
+``SCHEDULE_TOPIC_XXXX``, queue ``level - 1``, with its real topic and queue in ``REAL_TOPIC``/``REAL_QID``;
+its ConsumeQueue unit's tag field holds the deliver time (store time + the level's delay). Consumers never
+see it there. :meth:`ScheduleMessageService.deliver_due` re-puts every due message to its real topic (the
+same unique id, ``DELAY`` removed, ``SCHEDULE_ORIGIN=<level>:<offset>`` added) and advances that level's
+progress, persisted in ``config/delayOffset.json``.
+
+Invariants:
+1. Within a level, deliver times never decrease with the queue offset (one delay, increasing store
+   times), so a pass stops at the first unit not yet due.
+2. ``deliver_due`` is serialised by a lock: concurrent callers (the broker's own tick, Celery beat) never
+   deliver the same unit twice.
+3. Progress is persisted after each pass that moved. After a crash the progress may lag what was
+   delivered; the first pass after start looks each candidate up by unique key in its real topic and
+   skips the ones already delivered (``SCHEDULE_ORIGIN`` matches), so a restart neither loses nor
+   duplicates a delayed message.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from broker_core.codec.consume_queue import BLANK_UNIT_SIZE
+from broker_core.codec.message import (
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_REAL_QUEUE_ID,
+    PROPERTY_REAL_TOPIC,
+    PROPERTY_UNIQ_KEY,
+)
+from broker_core.codec.message_id import UniqueIdGenerator
+from broker_core.store.message import MessageInner
+
+if TYPE_CHECKING:
+    from broker_core.store.message_store import MessageStore
+
+log = logging.getLogger(__name__)
+
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+PROPERTY_SCHEDULE_ORIGIN = "SCHEDULE_ORIGIN"
+_PASS_LIMIT = 10_000  # units examined per level per pass
+
+
+@dataclass
+class DeliveryReport:
+    delivered: int = 0
+    skipped_duplicates: int = 0
+    oldest_overdue_ms: int = 0
+    per_level: dict[int, int] = field(default_factory=dict)
+
+
+def write_json_atomic(path: Path, data: object) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(data, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+class ScheduleMessageService:
+    def __init__(self, store: MessageStore) -> None:
+        self.store = store
+        self.levels_ms = store.config.delay_levels_ms
+        self.path = store.config.config_dir / "delayOffset.json"
+        self.offsets: dict[int, int] = {}
+        self._lock = threading.Lock()
+        self._recovering = True
+        self._dirty = False
+        self.ids = UniqueIdGenerator(store.config.broker_ip)
+
+    def load(self) -> None:
+        if self.path.exists():
+            raw = json.loads(self.path.read_text(encoding="utf-8"))
+            self.offsets = {int(k): int(v) for k, v in raw.get("offsetTable", {}).items()}
+
+    def persist(self) -> None:
+        with self._lock:
+            if not self._dirty:
+                return
+            data = {"offsetTable": {str(k): v for k, v in sorted(self.offsets.items())}}
+            self._dirty = False
+        write_json_atomic(self.path, data)
+
+    @property
+    def max_level(self) -> int:
+        return len(self.levels_ms)
+
+    def delay_ms(self, level: int) -> int:
+        return self.levels_ms[min(level, self.max_level) - 1]
+
+    # ------------------------------------------------------------------ put side
+    def transform(self, msg: MessageInner) -> None:
+        """If ``msg`` asks for a delay level, move it to the schedule topic (in place)."""
+        props = msg.properties
+        raw = props.get(PROPERTY_DELAY_TIME_LEVEL)
+        if raw is None or msg.topic == SCHEDULE_TOPIC:
+            return
+        try:
+            level = int(raw)
+        except ValueError:
+            return
+        if level <= 0:
+            return
+        level = min(level, self.max_level)
+        props[PROPERTY_DELAY_TIME_LEVEL] = str(level)
+        props[PROPERTY_REAL_TOPIC] = msg.topic
+        props[PROPERTY_REAL_QUEUE_ID] = str(msg.queue_id)
+        props.setdefault(PROPERTY_UNIQ_KEY, self.ids.next_id())
+        msg.topic = SCHEDULE_TOPIC
+        msg.topic_bytes = SCHEDULE_TOPIC.encode()
+        msg.queue_id = level - 1
+        msg.delay_ms = self.delay_ms(level)
+        msg.replace_properties(props)
+
+    # ------------------------------------------------------------------ delivery
+    def deliver_due(self, now_ms: int | None = None) -> DeliveryReport:
+        now = self.store.clock.now_ms() if now_ms is None else now_ms
+        report = DeliveryReport()
+        self.store.reput.do_reput()  # the schedule queues must show everything appended so far
+        with self._lock:
+            recovering = self._recovering
+            for level in range(1, self.max_level + 1):
+                n = self._deliver_level(level, now, report, recovering)
+                if n:
+                    report.per_level[level] = n
+            self._recovering = False
+        if report.delivered or report.skipped_duplicates:
+            self.persist()
+        return report
+
+    def _deliver_level(self, level: int, now: int, report: DeliveryReport, recovering: bool) -> int:
+        store = self.store
+        cq = store.consume_queue_table.get((SCHEDULE_TOPIC, level - 1))
+        if cq is None:
+            return 0
+        offset = max(self.offsets.get(level, 0), cq.get_min_offset_in_queue())
+        end = cq.get_max_offset_in_queue()
+        delivered = 0
+        while offset < end and delivered < _PASS_LIMIT:
+            unit = cq.get_unit(offset)
+            if unit is None:
+                break
+            phy, size, deliver_at = unit
+            if size == BLANK_UNIT_SIZE:
+                offset += 1
+                continue
+            if deliver_at > now:
+                break
+            rec = store.look_message_by_offset(phy)
+            if rec is None:  # removed by retention: nothing to deliver
+                offset += 1
+                continue
+            origin = f"{level}:{offset}"
+            real_topic = rec.properties.get(PROPERTY_REAL_TOPIC, "")
+            if recovering and self._already_delivered(real_topic, rec.uniq_key, origin):
+                report.skipped_duplicates += 1
+                offset += 1
+                continue
+            props = dict(rec.properties)
+            props.pop(PROPERTY_DELAY_TIME_LEVEL, None)
+            props.pop(PROPERTY_REAL_TOPIC, None)
+            qid = int(props.pop(PROPERTY_REAL_QUEUE_ID, "0"))
+            props[PROPERTY_SCHEDULE_ORIGIN] = origin
+            msg = MessageInner(real_topic, rec.body, qid, properties=props, flag=rec.flag, sys_flag=rec.sys_flag,
+                               born_timestamp=rec.born_timestamp, reconsume_times=rec.reconsume_times)
+            result = store.put_delivered(msg)
+            if not result.ok:
+                log.warning("delayed message %s to %s not delivered yet: %s", rec.uniq_key, real_topic, result)
+                break
+            report.oldest_overdue_ms = max(report.oldest_overdue_ms, now - deliver_at)
+            report.delivered += 1
+            delivered += 1
+            offset += 1
+        if offset != self.offsets.get(level, 0):
+            self.offsets[level] = offset
+            self._dirty = True
+        return delivered
+
+    def _already_delivered(self, topic: str, uniq_key: str | None, origin: str) -> bool:
+        if not uniq_key:
+            return False
+        self.store.dispatch()
+        return any(m.properties.get(PROPERTY_SCHEDULE_ORIGIN) == origin
+                   for m in self.store.query_message(topic, uniq_key, max_num=64).messages)
+
+    def backlog(self, now_ms: int | None = None) -> dict[int, dict[str, int]]:
+        """Per level: messages waiting and the next due time (ms, 0 when none)."""
+        now = self.store.clock.now_ms() if now_ms is None else now_ms
+        out = {}
+        for level in range(1, self.max_level + 1):
+            cq = self.store.consume_queue_table.get((SCHEDULE_TOPIC, level - 1))
+            if cq is None:
+                continue
+            offset = max(self.offsets.get(level, 0), cq.get_min_offset_in_queue())
+            end = cq.get_max_offset_in_queue()
+            unit = cq.get_unit(offset) if offset < end else None
+            out[level] = {"waiting": end - offset, "nextDueTimestamp": unit[2] if unit else 0,
+                          "overdueMs": max(0, now - unit[2]) if unit else 0, "delayMs": self.delay_ms(level)}
+        return out

@@ -1,0 +1,163 @@
+"""Delivery semantics with real processes: retry back-off through %RETRY%, dead letters and resending
+them, delay levels, and a broker killed while delayed messages are due. The broker runs with fast delay
+levels (100 ms steps) so the back-off shape is real but short."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from broker_core.client import AdminClient, ConsumeStatus, Message, MessageExt, Producer, PushConsumer
+from tests.integration.cluster import Cluster
+from tests.integration.test_cluster import wait_until
+
+pytestmark = pytest.mark.integration
+
+LEVELS_MS = [100 * (i + 1) for i in range(18)]
+FAST = ("messageDelayLevel=" + " ".join(f"{ms}ms" for ms in LEVELS_MS) + "\nscheduleDeliverIntervalMs=20\n")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    c = Cluster(tmp_path_factory.mktemp("delivery"))
+    try:
+        c.add_broker("broker-a", FAST)
+        yield c
+    finally:
+        c.close()
+
+
+@pytest.fixture(scope="module")
+def admin(cluster: Cluster) -> Iterator[AdminClient]:
+    a = AdminClient(cluster.namesrv).start()
+    yield a
+    a.shutdown()
+
+
+@pytest.fixture(scope="module")
+def producer(cluster: Cluster) -> Iterator[Producer]:
+    p = Producer("delivery-producers", cluster.namesrv).start()
+    yield p
+    p.shutdown()
+
+
+def consumer(cluster: Cluster, group: str, topic: str, listener, **kw) -> PushConsumer:  # type: ignore[no-untyped-def]
+    c = PushConsumer(group, cluster.namesrv, consume_from="FIRST", rebalance_interval=1.0, **kw)
+    c.subscribe(topic)
+    c.register_message_listener(listener)
+    return c.start()
+
+
+def test_fail_three_times_then_succeed(cluster: Cluster, admin: AdminClient, producer: Producer):
+    admin.create_topic("Retry", 1, 1)
+    deliveries: list[tuple[float, MessageExt]] = []
+    done = threading.Event()
+
+    def listener(msgs: list[MessageExt]) -> ConsumeStatus | None:
+        deliveries.append((time.monotonic(), msgs[0]))
+        if len(deliveries) == 1:
+            return ConsumeStatus.RECONSUME_LATER
+        if len(deliveries) == 2:
+            return None  # returning nothing also means "later"
+        if len(deliveries) == 3:
+            raise RuntimeError("boom")  # so does raising
+        done.set()
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    c = consumer(cluster, "retry-group", "Retry", listener)
+    try:
+        sent = producer.send(Message("Retry", b"flaky", keys="flaky-1"))
+        assert done.wait(30), f"only {len(deliveries)} deliveries"
+        time.sleep(0.5)
+        assert len(deliveries) == 4  # and never again after success
+        msgs = [m for _, m in deliveries]
+        assert [m.reconsume_times for m in msgs] == [0, 1, 2, 3]
+        assert {m.msg_id for m in msgs} == {sent.msg_id}
+        assert all(m.topic == "Retry" and m.body == b"flaky" and m.keys == ["flaky-1"] for m in msgs)
+        gaps_ms = [(b[0] - a[0]) * 1000 for a, b in itertools.pairwise(deliveries)]
+        for gap, level in zip(gaps_ms, (3, 4, 5), strict=True):  # no earlier than the level's delay
+            assert gap >= LEVELS_MS[level - 1], (gaps_ms, level)
+    finally:
+        c.shutdown()
+
+
+def test_always_failing_goes_to_the_dlq_and_resend_brings_it_back(cluster: Cluster, admin: AdminClient,
+                                                                  producer: Producer):
+    admin.create_topic("Doomed", 1, 1)
+    seen: list[MessageExt] = []
+    c = consumer(cluster, "dlq-group", "Doomed", lambda msgs: seen.extend(msgs) or ConsumeStatus.RECONSUME_LATER,
+                 max_reconsume_times=2)
+    try:
+        sent = producer.send(Message("Doomed", b"poison", tags="bad", keys="poison-1",
+                                     properties={"region": "eu"}))
+        wait_until(lambda: len(admin.dead_letters("dlq-group")) == 1, timeout=30, what="the dead letter")
+        assert [m.reconsume_times for m in seen] == [0, 1, 2]
+    finally:
+        c.shutdown()
+    time.sleep(0.3)
+    assert len(seen) == 3  # never consumed from the DLQ
+    (dead,) = admin.dead_letters("dlq-group")
+    assert dead.topic == "%DLQ%dlq-group" and dead.msg_id == sent.msg_id
+    assert dead.properties["DLQ_ORIGIN_TOPIC"] == "Doomed" and dead.properties["region"] == "eu"
+    assert dead.tags == "bad" and dead.keys == ["poison-1"] and "3 times" in dead.properties["DLQ_REASON"]
+    # resend with no consumer online, then a fresh consumer gets it on the original topic
+    (result,) = admin.resend_dead_letters("dlq-group", [dead.offset_msg_id])
+    assert result["ok"] and result["topic"] == "Doomed", result
+    got: list[MessageExt] = []
+    fresh = consumer(cluster, "fresh-group", "Doomed", lambda msgs: got.extend(msgs) or ConsumeStatus.CONSUME_SUCCESS)
+    try:
+        wait_until(lambda: any(m.properties.get("RESEND_FROM_DLQ") for m in got), what="the resent message")
+        resent = next(m for m in got if m.properties.get("RESEND_FROM_DLQ"))
+        assert resent.body == b"poison" and resent.properties["ORIGIN_MESSAGE_ID"] == sent.msg_id
+        assert resent.msg_id == result["newMsgId"] != sent.msg_id and resent.reconsume_times == 0
+    finally:
+        fresh.shutdown()
+    bad = admin.resend_dead_letters("dlq-group", [sent.offset_msg_id, "nothex"])
+    assert not bad[0]["ok"] and "not a dead letter" in bad[0]["error"] and not bad[1]["ok"]
+
+
+def test_delay_levels_are_never_early(cluster: Cluster, admin: AdminClient, producer: Producer):
+    admin.create_topic("Later", 1, 1)
+    received: dict[bytes, float] = {}
+    def record(msgs: list[MessageExt]) -> ConsumeStatus:
+        received.update({m.body: time.monotonic() for m in msgs})
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    c = consumer(cluster, "later-group", "Later", record)
+    try:
+        sent_at = {}
+        for level in range(1, 7):
+            body = b"level-%d" % level
+            sent_at[body] = time.monotonic()
+            producer.send(Message("Later", body, delay_level=level))
+        wait_until(lambda: len(received) == 6, timeout=30, what="every delayed message")
+        for level in range(1, 7):
+            body = b"level-%d" % level
+            assert (received[body] - sent_at[body]) * 1000 >= LEVELS_MS[level - 1], level
+        backlog = admin.delay_backlog(cluster.brokers["broker-a"].addr)
+        assert all(v["waiting"] == 0 for v in backlog.values())
+    finally:
+        c.shutdown()
+
+
+def test_broker_killed_while_delayed_messages_are_due_delivers_each_once(cluster: Cluster, admin: AdminClient,
+                                                                         producer: Producer):
+    admin.create_topic("Crash", 1, 1)
+    sent = [producer.send(Message("Crash", b"c-%03d" % i, delay_level=18)) for i in range(200)]  # 1.8 s
+    broker = cluster.brokers["broker-a"]
+    time.sleep(1.8)
+    port = broker.port
+    broker.kill()  # while (or just before) the due messages are being delivered
+    broker.start(port)
+    got: list[MessageExt] = []
+    c = consumer(cluster, "crash-group", "Crash", lambda msgs: got.extend(msgs) or ConsumeStatus.CONSUME_SUCCESS)
+    try:
+        wait_until(lambda: len(got) >= 200, timeout=60, what="every delayed message after the restart")
+        time.sleep(1.0)
+        assert sorted(m.msg_id for m in got) == sorted(r.msg_id for r in sent)  # each exactly once
+    finally:
+        c.shutdown()
