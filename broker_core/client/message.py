@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import enum
 import socket
+import zlib
 from dataclasses import dataclass
 
 from broker_core.codec import CodecError
 from broker_core.codec.message import (
+    COMPRESSED_FLAG,
     FIXED_OVERHEAD,
     HEADER,
     HEADER_SIZE,
@@ -119,6 +121,11 @@ def decode_message_exts(buf: bytes, broker_name: str) -> list[MessageExt]:
             raise CodecError(f"bad record in a pull response (magic 0x{magic:08X}, size {total})", "pull", pos)
         p = pos + HEADER_SIZE
         body = buf[p:p + blen]
+        if sys_flag & COMPRESSED_FLAG:
+            try:
+                body = zlib.decompress(body)
+            except zlib.error as exc:
+                raise CodecError(f"compressed body does not inflate: {exc}", "pull", pos) from None
         p += blen
         tlen = buf[p]
         topic = buf[p + 1:p + 1 + tlen].decode()

@@ -7,6 +7,8 @@
   30 s, >= 1000 ms for 60 s, ... >= 15000 ms for 600 s; a failed send counts as 30000 ms. Unavailable
   brokers are skipped while another is available.
 - ``send_timeout`` (3 s) bounds the whole send including retries.
+- Single messages with bodies over 4 KiB are sent zlib-compressed (sysFlag COMPRESSED); consumers
+  decompress transparently. Batches are sent uncompressed (the batch format has no per-message sysFlag).
 """
 
 from __future__ import annotations
@@ -15,12 +17,13 @@ import asyncio
 import concurrent.futures
 import itertools
 import time
+import zlib
 from collections.abc import Callable
 from typing import Any
 
 from broker_core.client.instance import ClientInstance
 from broker_core.client.message import ClientError, Message, MessageQueue, SendResult, SendStatus
-from broker_core.codec.message import PROPERTY_UNIQ_KEY, encode_properties
+from broker_core.codec.message import COMPRESSED_FLAG, PROPERTY_UNIQ_KEY, encode_properties
 from broker_core.codec.message_id import UniqueIdGenerator
 from broker_core.codec.wire import encode_batch
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
@@ -56,7 +59,8 @@ class LatencyFaultTolerance:
 class Producer:
     def __init__(self, group: str, namesrv_addr: str, *, send_timeout: float = 3.0,
                  retry_times_when_send_failed: int = 2, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
-                 latency_fault_enable: bool = True, instance: ClientInstance | None = None) -> None:
+                 latency_fault_enable: bool = True, compress_msg_body_over_howmuch: int = 4096,
+                 instance: ClientInstance | None = None) -> None:
         err = group_error(group)
         if err:
             raise ValueError(err)
@@ -65,6 +69,7 @@ class Producer:
         self.send_timeout = send_timeout
         self.retry_times = retry_times_when_send_failed
         self.max_message_size = max_message_size
+        self.compress_over = compress_msg_body_over_howmuch
         self.fault = LatencyFaultTolerance() if latency_fault_enable else None
         self.ids = UniqueIdGenerator()
         self._rr = itertools.count()
@@ -99,7 +104,8 @@ class Producer:
         if route is None or selector is not None:
             return run_sync(self.asend(msg, queue, selector, arg))
         _, props_b = self._single(msg)
-        cmd_header = {"producerGroup": self.group, "topic": msg.topic, "sysFlag": 0, "flag": msg.flag,
+        body, sys_flag = self._body(msg)
+        cmd_header = {"producerGroup": self.group, "topic": msg.topic, "sysFlag": sys_flag, "flag": msg.flag,
                       "properties": props_b.decode(), "reconsumeTimes": 0}
         deadline = time.monotonic() + self.send_timeout
         last_broker: str | None = None
@@ -112,7 +118,7 @@ class Producer:
             mq = queue or self._pick_from(route.write_queues, msg.topic, last_broker)
             addr = self.instance.broker_addr(mq.broker_name)
             cmd = RemotingCommand.request(RequestCode.SEND_MESSAGE, {
-                **cmd_header, "queueId": mq.queue_id, "bornTimestamp": int(time.time() * 1000)}, bytes(msg.body))
+                **cmd_header, "queueId": mq.queue_id, "bornTimestamp": int(time.time() * 1000)}, body)
             started = time.monotonic()
             try:
                 resp = self.blocking.invoke(addr, cmd, left)
@@ -260,16 +266,27 @@ class Producer:
         props[PROPERTY_UNIQ_KEY] = self.ids.next_id()
         return props, encode_properties(props)
 
+    def _body(self, msg: Message) -> tuple[bytes, int]:
+        """Body and sysFlag: bodies over ``compress_msg_body_over_howmuch`` (4 KiB) go zlib-compressed with
+        the COMPRESSED flag; consumers decompress transparently."""
+        body = bytes(msg.body)
+        if self.compress_over and len(body) > self.compress_over:
+            packed = zlib.compress(body, 5)
+            if len(packed) < len(body):
+                return packed, COMPRESSED_FLAG
+        return body, 0
+
     async def asend(self, msg: Message, queue: MessageQueue | None = None, selector: QueueSelector | None = None,
                     arg: Any = None) -> SendResult:
         _, props_b = self._single(msg)
         props_s = props_b.decode()
+        body, sys_flag = self._body(msg)
 
         def build(mq: MessageQueue) -> RemotingCommand:
             return RemotingCommand.request(RequestCode.SEND_MESSAGE, {
-                "producerGroup": self.group, "topic": msg.topic, "queueId": mq.queue_id, "sysFlag": 0,
+                "producerGroup": self.group, "topic": msg.topic, "queueId": mq.queue_id, "sysFlag": sys_flag,
                 "bornTimestamp": int(time.time() * 1000), "flag": msg.flag, "properties": props_s,
-                "reconsumeTimes": 0}, bytes(msg.body))
+                "reconsumeTimes": 0}, body)
 
         resp, mq = await self._send(msg.topic, build, queue, selector, msg, arg)
         return self._result(resp, mq)  # type: ignore[arg-type]
@@ -277,9 +294,10 @@ class Producer:
     async def asend_oneway(self, msg: Message, queue: MessageQueue | None = None) -> None:
         _, props_b = self._single(msg)
         props_s = props_b.decode()
+        body, sys_flag = self._body(msg)
         await self._send(msg.topic, lambda mq: RemotingCommand.request(RequestCode.SEND_MESSAGE, {
-            "producerGroup": self.group, "topic": msg.topic, "queueId": mq.queue_id,
-            "bornTimestamp": int(time.time() * 1000), "flag": msg.flag, "properties": props_s}, bytes(msg.body),
+            "producerGroup": self.group, "topic": msg.topic, "queueId": mq.queue_id, "sysFlag": sys_flag,
+            "bornTimestamp": int(time.time() * 1000), "flag": msg.flag, "properties": props_s}, body,
             oneway=True), queue, oneway=True)
 
     async def asend_batch(self, msgs: list[Message], queue: MessageQueue | None = None) -> SendResult:

@@ -161,3 +161,18 @@ def test_broker_killed_while_delayed_messages_are_due_delivers_each_once(cluster
         assert sorted(m.msg_id for m in got) == sorted(r.msg_id for r in sent)  # each exactly once
     finally:
         c.shutdown()
+
+
+def test_large_bodies_are_compressed_and_transparent(cluster: Cluster, admin: AdminClient, producer: Producer):
+    admin.create_topic("Big", 1, 1)
+    body = b"compressible " * 2000  # 26 KB
+    sent = producer.send(Message("Big", body))
+    got: list[MessageExt] = []
+    c = consumer(cluster, "big-group", "Big", lambda msgs: got.extend(msgs) or ConsumeStatus.CONSUME_SUCCESS)
+    try:
+        wait_until(lambda: len(got) == 1, what="the big message")
+        assert got[0].body == body and got[0].sys_flag & 1  # stored compressed (COMPRESSED_FLAG)
+        stored = admin.view_message(sent.offset_msg_id)
+        assert stored.body == body
+    finally:
+        c.shutdown()
