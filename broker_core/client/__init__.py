@@ -18,10 +18,10 @@ from broker_core.client.message import (
     SendResult,
     SendStatus,
 )
-from broker_core.client.producer import Producer
+from broker_core.client.producer import Producer, select_by_key
 
 __all__ = [
     "AdminClient", "AllocateMessageQueueAveragely", "AllocateMessageQueueByCircle", "ClientError", "ConsumeStatus",
     "Message", "MessageExt", "MessageQueue", "Producer", "PullConsumer", "PullResult", "PullStatus", "PushConsumer",
-    "SendResult", "SendStatus",
+    "SendResult", "SendStatus", "select_by_key",
 ]

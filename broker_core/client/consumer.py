@@ -173,6 +173,8 @@ class ProcessQueue:
     dropped: bool = False
     task: asyncio.Task[None] | None = None
     last_committed: int = -1  # what this consumer last told the broker (never re-send a value it had)
+    locked: bool = False  # orderly: this consumer holds the broker's lock on the queue
+    worker: asyncio.Task[None] | None = None  # orderly: the one task consuming this queue in order
 
     def committable(self) -> int:
         return min(self.msgs) if self.msgs else self.next_offset
@@ -191,7 +193,8 @@ class PushConsumer(_ConsumerBase):
                  pull_threshold_for_queue: int = 1000, consume_concurrently_max_span: int = 2000,
                  rebalance_interval: float = 20.0, persist_offset_interval: float = 5.0,
                  reconsume_delay: float = 1.0, offset_store_dir: str | os.PathLike[str] | None = None,
-                 max_reconsume_times: int = 16, instance: ClientInstance | None = None) -> None:
+                 max_reconsume_times: int = 16, suspend_current_queue_time: float = 1.0,
+                 lock_interval: float = 20.0, instance: ClientInstance | None = None) -> None:
         super().__init__(group, namesrv_addr, instance)
         if message_model not in ("CLUSTERING", "BROADCASTING"):
             raise ValueError("message_model must be CLUSTERING or BROADCASTING")
@@ -208,8 +211,11 @@ class PushConsumer(_ConsumerBase):
         self.persist_offset_interval = persist_offset_interval
         self.reconsume_delay = reconsume_delay
         self.max_reconsume_times = max_reconsume_times
+        self.suspend_current_queue_time = suspend_current_queue_time
+        self.lock_interval = lock_interval
         self.subscriptions: dict[str, Subscription] = {}
         self.listener: Listener | None = None
+        self.orderly = False
         self.process_queues: dict[MessageQueue, ProcessQueue] = {}
         self.pool = concurrent.futures.ThreadPoolExecutor(consume_thread_max, thread_name_prefix=f"consume-{group}")
         self.offset_file = (Path(offset_store_dir or Path.home() / ".broker_core" / "offsets")
@@ -224,8 +230,13 @@ class PushConsumer(_ConsumerBase):
     def subscribe(self, topic: str, expression: str = "*") -> None:
         self.subscriptions[topic] = parse_subscription(topic, expression)
 
-    def register_message_listener(self, listener: Listener) -> None:
+    def register_message_listener(self, listener: Listener, orderly: bool = False) -> None:
+        """``orderly=True``: each queue is consumed by one thread at a time, in offset order, while this
+        consumer holds the broker's lock on it (renewed every ``lock_interval`` s). A failure blocks the queue
+        and retries the same message every ``suspend_current_queue_time`` s; past ``max_reconsume_times`` it
+        goes to the DLQ and the queue moves on."""
         self.listener = listener
+        self.orderly = orderly
 
     @property
     def clustering(self) -> bool:
@@ -238,7 +249,9 @@ class PushConsumer(_ConsumerBase):
     def start(self) -> PushConsumer:
         if self.listener is None or not self.subscriptions:
             raise ValueError("subscribe() and register_message_listener() before start()")
-        if self.clustering:  # failed messages come back through the group's retry topic
+        if self.orderly and not self.clustering:
+            raise ValueError("orderly consumption needs CLUSTERING")
+        if self.clustering and not self.orderly:  # failed messages come back through the group's retry topic
             self.subscriptions.setdefault(retry_topic(self.group), parse_subscription(retry_topic(self.group), "*"))
         if not self.clustering and self.offset_file.exists():
             self.local_offsets = json.loads(self.offset_file.read_text())
@@ -262,6 +275,8 @@ class PushConsumer(_ConsumerBase):
         await self.instance.heartbeat_all()
         await self.rebalance()
         self._tasks += [asyncio.ensure_future(self._rebalance_loop()), asyncio.ensure_future(self._persist_loop())]
+        if self.orderly:
+            self._tasks.append(asyncio.ensure_future(self._lock_loop()))
 
     def shutdown(self) -> None:
         if not self.running:
@@ -353,6 +368,11 @@ class PushConsumer(_ConsumerBase):
         for mq in [mq for mq in self.process_queues if mq not in wanted]:
             await self._drop(self.process_queues[mq])
         for mq in sorted(wanted - set(self.process_queues)):
+            if self.orderly:  # the start offset is read once the lock is held (the last holder has committed)
+                pq = ProcessQueue(mq, -1)
+                self.process_queues[mq] = pq
+                pq.task = asyncio.ensure_future(self._pull_loop(pq))
+                continue
             try:
                 offset = await self._start_offset(mq)
             except (ClientError, ConnectionError, TimeoutError) as exc:
@@ -362,6 +382,8 @@ class PushConsumer(_ConsumerBase):
             self.process_queues[mq] = pq
             pq.task = asyncio.ensure_future(self._pull_loop(pq))
             log.info("%s now consumes %s from offset %d", self.instance.client_id, mq, offset)
+        if self.orderly:
+            await self._lock_all()
 
     async def _start_offset(self, mq: MessageQueue) -> int:
         if self.clustering:
@@ -381,8 +403,78 @@ class PushConsumer(_ConsumerBase):
         pq.dropped = True
         if pq.task is not None:
             pq.task.cancel()
+        if pq.worker is not None:
+            pq.worker.cancel()
         self.process_queues.pop(pq.mq, None)
-        await self._commit_pq(pq)
+        if pq.next_offset >= 0:
+            await self._commit_pq(pq)
+        if pq.locked:
+            pq.locked = False
+            await self._lock_request(RequestCode.UNLOCK_BATCH_MQ, pq.mq.broker_name, [pq.mq])
+
+    # ------------------------------------------------------------------ orderly: queue locks
+    async def _lock_request(self, code: int, broker: str, mqs: list[MessageQueue]) -> set[MessageQueue]:
+        body = json.dumps({"consumerGroup": self.group, "clientId": self.instance.client_id, "mqSet": [
+            {"topic": m.topic, "brokerName": m.broker_name, "queueId": m.queue_id} for m in mqs]}).encode()
+        try:
+            resp = await self.instance.invoke(self.instance.broker_addr(broker),
+                                              RemotingCommand.request(code, {}, body))
+        except (ClientError, ConnectionError, TimeoutError) as exc:
+            log.warning("lock request to %s failed: %s", broker, exc)
+            return set()
+        if resp.code != ResponseCode.SUCCESS or code != RequestCode.LOCK_BATCH_MQ:
+            return set()
+        return {MessageQueue(m["topic"], m["brokerName"], int(m["queueId"]))
+                for m in json.loads(resp.body).get("lockOKMQSet", [])}
+
+    async def _lock_all(self) -> None:
+        by_broker: dict[str, list[MessageQueue]] = {}
+        for mq in self.process_queues:
+            by_broker.setdefault(mq.broker_name, []).append(mq)
+        for broker, mqs in by_broker.items():
+            locked = await self._lock_request(RequestCode.LOCK_BATCH_MQ, broker, mqs)
+            for mq in mqs:
+                pq = self.process_queues.get(mq)
+                if pq is not None:
+                    pq.locked = mq in locked
+
+    async def _lock_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.lock_interval)
+            await self._lock_all()
+
+    def _kick(self, pq: ProcessQueue) -> None:
+        if pq.worker is None or pq.worker.done():
+            pq.worker = asyncio.ensure_future(self._orderly_worker(pq))
+
+    async def _orderly_worker(self, pq: ProcessQueue) -> None:
+        loop = asyncio.get_running_loop()
+        while pq.msgs and not pq.dropped and self.running:
+            if not pq.locked:
+                await asyncio.sleep(0.1)
+                continue
+            offset = min(pq.msgs)
+            msg = pq.msgs[offset]
+            ok = await loop.run_in_executor(self.pool, self._consume, msg)
+            if pq.dropped:
+                return
+            if ok:
+                del pq.msgs[offset]
+                continue
+            msg.reconsume_times += 1
+            if msg.reconsume_times > self.max_reconsume_times:
+                resp = None
+                try:
+                    resp = await self.instance.invoke(self.instance.broker_addr(msg.broker_name),
+                                                      RemotingCommand.request(RequestCode.CONSUMER_SEND_MSG_BACK, {
+                                                          "group": self.group, "offset": msg.commit_log_offset,
+                                                          "delayLevel": -1, "originMsgId": msg.msg_id}))
+                except (ClientError, ConnectionError, TimeoutError) as exc:
+                    log.warning("dead-lettering %s failed: %s", msg.msg_id, exc)
+                if resp is not None and resp.code == ResponseCode.SUCCESS:
+                    del pq.msgs[offset]
+                    continue
+            await asyncio.sleep(self.suspend_current_queue_time)
         log.info("%s no longer consumes %s", self.instance.client_id, pq.mq)
 
     # ------------------------------------------------------------------ pulling and consuming
@@ -390,6 +482,18 @@ class PushConsumer(_ConsumerBase):
         sub = self.subscriptions[pq.mq.topic]
         loop = asyncio.get_running_loop()
         while not pq.dropped and self.running:
+            if self.orderly and (not pq.locked or pq.next_offset < 0):
+                if pq.locked:
+                    try:
+                        pq.next_offset = pq.last_committed = await self._start_offset(pq.mq)
+                    except (ClientError, ConnectionError, TimeoutError) as exc:
+                        log.warning("cannot compute the start offset of %s: %s", pq.mq, exc)
+                        await asyncio.sleep(PULL_DELAY_ON_ERROR_S)
+                        continue
+                    log.info("%s now consumes %s in order from %d", self.instance.client_id, pq.mq, pq.next_offset)
+                else:
+                    await asyncio.sleep(0.1)
+                continue
             if len(pq.msgs) > self.pull_threshold_for_queue or pq.span() > self.consume_concurrently_max_span:
                 await asyncio.sleep(PULL_DELAY_ON_FLOW_CONTROL_S)
                 continue
@@ -414,6 +518,10 @@ class PushConsumer(_ConsumerBase):
                 if origin:  # a retry: the listener sees the topic it subscribed to
                     m.topic = origin
             pq.next_offset = res.next_begin_offset
+            if self.orderly:
+                if res.messages:
+                    self._kick(pq)
+                continue
             for m in res.messages:
                 fut = loop.run_in_executor(self.pool, self._consume, m)
                 fut.add_done_callback(lambda f, m=m, pq=pq: self._consumed(pq, m, f))

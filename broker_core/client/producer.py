@@ -40,6 +40,11 @@ DEFAULT_MAX_MESSAGE_SIZE = 4 * 1024 * 1024
 QueueSelector = Callable[[list[MessageQueue], Message, Any], MessageQueue]
 
 
+def select_by_key(mqs: list[MessageQueue], msg: Message, key: Any) -> MessageQueue:
+    """Queue selector for ordered messages: the same sharding key always maps to the same queue."""
+    return mqs[zlib.crc32(str(key).encode()) % len(mqs)]
+
+
 class LatencyFaultTolerance:
     def __init__(self) -> None:
         self.unavailable_until: dict[str, float] = {}
@@ -101,8 +106,10 @@ class Producer:
         """Synchronous send. Runs on the calling thread over a blocking socket when the topic's route is
         known (the common case); otherwise, and for selectors, through the client event loop."""
         route = self.instance.routes.get(msg.topic)
-        if route is None or selector is not None:
+        if route is None:
             return run_sync(self.asend(msg, queue, selector, arg))
+        if selector is not None:
+            queue = selector(route.write_queues, msg, arg)
         _, props_b = self._single(msg)
         body, sys_flag = self._body(msg)
         cmd_header = {"producerGroup": self.group, "topic": msg.topic, "sysFlag": sys_flag, "flag": msg.flag,

@@ -142,7 +142,28 @@ def handlers(ctl: BrokerController) -> dict[int, object]:
             int_field(h, "timestamp"))
         return cmd.response(ResponseCode.SUCCESS, "", {"offset": offset})
 
+    def _lock_body(cmd: RemotingCommand) -> tuple[str, str, list[tuple[str, str, int]]]:
+        try:
+            data = json.loads(cmd.body or b"{}")
+            mqs = [(str(m["topic"]), str(m["brokerName"]), int(m["queueId"])) for m in data.get("mqSet", [])]
+            return str(data["consumerGroup"]), str(data["clientId"]), mqs
+        except (ValueError, KeyError, TypeError) as exc:
+            raise BadRequest(f"lock body must be JSON {{consumerGroup, clientId, mqSet}}: {exc}") from None
+
+    def lock_batch(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        group, client_id, mqs = _lock_body(cmd)
+        conn.attributes.setdefault("lock_clients", set()).add(client_id)
+        locked = ctl.locks.try_lock_batch(group, mqs, client_id)
+        body = {"lockOKMQSet": [{"topic": t, "brokerName": b, "queueId": q} for t, b, q in locked]}
+        return cmd.response(ResponseCode.SUCCESS, body=json.dumps(body).encode())
+
+    def unlock_batch(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        group, client_id, mqs = _lock_body(cmd)
+        ctl.locks.unlock_batch(group, mqs, client_id)
+        return cmd.response(ResponseCode.SUCCESS)
+
     return {
+        RequestCode.LOCK_BATCH_MQ: lock_batch, RequestCode.UNLOCK_BATCH_MQ: unlock_batch,
         RequestCode.PULL_MESSAGE: pull, RequestCode.QUERY_CONSUMER_OFFSET: query_offset,
         RequestCode.UPDATE_CONSUMER_OFFSET: update_offset, RequestCode.HEART_BEAT: heartbeat,
         RequestCode.UNREGISTER_CLIENT: unregister_client, RequestCode.GET_CONSUMER_LIST_BY_GROUP: consumer_list,

@@ -20,6 +20,7 @@ from broker_core.remoting.client import RemotingClient
 from broker_core.remoting.server import Connection, RemotingServer
 from broker_core.server import admin, consume, produce, retry
 from broker_core.server.clients import ConsumerManager
+from broker_core.server.locks import RebalanceLockManager
 from broker_core.server.long_polling import PullRequestHoldService
 from broker_core.server.state import ConsumerOffsetManager, SubscriptionGroupManager, TopicConfigManager
 from broker_core.store import MessageStore
@@ -67,6 +68,7 @@ class BrokerController:
         self.offsets = ConsumerOffsetManager(config.config_dir)
         self.groups = SubscriptionGroupManager(config.config_dir)
         self.consumers = ConsumerManager()
+        self.locks = RebalanceLockManager()
         self.stats = Stats()
         self.namesrv_addrs = [a.strip() for a in config.namesrv_addr.split(";") if a.strip()]
         self.namesrv_client = RemotingClient()
@@ -136,6 +138,8 @@ class BrokerController:
                 log.exception("delay-level delivery failed")
 
     def _connection_closed(self, conn: Connection) -> None:
+        for client_id in conn.attributes.get("lock_clients", ()):
+            self.locks.release_client(client_id)
         for group in set(self.consumers.connection_closed(conn)):
             self.consumers.notify_changed(group)
 

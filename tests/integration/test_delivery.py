@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from broker_core.client import AdminClient, ConsumeStatus, Message, MessageExt, Producer, PushConsumer
+from broker_core.client import AdminClient, ConsumeStatus, Message, MessageExt, Producer, PushConsumer, select_by_key
 from tests.integration.cluster import Cluster
 from tests.integration.test_cluster import wait_until
 
@@ -176,3 +176,57 @@ def test_large_bodies_are_compressed_and_transparent(cluster: Cluster, admin: Ad
         assert stored.body == body
     finally:
         c.shutdown()
+
+
+def test_ordered_per_key_with_failures_and_a_consumer_restart(cluster: Cluster, admin: AdminClient,
+                                                              producer: Producer):
+    admin.create_topic("Ordered", 4, 4)
+    keys, per_key = 10, 1000
+    lock = threading.Lock()
+    sessions: list[dict[str, list[int]]] = []
+    rnd = __import__("random").Random(7)
+
+    def listener_for(session: dict[str, list[int]]):  # type: ignore[no-untyped-def]
+        def listen(msgs: list[MessageExt]) -> ConsumeStatus:
+            m = msgs[0]
+            if rnd.random() < 0.01:
+                return ConsumeStatus.RECONSUME_LATER  # blocks the queue, retried in place
+            key, seq = m.body.decode().split(":")
+            with lock:
+                session.setdefault(key, []).append(int(seq))
+            return ConsumeStatus.CONSUME_SUCCESS
+        return listen
+
+    def start(name: str) -> PushConsumer:
+        session: dict[str, list[int]] = {}
+        sessions.append(session)
+        c = PushConsumer("ordered-group", cluster.namesrv, consume_from="FIRST", rebalance_interval=1.0,
+                         suspend_current_queue_time=0.02, lock_interval=1.0)
+        c.subscribe("Ordered")
+        c.register_message_listener(listener_for(session), orderly=True)
+        return c.start()
+
+    first, second = start("first"), start("second")
+    for i in range(per_key):
+        for k in range(keys):
+            producer.send(Message("Ordered", f"k{k}:{i}".encode()), selector=select_by_key, arg=f"k{k}")
+        if i == per_key // 2:
+            first.shutdown()  # one consumer restart mid-stream
+            first = start("first-again")
+    def consumed(key: str) -> set[int]:
+        return {s for session in sessions for s in session.get(key, [])}
+
+    try:
+        wait_until(lambda: all(len(consumed(f"k{k}")) == per_key for k in range(keys)), timeout=120,
+                   what="every ordered message")
+    finally:
+        first.shutdown()
+        second.shutdown()
+    for k in range(keys):
+        for session in sessions:  # within one consumer's life, each key's messages arrive in sent order
+            seq = session.get(f"k{k}", [])
+            assert seq == sorted(seq), f"key k{k} out of order"
+        merged: list[int] = []
+        for session in sessions:
+            merged += [s for s in session.get(f"k{k}", []) if not merged or s > merged[-1]]
+        assert merged == list(range(per_key))
