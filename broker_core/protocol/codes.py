@@ -29,6 +29,10 @@ class RequestCode(enum.IntEnum):
     GET_CONSUME_STATS = 208
     INVOKE_BROKER_TO_RESET_OFFSET = 222
     SEND_BATCH_MESSAGE = 320
+    # RocketMQ 5 numbers these 200050, 200051 and 200053; our frame's code field is 16 bits.
+    POP_MESSAGE = 250
+    ACK_MESSAGE = 251
+    CHANGE_MESSAGE_INVISIBLETIME = 253
     # name server
     REGISTER_BROKER = 103
     UNREGISTER_BROKER = 104

@@ -57,6 +57,16 @@ class BlockingClient:
         self._local.socks.pop(s.addr, None)
 
     def invoke(self, addr: str, cmd: RemotingCommand, timeout: float = 3.0) -> RemotingCommand:
+        reused = addr in getattr(self._local, "socks", {})
+        try:
+            return self._invoke(addr, cmd, timeout)
+        except ConnectionError:
+            if not reused:
+                raise
+            # A pooled socket whose peer went away (e.g. a restarted broker): one fresh attempt.
+            return self._invoke(addr, cmd, timeout)
+
+    def _invoke(self, addr: str, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
         s = self._socket(addr)
         cmd.opaque = next(self._opaque) & 0x7FFFFFFF
         deadline = time.monotonic() + timeout

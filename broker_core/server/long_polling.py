@@ -27,29 +27,33 @@ class PullRequestHoldService:
 
     def _wake(self, keys: set[tuple[str, int]]) -> None:
         for key in keys:
-            for fut in self.waiting.pop(key, ()):
-                self._count -= 1
+            for fut in self.waiting.get(key, ()):
                 if not fut.done():
-                    fut.set_result(None)
+                    fut.set_result(None)  # the waiter unregisters itself from every key it waits on
 
     async def wait(self, topic: str, queue_id: int, timeout: float) -> bool:
         """Wait for an arrival on the queue; False on timeout."""
+        return await self.wait_any([(topic, queue_id)], timeout)
+
+    async def wait_any(self, keys: list[tuple[str, int]], timeout: float) -> bool:
+        """Wait for an arrival on any of the queues; False on timeout."""
         fut: asyncio.Future[None] = self.loop.create_future()
-        key = (topic, queue_id)
-        self.waiting[key].add(fut)
-        self._count += 1
+        for key in keys:
+            self.waiting[key].add(fut)
+            self._count += 1
         try:
             await asyncio.wait_for(fut, timeout)
             return True
         except TimeoutError:
             return False
         finally:
-            waiters = self.waiting.get(key)
-            if waiters is not None and fut in waiters:
-                waiters.discard(fut)
-                self._count -= 1
-                if not waiters:
-                    del self.waiting[key]
+            for key in keys:
+                waiters = self.waiting.get(key)
+                if waiters is not None and fut in waiters:
+                    waiters.discard(fut)
+                    self._count -= 1
+                    if not waiters:
+                        del self.waiting[key]
 
     def wake_all(self) -> None:
         self._wake(set(self.waiting))
