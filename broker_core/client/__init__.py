@@ -19,9 +19,10 @@ from broker_core.client.message import (
     SendStatus,
 )
 from broker_core.client.producer import Producer, select_by_key
+from broker_core.client.simple import SimpleConsumer
 
 __all__ = [
     "AdminClient", "AllocateMessageQueueAveragely", "AllocateMessageQueueByCircle", "ClientError", "ConsumeStatus",
     "Message", "MessageExt", "MessageQueue", "Producer", "PullConsumer", "PullResult", "PullStatus", "PushConsumer",
-    "SendResult", "SendStatus", "select_by_key",
+    "SendResult", "SendStatus", "SimpleConsumer", "select_by_key",
 ]

@@ -59,7 +59,8 @@ class MessageExt:
     """A consumed message. Hosts and the offset message id are decoded on first use."""
 
     __slots__ = ("_born", "_msg_id", "_store", "body", "born_timestamp", "broker_name", "commit_log_offset",
-                 "properties", "queue_id", "queue_offset", "reconsume_times", "store_timestamp", "sys_flag", "topic")
+                 "properties", "queue_id", "queue_offset", "receipt_handle", "reconsume_times", "store_timestamp",
+                 "sys_flag", "topic")
 
     def __init__(self, topic: str, body: bytes, queue_id: int, queue_offset: int, commit_log_offset: int,
                  born_timestamp: int, store_timestamp: int, born: tuple[bytes, int], store: tuple[bytes, int],
@@ -78,6 +79,7 @@ class MessageExt:
         self.properties = properties
         self.sys_flag = sys_flag
         self._msg_id = properties.get(PROPERTY_UNIQ_KEY)
+        self.receipt_handle: str | None = None  # set for messages received by a SimpleConsumer
 
     @property
     def offset_msg_id(self) -> str:

@@ -11,7 +11,17 @@ from collections.abc import Iterator
 
 import pytest
 
-from broker_core.client import AdminClient, ConsumeStatus, Message, MessageExt, Producer, PushConsumer, select_by_key
+from broker_core.client import (
+    AdminClient,
+    ClientError,
+    ConsumeStatus,
+    Message,
+    MessageExt,
+    Producer,
+    PushConsumer,
+    SimpleConsumer,
+    select_by_key,
+)
 from tests.integration.cluster import Cluster
 from tests.integration.test_cluster import wait_until
 
@@ -230,3 +240,53 @@ def test_ordered_per_key_with_failures_and_a_consumer_restart(cluster: Cluster, 
         for session in sessions:
             merged += [s for s in session.get(f"k{k}", []) if not merged or s > merged[-1]]
         assert merged == list(range(per_key))
+
+
+def test_receive_ack_and_invisible_time(cluster: Cluster, admin: AdminClient, producer: Producer):
+    admin.create_topic("Pop", 2, 2)
+    for i in range(6):
+        producer.send(Message("Pop", f"pop-{i}".encode(), tags="A" if i < 5 else "B"))
+    sc = SimpleConsumer("pop-group", cluster.namesrv, max_reconsume_times=1).start()
+    sc.subscribe("Pop", "A")
+    try:
+        first = sc.receive(max_num=10, invisible_duration=1.0)
+        assert sorted(m.body for m in first) == [f"pop-{i}".encode() for i in range(5)]
+        assert all(m.reconsume_times == 0 and m.receipt_handle for m in first)
+        assert sc.receive(max_num=10, invisible_duration=1.0) == []  # all invisible now
+        acked, unacked = first[:3], first[3:]
+        for m in acked:
+            sc.ack(m)
+        with pytest.raises(ClientError, match="unknown or was already used"):
+            sc.ack(acked[0])
+        kept = unacked[0]
+        sc.change_invisible_duration(kept, 30.0)  # this one stays invisible
+        again: list[MessageExt] = []
+        wait_until(lambda: again.extend(sc.receive(max_num=10, invisible_duration=1.0, wait=1.0)) or
+                   len(again) >= 1, timeout=15, what="the unacked message to reappear")
+        assert [m.body for m in again] == [unacked[1].body] and again[0].reconsume_times == 1
+        assert again[0].msg_id == unacked[1].msg_id
+        with pytest.raises(ClientError, match="unknown or was already used"):
+            sc.ack(unacked[1])  # its old handle died when it was delivered again
+        sc.ack(kept)
+        # never acked again: past maxReconsumeTimes=1 it goes to the DLQ
+        wait_until(lambda: any(m.body == unacked[1].body for m in admin.dead_letters("pop-group")), timeout=15,
+                   what="the dead letter")
+        assert sc.receive(max_num=10, invisible_duration=1.0, wait=0.5) == []
+        with pytest.raises(ClientError, match="malformed"):
+            kept.receipt_handle = "garbage"
+            sc.ack(kept)
+    finally:
+        sc.shutdown()
+
+
+def test_receive_waits_for_a_message(cluster: Cluster, admin: AdminClient, producer: Producer):
+    admin.create_topic("PopWait", 1, 1)
+    sc = SimpleConsumer("popwait-group", cluster.namesrv).start()
+    sc.subscribe("PopWait")
+    try:
+        threading.Timer(0.5, lambda: producer.send(Message("PopWait", b"arrived"))).start()
+        got = sc.receive(max_num=1, invisible_duration=5, wait=10)
+        assert [m.body for m in got] == [b"arrived"]
+        sc.ack(got[0])
+    finally:
+        sc.shutdown()

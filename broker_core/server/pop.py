@@ -1,0 +1,280 @@
+"""Receive/ack consumption (POP style): what the REST API and stateless clients use.
+
+POP_MESSAGE hands out up to N messages of a topic to a group and makes them invisible for
+``invisibleTime`` ms; each comes with a receipt handle. ACK_MESSAGE with that handle finishes the
+message; CHANGE_MESSAGE_INVISIBLETIME moves its deadline (and returns a new handle). A message not acked
+before its deadline is handed out again with its reconsume count raised; past ``maxReconsumeTimes`` it
+goes to ``%DLQ%<group>`` instead. An empty receive waits up to ``pollTime`` ms for a message (long
+polling).
+
+State and invariants:
+1. Per (group, topic, queue): ``next`` is the next offset never handed out; ``inflight`` maps an offset to
+   its deadline, reconsume count and current handle serial. The committed group offset is the smallest
+   offset not yet acked (or ``next``), written to ``consumerOffset.json`` with the other offsets.
+2. A receipt handle is ``topic|queue|offset|serial|deadline``; it is valid only while that offset is in
+   flight with the same serial and before its deadline, so a stale or forged handle gets a clear error.
+3. After a broker restart the in-flight table is empty and ``next`` starts at the committed offset: every
+   message handed out but not acked is delivered again (at least once, nothing lost).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from collections.abc import Awaitable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from broker_core.codec.message import PROPERTY_UNIQ_KEY, MessageRecord, decode_record
+from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
+from broker_core.protocol.filter import SubscriptionParseError, parse_subscription
+from broker_core.protocol.validation import dlq_topic, group_error
+from broker_core.remoting.server import BadRequest, Connection
+from broker_core.server.produce import int_field, str_field
+from broker_core.server.retry import (
+    PROPERTY_DLQ_ORIGIN_TOPIC,
+    PROPERTY_DLQ_REASON,
+    PROPERTY_DLQ_TIMESTAMP,
+    ensure_topic,
+    original_topic,
+)
+from broker_core.store import GetStatus
+from broker_core.store.message import MessageInner
+
+if TYPE_CHECKING:
+    from broker_core.server.controller import BrokerController
+
+MAX_INVISIBLE_MS = 12 * 3600 * 1000
+
+
+@dataclass
+class InFlight:
+    deadline: float
+    reconsume: int
+    serial: int
+
+
+@dataclass
+class PopQueue:
+    next: int
+    inflight: dict[int, InFlight] = field(default_factory=dict)
+
+    def committable(self) -> int:
+        return min(self.inflight) if self.inflight else self.next
+
+
+class PopService:
+    def __init__(self, ctl: BrokerController) -> None:
+        self.ctl = ctl
+        self.queues: dict[tuple[str, str, int], PopQueue] = {}
+        self.serials = itertools.count(1)
+        self.max_reconsume: dict[str, int] = {}  # per group, from its latest receive
+
+    def _queue(self, group: str, topic: str, queue_id: int) -> PopQueue:
+        key = (group, topic, queue_id)
+        pq = self.queues.get(key)
+        if pq is None:
+            store = self.ctl.store
+            committed = self.ctl.offsets.query(group, topic, queue_id)
+            start = committed if committed >= 0 else store.get_min_offset_in_queue(topic, queue_id)
+            pq = self.queues[key] = PopQueue(max(start, store.get_min_offset_in_queue(topic, queue_id)))
+        return pq
+
+    def _commit(self, group: str, topic: str, queue_id: int, pq: PopQueue) -> None:
+        self.ctl.offsets.commit(group, topic, queue_id, pq.committable())
+
+    def handle(self, topic: str, queue_id: int, offset: int, serial: int, deadline: float) -> str:
+        return f"{topic}|{queue_id}|{offset}|{serial}|{int(deadline * 1000)}"
+
+    @staticmethod
+    def parse_handle(handle: str) -> tuple[str, int, int, int]:
+        try:
+            topic, queue_id, offset, serial, _ = handle.split("|")
+            return topic, int(queue_id), int(offset), int(serial)
+        except ValueError:
+            raise BadRequest(f"malformed receipt handle {handle!r}") from None
+
+    def pop(self, group: str, topic: str, max_nums: int, invisible_ms: int, hashes: set[int] | None,
+            max_reconsume: int) -> tuple[list[bytes], list[dict[str, object]]]:
+        """Hand out up to ``max_nums`` messages: expired in-flight ones first, then new ones."""
+        store = self.ctl.store
+        cfg = self.ctl.topics.get(topic)
+        now = time.monotonic()
+        self.max_reconsume[group] = max_reconsume
+        records: list[bytes] = []
+        meta: list[dict[str, object]] = []
+        for queue_id in range(cfg.read_queue_nums if cfg else 0):
+            if len(records) >= max_nums:
+                break
+            pq = self._queue(group, topic, queue_id)
+            for offset, fl in sorted(pq.inflight.items()):  # deadlines passed: deliver again (or dead-letter)
+                if len(records) >= max_nums:
+                    break
+                if fl.deadline > now:
+                    continue
+                res = store.get_message(topic, queue_id, offset, 1, None, decode=False)
+                if res.status is not GetStatus.FOUND or res.queue_offsets[0] != offset:
+                    del pq.inflight[offset]  # removed by retention
+                    continue
+                if fl.reconsume + 1 > max_reconsume:
+                    self._dead_letter(group, topic, res.messages[0], fl.reconsume + 1, max_reconsume)
+                    del pq.inflight[offset]
+                    continue
+                fl.reconsume += 1
+                fl.serial = next(self.serials)
+                fl.deadline = now + invisible_ms / 1000
+                records.append(res.messages[0])
+                meta.append({"handle": self.handle(topic, queue_id, offset, fl.serial, fl.deadline),
+                             "reconsumeTimes": fl.reconsume})
+            while len(records) < max_nums:
+                res = store.get_message(topic, queue_id, pq.next, max_nums - len(records), hashes, decode=False)
+                if res.status is GetStatus.OFFSET_TOO_SMALL:
+                    pq.next = res.next_begin_offset
+                    continue
+                if res.status is not GetStatus.FOUND:
+                    if res.status is GetStatus.NO_MATCHED_MESSAGE:
+                        pq.next = res.next_begin_offset
+                        continue
+                    break
+                records.extend(res.messages)
+                for offset in res.queue_offsets:
+                    fl = InFlight(now + invisible_ms / 1000, 0, next(self.serials))
+                    pq.inflight[offset] = fl
+                    meta.append({"handle": self.handle(topic, queue_id, offset, fl.serial, fl.deadline),
+                                 "reconsumeTimes": 0})
+                pq.next = res.next_begin_offset
+            self._commit(group, topic, queue_id, pq)
+        return records, meta
+
+    def revive(self) -> int:
+        """Dead-letter in-flight messages whose invisible time ran out and that have no retry left (the
+        others are handed out again by the next receive). Runs every second on the broker."""
+        now = time.monotonic()
+        moved = 0
+        for (group, topic, queue_id), pq in list(self.queues.items()):
+            max_reconsume = self.max_reconsume.get(group, 16)
+            for offset, fl in sorted(pq.inflight.items()):
+                if fl.deadline > now or fl.reconsume + 1 <= max_reconsume:
+                    continue
+                res = self.ctl.store.get_message(topic, queue_id, offset, 1, None, decode=False)
+                if res.status is GetStatus.FOUND and res.queue_offsets[0] == offset:
+                    self._dead_letter(group, topic, res.messages[0], fl.reconsume + 1, max_reconsume)
+                    moved += 1
+                del pq.inflight[offset]
+                self._commit(group, topic, queue_id, pq)
+        return moved
+
+    def _dead_letter(self, group: str, topic: str, raw: bytes, times: int, max_reconsume: int) -> None:
+        rec: MessageRecord = decode_record(raw, check_crc=False)
+        props = dict(rec.properties)
+        props.setdefault(PROPERTY_UNIQ_KEY, rec.offset_msg_id)
+        props[PROPERTY_DLQ_ORIGIN_TOPIC] = original_topic(rec)
+        props[PROPERTY_DLQ_REASON] = f"received {times} times without an ack (max {max_reconsume} retries)"
+        props[PROPERTY_DLQ_TIMESTAMP] = str(self.ctl.store.clock.now_ms())
+        dlq = dlq_topic(group)
+        ensure_topic(self.ctl, dlq)
+        self.ctl.store.put_messages([MessageInner(dlq, rec.body, 0, properties=props, flag=rec.flag,
+                                                  reconsume_times=times - 1)])
+
+    def _lookup(self, group: str, handle: str) -> tuple[PopQueue, int, InFlight]:
+        topic, queue_id, offset, serial = self.parse_handle(handle)
+        pq = self.queues.get((group, topic, queue_id))
+        fl = pq.inflight.get(offset) if pq else None
+        if pq is None or fl is None or fl.serial != serial:
+            raise HandleError("receipt handle is unknown or was already used (acked, or delivered again)")
+        if fl.deadline < time.monotonic():
+            raise HandleError("receipt handle expired: the invisible time ran out")
+        return pq, offset, fl
+
+    def ack(self, group: str, handle: str) -> None:
+        pq, offset, _ = self._lookup(group, handle)
+        topic, queue_id, _, _ = self.parse_handle(handle)
+        del pq.inflight[offset]
+        self._commit(group, topic, queue_id, pq)
+
+    def change_invisible(self, group: str, handle: str, invisible_ms: int) -> str:
+        _, offset, fl = self._lookup(group, handle)
+        topic, queue_id, _, _ = self.parse_handle(handle)
+        fl.deadline = time.monotonic() + invisible_ms / 1000
+        fl.serial = next(self.serials)
+        return self.handle(topic, queue_id, offset, fl.serial, fl.deadline)
+
+
+class HandleError(ValueError):
+    pass
+
+
+def handlers(ctl: BrokerController) -> dict[int, object]:
+    service = PopService(ctl)
+    ctl.pop_service = service
+
+    def _group(h: dict[str, object]) -> str:
+        group = str_field(h, "consumerGroup")
+        err = group_error(group)
+        if err:
+            raise BadRequest(err)
+        return group
+
+    def pop(cmd: RemotingCommand, conn: Connection) -> RemotingCommand | Awaitable[RemotingCommand]:
+        h = cmd.header
+        group = _group(h)
+        topic = str_field(h, "topic")
+        if ctl.topics.get(topic) is None:
+            return cmd.response(ResponseCode.TOPIC_NOT_EXIST, f"topic {topic} does not exist on this broker")
+        max_nums = max(1, min(int_field(h, "maxMsgNums", 32), 256))
+        invisible = int_field(h, "invisibleTime", 30_000)
+        if not 1000 <= invisible <= MAX_INVISIBLE_MS:
+            raise BadRequest(f"invisibleTime must be 1000..{MAX_INVISIBLE_MS} ms, got {invisible}")
+        poll_ms = max(0, min(int_field(h, "pollTime", 0), int(ctl.limits.long_polling_max_s * 1000)))
+        try:
+            hashes = parse_subscription(topic, str(h.get("expression", "*"))).tag_hashes
+        except SubscriptionParseError as exc:
+            return cmd.response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(exc))
+        max_reconsume = int_field(h, "maxReconsumeTimes", ctl.groups.get_or_create(group).retry_max_times)
+
+        def attempt() -> RemotingCommand | None:
+            records, meta = service.pop(group, topic, max_nums, invisible, hashes, max_reconsume)
+            if records:
+                ctl.stats.get_count += len(meta)
+                return cmd.response(ResponseCode.SUCCESS, "", {"messages": json.dumps(meta)}, b"".join(records))
+            return None
+
+        first = attempt()
+        if first is not None or poll_ms == 0 or ctl.hold is None:
+            return first or cmd.response(ResponseCode.PULL_NOT_FOUND, "no message to receive")
+
+        async def long_poll() -> RemotingCommand:
+            deadline = time.monotonic() + poll_ms / 1000
+            cfg = ctl.topics.get(topic)
+            keys = [(topic, q) for q in range(cfg.read_queue_nums if cfg else 0)]
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return cmd.response(ResponseCode.PULL_NOT_FOUND, "no message to receive")
+                await ctl.hold.wait_any(keys, min(left, 1.0))  # type: ignore[union-attr]
+                resp = attempt()  # also catches in-flight messages whose invisible time ran out
+                if resp is not None:
+                    return resp
+
+        return long_poll()
+
+    def ack(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        try:
+            service.ack(_group(cmd.header), str_field(cmd.header, "receiptHandle"))
+        except HandleError as exc:
+            return cmd.response(ResponseCode.NO_MESSAGE, str(exc))
+        return cmd.response(ResponseCode.SUCCESS)
+
+    def change(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        invisible = int_field(cmd.header, "invisibleTime")
+        if not 1000 <= invisible <= MAX_INVISIBLE_MS:
+            raise BadRequest(f"invisibleTime must be 1000..{MAX_INVISIBLE_MS} ms, got {invisible}")
+        try:
+            new = service.change_invisible(_group(cmd.header), str_field(cmd.header, "receiptHandle"), invisible)
+        except HandleError as exc:
+            return cmd.response(ResponseCode.NO_MESSAGE, str(exc))
+        return cmd.response(ResponseCode.SUCCESS, "", {"receiptHandle": new})
+
+    return {RequestCode.POP_MESSAGE: pop, RequestCode.ACK_MESSAGE: ack,
+            RequestCode.CHANGE_MESSAGE_INVISIBLETIME: change}
