@@ -109,6 +109,9 @@ class BrokerConfig:
     schedule_deliver_interval_ms: int = _f(
         "scheduleDeliverIntervalMs", 1000, "the broker's own delay-level delivery tick; 0 = only when asked")
     flush_delay_offset_interval_ms: int = _f("flushDelayOffsetInterval", 10_000, "persist delay progress this often")
+    transaction_timeout_ms: int = _f("transactionTimeOut", 6000, "age before an unresolved half message is checked")
+    transaction_check_max: int = _f("transactionCheckMax", 15, "check-backs before a half message is rolled back")
+    transaction_check_interval_ms: int = _f("transactionCheckInterval", 60_000, "how often half messages are checked")
     max_reconsume_times: int = _f("maxReconsumeTimes", 16, "default retries before a message is dead-lettered")
     os_page_cache_busy_timeout_ms: int = _f("osPageCacheBusyTimeOutMills", 1000, "put-lock hold time counted as busy")
 

@@ -20,9 +20,10 @@ from broker_core.client.message import (
 )
 from broker_core.client.producer import Producer, select_by_key
 from broker_core.client.simple import SimpleConsumer
+from broker_core.client.transaction import TransactionProducer, TransactionState
 
 __all__ = [
     "AdminClient", "AllocateMessageQueueAveragely", "AllocateMessageQueueByCircle", "ClientError", "ConsumeStatus",
     "Message", "MessageExt", "MessageQueue", "Producer", "PullConsumer", "PullResult", "PullStatus", "PushConsumer",
-    "SendResult", "SendStatus", "SimpleConsumer", "select_by_key",
+    "SendResult", "SendStatus", "SimpleConsumer", "TransactionProducer", "TransactionState", "select_by_key",
 ]

@@ -41,6 +41,8 @@ class RequestCode(enum.IntEnum):
     GET_ALL_TOPIC_LIST_FROM_NAMESERVER = 206
     DELETE_TOPIC_IN_NAMESRV = 216
     CONSUMER_SEND_MSG_BACK = 36
+    END_TRANSACTION = 37
+    CHECK_TRANSACTION_STATE = 39
     # broker_core's own admin operations (store maintenance, delivery)
     CLEAN_EXPIRED_FILES = 900
     CHECK_DISK = 901

@@ -18,7 +18,7 @@ from broker_core.config import BrokerConfig
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
 from broker_core.remoting.client import RemotingClient
 from broker_core.remoting.server import Connection, RemotingServer
-from broker_core.server import admin, consume, pop, produce, retry
+from broker_core.server import admin, consume, pop, produce, retry, transactions
 from broker_core.server.clients import ConsumerManager
 from broker_core.server.locks import RebalanceLockManager
 from broker_core.server.long_polling import PullRequestHoldService
@@ -70,6 +70,7 @@ class BrokerController:
         self.consumers = ConsumerManager()
         self.locks = RebalanceLockManager()
         self.pop_service: object | None = None
+        self.transactions: object | None = None
         self.stats = Stats()
         self.namesrv_addrs = [a.strip() for a in config.namesrv_addr.split(";") if a.strip()]
         self.namesrv_client = RemotingClient()
@@ -98,7 +99,8 @@ class BrokerController:
         self.hold = PullRequestHoldService(loop)
         self.store.add_arrival_listener(self.hold.arrived)
         handlers = {**produce.handlers(self), **consume.handlers(self), **admin.handlers(self),
-                    **retry.handlers(self), **pop.handlers(self)}
+                    **retry.handlers(self), **pop.handlers(self), **transactions.handlers(self)}
+        self.transactions.load()  # type: ignore[union-attr]
         self.server = RemotingServer(
             f"broker {self.config.broker_name}", handlers, max_frame_bytes=self.limits.max_frame_bytes,
             idle_timeout=self.limits.idle_timeout_s, max_inflight=self.limits.max_inflight,
@@ -115,6 +117,7 @@ class BrokerController:
 
     async def _periodic(self) -> None:
         next_register = time.monotonic() + REGISTER_PERIOD_S
+        next_check = time.monotonic() + self.config.transaction_check_interval_ms / 1000
         while True:
             await asyncio.sleep(1.0)
             self.stats.sample()
@@ -126,6 +129,9 @@ class BrokerController:
                 self.consumers.notify_changed(group)
             if self.pop_service is not None:
                 self.pop_service.revive()  # type: ignore[attr-defined]
+            if self.transactions is not None and time.monotonic() >= next_check:
+                next_check = time.monotonic() + self.config.transaction_check_interval_ms / 1000
+                self.transactions.check()  # type: ignore[attr-defined]
             if time.monotonic() >= next_register or not self.registered:
                 ok = await self.register_all()
                 next_register = time.monotonic() + (REGISTER_PERIOD_S if ok else 2.0)

@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from broker_core.codec import CodecError
-from broker_core.codec.message import decode_properties, host_to_bytes
+from broker_core.codec.message import PROPERTY_TRANSACTION_PREPARED, decode_properties, host_to_bytes
 from broker_core.codec.wire import decode_batch
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
 from broker_core.protocol.validation import topic_error
@@ -109,6 +109,8 @@ def handlers(ctl: BrokerController) -> dict[int, object]:
                                born_host=host, born_port=port, reconsume_times=int_field(h, "reconsumeTimes", 0))
         except (BadRequest, UnicodeDecodeError) as exc:
             return cmd.response(ResponseCode.BAD_REQUEST, str(exc))
+        if props.get(PROPERTY_TRANSACTION_PREPARED) == "true" and ctl.transactions is not None:
+            ctl.transactions.prepare(msg)  # type: ignore[attr-defined]
         results, request = ctl.store.put_messages_nowait([msg])
 
         def respond() -> RemotingCommand:

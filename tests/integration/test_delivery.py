@@ -7,7 +7,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -20,6 +20,8 @@ from broker_core.client import (
     Producer,
     PushConsumer,
     SimpleConsumer,
+    TransactionProducer,
+    TransactionState,
     select_by_key,
 )
 from tests.integration.cluster import Cluster
@@ -28,7 +30,8 @@ from tests.integration.test_cluster import wait_until
 pytestmark = pytest.mark.integration
 
 LEVELS_MS = [100 * (i + 1) for i in range(18)]
-FAST = ("messageDelayLevel=" + " ".join(f"{ms}ms" for ms in LEVELS_MS) + "\nscheduleDeliverIntervalMs=20\n")
+FAST = ("messageDelayLevel=" + " ".join(f"{ms}ms" for ms in LEVELS_MS) + "\nscheduleDeliverIntervalMs=20\n"
+        "transactionTimeOut=300\ntransactionCheckInterval=300\n")
 
 
 @pytest.fixture(scope="module")
@@ -290,3 +293,38 @@ def test_receive_waits_for_a_message(cluster: Cluster, admin: AdminClient, produ
         sc.ack(got[0])
     finally:
         sc.shutdown()
+
+
+def test_transactions_commit_rollback_and_check_back(cluster: Cluster, admin: AdminClient):
+    admin.create_topic("Tx", 1, 1)
+    checked: list[str] = []
+
+    def checker(msg: MessageExt) -> TransactionState:
+        checked.append(msg.keys[0])
+        return TransactionState.COMMIT_MESSAGE if msg.keys[0] == "u-commit" else TransactionState.ROLLBACK_MESSAGE
+
+    tp = TransactionProducer("tx-producers", cluster.namesrv, checker).start()
+    got: list[MessageExt] = []
+    c = consumer(cluster, "tx-group", "Tx", lambda msgs: got.extend(msgs) or ConsumeStatus.CONSUME_SUCCESS)
+    try:
+        def execute(outcome: TransactionState) -> Callable[[Message, object], TransactionState]:
+            return lambda msg, arg: outcome
+
+        ok, _ = tp.send_message_in_transaction(Message("Tx", b"committed", keys="c"),
+                                               execute(TransactionState.COMMIT_MESSAGE))
+        tp.send_message_in_transaction(Message("Tx", b"rolled-back", keys="r"),
+                                       execute(TransactionState.ROLLBACK_MESSAGE))
+        tp.send_message_in_transaction(Message("Tx", b"unknown-commit", keys="u-commit"),
+                                       execute(TransactionState.UNKNOW))
+        tp.send_message_in_transaction(Message("Tx", b"unknown-rollback", keys="u-rollback"),
+                                       lambda msg, arg: 1 / 0)  # a failing local transaction is "unknown"
+        wait_until(lambda: {m.body for m in got} == {b"committed", b"unknown-commit"}, timeout=30,
+                   what="committed messages")
+        wait_until(lambda: sorted(set(checked)) == ["u-commit", "u-rollback"], timeout=30, what="check-backs")
+        time.sleep(1.5)  # a rolled-back message would have shown up by now
+        assert sorted(m.body for m in got) == [b"committed", b"unknown-commit"]
+        assert next(m for m in got if m.body == b"committed").msg_id == ok.msg_id
+        assert "r" not in checked and "c" not in checked  # resolved ones are never checked
+    finally:
+        c.shutdown()
+        tp.shutdown()
