@@ -41,6 +41,8 @@ class BrokerConfig:
     broker_ip: str = _f("brokerIP1", "127.0.0.1", "IPv4 address stored in records and message ids")
     listen_port: int = _f("listenPort", 10911, "port the broker serves on")
     namesrv_addr: str = _f("namesrvAddr", "", "name servers, HOST:PORT[;HOST:PORT]")
+    register_name_server_period_ms: int = _f(
+        "registerNameServerPeriod", 30_000, "re-register with the name servers this often (they expire at 120 s)")
     auto_create_topic_enable: bool = _f("autoCreateTopicEnable", False, "create unknown topics on first send")
     default_topic_queue_nums: int = _f("defaultTopicQueueNums", 4, "queues of an auto-created topic")
     server_channel_max_idle_time_s: float = _f(
@@ -112,6 +114,7 @@ class BrokerConfig:
     transaction_timeout_ms: int = _f("transactionTimeOut", 6000, "age before an unresolved half message is checked")
     transaction_check_max: int = _f("transactionCheckMax", 15, "check-backs before a half message is rolled back")
     transaction_check_interval_ms: int = _f("transactionCheckInterval", 60_000, "how often half messages are checked")
+    trace_topic_enable: bool = _f("traceTopicEnable", False, "record message lifecycle events in RMQ_SYS_TRACE_TOPIC")
     max_reconsume_times: int = _f("maxReconsumeTimes", 16, "default retries before a message is dead-lettered")
     os_page_cache_busy_timeout_ms: int = _f("osPageCacheBusyTimeOutMills", 1000, "put-lock hold time counted as busy")
 

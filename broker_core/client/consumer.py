@@ -194,7 +194,8 @@ class PushConsumer(_ConsumerBase):
                  rebalance_interval: float = 20.0, persist_offset_interval: float = 5.0,
                  reconsume_delay: float = 1.0, offset_store_dir: str | os.PathLike[str] | None = None,
                  max_reconsume_times: int = 16, suspend_current_queue_time: float = 1.0,
-                 lock_interval: float = 20.0, instance: ClientInstance | None = None) -> None:
+                 lock_interval: float = 20.0, enable_trace: bool = False,
+                 instance: ClientInstance | None = None) -> None:
         super().__init__(group, namesrv_addr, instance)
         if message_model not in ("CLUSTERING", "BROADCASTING"):
             raise ValueError("message_model must be CLUSTERING or BROADCASTING")
@@ -216,6 +217,8 @@ class PushConsumer(_ConsumerBase):
         self.subscriptions: dict[str, Subscription] = {}
         self.listener: Listener | None = None
         self.orderly = False
+        self.enable_trace = enable_trace
+        self._trace: dict[str, list[dict[str, object]]] = {}  # broker name -> consume outcomes to report
         self.process_queues: dict[MessageQueue, ProcessQueue] = {}
         self.pool = concurrent.futures.ThreadPoolExecutor(consume_thread_max, thread_name_prefix=f"consume-{group}")
         self.offset_file = (Path(offset_store_dir or Path.home() / ".broker_core" / "offsets")
@@ -527,12 +530,36 @@ class PushConsumer(_ConsumerBase):
                 fut.add_done_callback(lambda f, m=m, pq=pq: self._consumed(pq, m, f))
 
     def _consume(self, msg: MessageExt) -> bool:
+        started = time.perf_counter()
+        started_ms = int(time.time() * 1000)
         try:
             status = self.listener([msg])  # type: ignore[misc]
-        except Exception:
+        except Exception:  # a listener error means "consume it again", never a lost message
             log.exception("listener of %s raised for %s", self.group, msg.msg_id)
-            return False
-        return status is ConsumeStatus.CONSUME_SUCCESS
+            status = None
+        ok = status is ConsumeStatus.CONSUME_SUCCESS
+        if self.enable_trace:
+            self.instance.loop.call_soon_threadsafe(self._trace_outcome, msg, ok, started, started_ms)
+        return ok
+
+    def _trace_outcome(self, msg: MessageExt, ok: bool, started: float, started_ms: int) -> None:
+        first = not self._trace
+        self._trace.setdefault(msg.broker_name, []).append({
+            "msgId": msg.msg_id, "topic": msg.topic, "group": self.group, "keys": msg.keys,
+            "status": "CONSUME_SUCCESS" if ok else "RECONSUME_LATER",
+            "costMs": (time.perf_counter() - started) * 1000, "queueId": msg.queue_id,
+            "queueOffset": msg.queue_offset, "reconsumeTimes": msg.reconsume_times, "timestamp": started_ms})
+        if first:
+            asyncio.get_running_loop().call_later(0.05, lambda: asyncio.ensure_future(self._flush_trace()))
+
+    async def _flush_trace(self) -> None:
+        pending, self._trace = self._trace, {}
+        for broker, items in pending.items():
+            try:
+                await self.instance.remoting.invoke_oneway(self.instance.broker_addr(broker), RemotingCommand.request(
+                    RequestCode.REPORT_CONSUME_TRACE, {}, json.dumps(items).encode()))
+            except (ClientError, ConnectionError) as exc:
+                log.debug("trace report to %s failed: %s", broker, exc)
 
     def _consumed(self, pq: ProcessQueue, msg: MessageExt, fut: asyncio.Future[bool]) -> None:
         ok = not fut.cancelled() and fut.exception() is None and fut.result()

@@ -49,6 +49,7 @@ class RequestCode(enum.IntEnum):
     DELIVER_DELAYED = 903
     GET_DELAY_BACKLOG = 904
     RESEND_DEAD_LETTERS = 907
+    REPORT_CONSUME_TRACE = 908
 
 
 class ResponseCode(enum.IntEnum):

@@ -155,6 +155,7 @@ def handlers(ctl: BrokerController) -> dict[int, object]:
 
     async def deliver(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         report = await asyncio.get_running_loop().run_in_executor(None, store.deliver_delayed)
+        ctl.trace_delayed_delivery(report)
         return cmd.response(ResponseCode.SUCCESS, body=_json(dataclasses.asdict(report)))
 
     def delay_backlog(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:

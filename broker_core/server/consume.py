@@ -8,6 +8,7 @@ import time
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
+from broker_core.codec.message import PROPERTY_RETRY_TOPIC, decode_record
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
 from broker_core.protocol.filter import SubscriptionParseError, parse_subscription
 from broker_core.protocol.validation import group_error, topic_error
@@ -18,6 +19,7 @@ from broker_core.store import GetStatus
 if TYPE_CHECKING:
     from broker_core.server.controller import BrokerController
 
+ADMIN_GROUP = "broker_core_admin"
 _RETRY_NOW = (GetStatus.NO_MATCHED_MESSAGE, GetStatus.OFFSET_FOUND_NULL, GetStatus.MESSAGE_WAS_REMOVING)
 _MOVED = (GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_OVERFLOW_BADLY)
 _NOTHING_YET = (GetStatus.OFFSET_OVERFLOW_ONE, GetStatus.NO_MESSAGE_IN_QUEUE, GetStatus.NO_MATCHED_LOGIC_QUEUE)
@@ -60,7 +62,10 @@ def handlers(ctl: BrokerController) -> dict[int, object]:
             res = store.get_message(topic, queue_id, offset, max_nums, hashes, decode=False)
             if res.status is GetStatus.FOUND:
                 ctl.stats.get_count += len(res.queue_offsets)
-                return cmd.response(ResponseCode.SUCCESS, "", _offsets(res), b"".join(res.messages))
+                body = b"".join(res.messages)
+                if ctl.tracer.enabled and group != ADMIN_GROUP:  # the console browsing is not a delivery
+                    trace_delivered(ctl, body, group)
+                return cmd.response(ResponseCode.SUCCESS, "", _offsets(res), body)
             if res.status in _MOVED:
                 return cmd.response(ResponseCode.PULL_OFFSET_MOVED, res.error, _offsets(res))
             if res.status in _RETRY_NOW:
@@ -162,7 +167,22 @@ def handlers(ctl: BrokerController) -> dict[int, object]:
         ctl.locks.unlock_batch(group, mqs, client_id)
         return cmd.response(ResponseCode.SUCCESS)
 
+    def report_trace(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        try:
+            items = json.loads(cmd.body or b"[]")
+            events = [ctl.tracer.event(
+                "consumed" if i["status"] == "CONSUME_SUCCESS" else "reconsume-later", str(i["msgId"]),
+                str(i["topic"]), group=str(i["group"]), keys=list(i.get("keys", [])), cost_ms=float(i["costMs"]),
+                queue_id=int(i.get("queueId", -1)), queue_offset=int(i.get("queueOffset", -1)),
+                reconsume_times=int(i.get("reconsumeTimes", 0)), status=str(i["status"]),
+                timestamp=int(i["timestamp"])) for i in items]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise BadRequest(f"bad trace report: {exc}") from None
+        ctl.tracer.emit(events)
+        return cmd.response(ResponseCode.SUCCESS)
+
     return {
+        RequestCode.REPORT_CONSUME_TRACE: report_trace,
         RequestCode.LOCK_BATCH_MQ: lock_batch, RequestCode.UNLOCK_BATCH_MQ: unlock_batch,
         RequestCode.PULL_MESSAGE: pull, RequestCode.QUERY_CONSUMER_OFFSET: query_offset,
         RequestCode.UPDATE_CONSUMER_OFFSET: update_offset, RequestCode.HEART_BEAT: heartbeat,
@@ -170,6 +190,19 @@ def handlers(ctl: BrokerController) -> dict[int, object]:
         RequestCode.GET_MAX_OFFSET: max_offset, RequestCode.GET_MIN_OFFSET: min_offset,
         RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: search_offset,
     }
+
+
+def trace_delivered(ctl: BrokerController, body: bytes, group: str) -> None:
+    events = []
+    pos = 0
+    while pos < len(body):
+        rec = decode_record(body, pos, check_crc=False)
+        topic = rec.properties.get(PROPERTY_RETRY_TOPIC, rec.topic)
+        events.append(ctl.tracer.event("delivered", rec.msg_id, topic, group=group, keys=rec.keys,
+                                       queue_id=rec.queue_id, queue_offset=rec.queue_offset,
+                                       reconsume_times=rec.reconsume_times))
+        pos += rec.store_size
+    ctl.tracer.emit(events)
 
 
 def _offsets(res) -> dict[str, int]:  # type: ignore[no-untyped-def]

@@ -23,11 +23,10 @@ from broker_core.server.clients import ConsumerManager
 from broker_core.server.locks import RebalanceLockManager
 from broker_core.server.long_polling import PullRequestHoldService
 from broker_core.server.state import ConsumerOffsetManager, SubscriptionGroupManager, TopicConfigManager
+from broker_core.server.trace import Tracer
 from broker_core.store import MessageStore
 
 log = logging.getLogger(__name__)
-
-REGISTER_PERIOD_S = 30.0
 
 
 @dataclass
@@ -70,6 +69,7 @@ class BrokerController:
         self.consumers = ConsumerManager()
         self.locks = RebalanceLockManager()
         self.pop_service: object | None = None
+        self.tracer = Tracer(self)
         self.transactions: object | None = None
         self.stats = Stats()
         self.namesrv_addrs = [a.strip() for a in config.namesrv_addr.split(";") if a.strip()]
@@ -116,7 +116,8 @@ class BrokerController:
         return self.port
 
     async def _periodic(self) -> None:
-        next_register = time.monotonic() + REGISTER_PERIOD_S
+        period = self.config.register_name_server_period_ms / 1000
+        next_register = time.monotonic() + period
         next_check = time.monotonic() + self.config.transaction_check_interval_ms / 1000
         while True:
             await asyncio.sleep(1.0)
@@ -134,7 +135,7 @@ class BrokerController:
                 self.transactions.check()  # type: ignore[attr-defined]
             if time.monotonic() >= next_register or not self.registered:
                 ok = await self.register_all()
-                next_register = time.monotonic() + (REGISTER_PERIOD_S if ok else 2.0)
+                next_register = time.monotonic() + (period if ok else 2.0)
 
     async def _deliver_delayed(self) -> None:
         """The broker's own delay-level tick (Celery beat may call DELIVER_DELAYED too; passes serialise)."""
@@ -142,9 +143,16 @@ class BrokerController:
         while True:
             await asyncio.sleep(self.config.schedule_deliver_interval_ms / 1000)
             try:
-                await loop.run_in_executor(None, self.store.deliver_delayed)
+                report = await loop.run_in_executor(None, self.store.deliver_delayed)
             except (OSError, ValueError):
                 log.exception("delay-level delivery failed")
+                continue
+            self.trace_delayed_delivery(report)
+
+    def trace_delayed_delivery(self, report) -> None:  # type: ignore[no-untyped-def]
+        if self.tracer.enabled and report.delivered_messages:
+            self.tracer.emit([self.tracer.event("delivered-after-delay", msg_id, topic, keys=keys, timestamp=ts)
+                              for msg_id, topic, keys, ts in report.delivered_messages])
 
     def _connection_closed(self, conn: Connection) -> None:
         for client_id in conn.attributes.get("lock_clients", ()):

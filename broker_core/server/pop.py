@@ -31,6 +31,7 @@ from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
 from broker_core.protocol.filter import SubscriptionParseError, parse_subscription
 from broker_core.protocol.validation import dlq_topic, group_error
 from broker_core.remoting.server import BadRequest, Connection
+from broker_core.server.consume import trace_delivered
 from broker_core.server.produce import int_field, str_field
 from broker_core.server.retry import (
     PROPERTY_DLQ_ORIGIN_TOPIC,
@@ -237,6 +238,8 @@ def handlers(ctl: BrokerController) -> dict[int, object]:
             records, meta = service.pop(group, topic, max_nums, invisible, hashes, max_reconsume)
             if records:
                 ctl.stats.get_count += len(meta)
+                if ctl.tracer.enabled:
+                    trace_delivered(ctl, b"".join(records), group)
                 return cmd.response(ResponseCode.SUCCESS, "", {"messages": json.dumps(meta)}, b"".join(records))
             return None
 

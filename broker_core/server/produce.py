@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from broker_core.codec import CodecError
-from broker_core.codec.message import PROPERTY_TRANSACTION_PREPARED, decode_properties, host_to_bytes
+from broker_core.codec.message import (
+    PROPERTY_REAL_TOPIC,
+    PROPERTY_TRANSACTION_PREPARED,
+    decode_properties,
+    host_to_bytes,
+)
 from broker_core.codec.wire import decode_batch
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
 from broker_core.protocol.validation import topic_error
@@ -16,6 +22,9 @@ from broker_core.server.state import TopicConfig
 from broker_core.store import PutStatus
 from broker_core.store.message import MessageInner
 from broker_core.store.results import PutMessageResult
+from broker_core.store.schedule import SCHEDULE_TOPIC
+
+HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
 
 if TYPE_CHECKING:
     from broker_core.server.controller import BrokerController
@@ -85,6 +94,24 @@ async def _after_flush(ctl: BrokerController, request, results: list[PutMessageR
     return respond()
 
 
+def trace_stored(ctl: BrokerController, msgs: list[MessageInner], results: list[PutMessageResult], group: object,
+                 started: float) -> None:
+    cost = (time.perf_counter() - started) * 1000
+    events = []
+    for m, r in zip(msgs, results, strict=True):
+        if not r.ok:
+            continue
+        props = m.properties
+        delayed = m.topic == SCHEDULE_TOPIC
+        topic = props.get(PROPERTY_REAL_TOPIC, m.topic)
+        events.append(ctl.tracer.event(
+            "delayed" if delayed else "stored", m.uniq_key or r.msg_id, topic, group=str(group),
+            keys=(m.keys or "").split(), cost_ms=cost, queue_id=m.queue_id, queue_offset=r.queue_offset,
+            reconsume_times=m.reconsume_times, status="half" if m.topic == HALF_TOPIC else "ok",
+            timestamp=r.store_timestamp, **({"delayLevel": m.delay_level} if delayed else {})))
+    ctl.tracer.emit(events)
+
+
 def _born(conn: Connection) -> tuple[str, int]:
     host, _, port = conn.remote.rpartition(":")
     return host, int(port) if port.isdigit() else 0
@@ -111,11 +138,14 @@ def handlers(ctl: BrokerController) -> dict[int, object]:
             return cmd.response(ResponseCode.BAD_REQUEST, str(exc))
         if props.get(PROPERTY_TRANSACTION_PREPARED) == "true" and ctl.transactions is not None:
             ctl.transactions.prepare(msg)  # type: ignore[attr-defined]
+        started = time.perf_counter()
         results, request = ctl.store.put_messages_nowait([msg])
 
         def respond() -> RemotingCommand:
             r = results[0]
             ctl.stats.put_count += 1 if r.ok else 0
+            if r.ok and ctl.tracer.enabled:
+                trace_stored(ctl, [msg], [r], h.get("producerGroup", ""), started)
             code = STATUS_TO_CODE[r.status]
             if r.phy_offset < 0:
                 return cmd.response(code, r.error or r.status.name)
@@ -151,11 +181,14 @@ def handlers(ctl: BrokerController) -> dict[int, object]:
             refused = ctl.store.commit_log.check(m) if m.limits_error or len(m.body) > max_body else None
             if refused is not None:
                 return cmd.response(STATUS_TO_CODE[refused.status], f"message {i} of the batch: {refused.error}")
+        started = time.perf_counter()
         results, request = ctl.store.put_messages_nowait(msgs)
 
         def respond() -> RemotingCommand:
             ok = [r for r in results if r.phy_offset >= 0]
             ctl.stats.put_count += len(ok)
+            if ok and ctl.tracer.enabled:
+                trace_stored(ctl, msgs, results, h.get("producerGroup", ""), started)
             worst = next((r for r in results if not r.ok), results[0])
             code = STATUS_TO_CODE[worst.status]
             if not ok:

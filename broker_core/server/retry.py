@@ -97,6 +97,11 @@ def handlers(ctl: BrokerController) -> dict[int, object]:
         r = store.put_messages([msg])[0]
         if not r.ok:
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"send back failed: {r.status.name} {r.error}")
+        dead = topic == dlq_topic(group)
+        ctl.tracer.emit([ctl.tracer.event(
+            "dead-lettered" if dead else "retry", props[PROPERTY_UNIQ_KEY], origin, group=group, keys=rec.keys,
+            reconsume_times=reconsume, status=props.get(PROPERTY_DLQ_REASON, "") if dead else "",
+            **({} if dead else {"delayLevel": int(props[PROPERTY_DELAY_TIME_LEVEL])}))])
         return cmd.response(ResponseCode.SUCCESS, "", {"topic": topic, "reconsumeTimes": reconsume})
 
     def resend(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
@@ -133,6 +138,10 @@ def handlers(ctl: BrokerController) -> dict[int, object]:
             cfg = ctl.topics.get(dest)
             queue_id = hash(props[PROPERTY_UNIQ_KEY]) % max(cfg.write_queue_nums, 1) if cfg else 0
             r = store.put_messages([MessageInner(dest, rec.body, queue_id, properties=props, flag=rec.flag)])[0]
+            if r.ok:
+                ctl.tracer.emit([ctl.tracer.event("resent", rec.uniq_key or rec.offset_msg_id, original_topic(rec),
+                                                  group=group, keys=rec.keys, newMsgId=props[PROPERTY_UNIQ_KEY],
+                                                  toTopic=dest)])
             results.append({"offsetMsgId": offset_id, "ok": r.ok, "topic": dest, "newMsgId": props[PROPERTY_UNIQ_KEY],
                             "newOffsetMsgId": r.msg_id if r.ok else "", "error": r.error or ("" if r.ok else
                                                                                               r.status.name)})

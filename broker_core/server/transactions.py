@@ -107,6 +107,10 @@ class TransactionService:
                 raise RuntimeError(f"op record of half message {half_offset} failed: {r.status.name}")
             self.done.add(half_offset)
             self.check_times.pop(half_offset, None)
+            self.ctl.tracer.emit([self.ctl.tracer.event(
+                "transaction-commit" if commit else "transaction-rollback", rec.uniq_key or rec.offset_msg_id,
+                rec.properties.get(PROPERTY_REAL_TOPIC, rec.topic), keys=rec.keys,
+                group=rec.properties.get(PROPERTY_PRODUCER_GROUP, ""))])
             self._advance()
             return "committed" if commit else "rolled back"
 

@@ -54,6 +54,8 @@ class DeliveryReport:
     skipped_duplicates: int = 0
     oldest_overdue_ms: int = 0
     per_level: dict[int, int] = field(default_factory=dict)
+    # (msg id, topic, keys, delivery time ms) of each delivered message
+    delivered_messages: list[tuple[str, str, list[str], int]] = field(default_factory=list)
 
 
 def write_json_atomic(path: Path, data: object) -> None:
@@ -178,6 +180,7 @@ class ScheduleMessageService:
                 break
             report.oldest_overdue_ms = max(report.oldest_overdue_ms, now - deliver_at)
             report.delivered += 1
+            report.delivered_messages.append((rec.uniq_key or "", real_topic, rec.keys, result.store_timestamp))
             delivered += 1
             offset += 1
         if offset != self.offsets.get(level, 0):

@@ -46,6 +46,7 @@ class BrokerProcess:
         conf = self.store_dir.parent / f"{self.name}.conf"
         conf.write_text(f"brokerName={self.name}\nmapedFileSizeCommitLog=4194304\nmaxHashSlotNum=10000\n"
                         f"maxIndexNum=40000\nmapedFileSizeConsumeQueue=60000\nwarmMapedFileEnable=false\n"
+                        f"registerNameServerPeriod=1000\n"
                         + self.extra_conf)
         args = ["-m", "broker_core", "--store-dir", str(self.store_dir), "--listen", f"127.0.0.1:{port}",
                 "--namesrv", self.namesrv, "--config", str(conf)]

@@ -5,6 +5,7 @@ levels (100 ms steps) so the back-off shape is real but short."""
 from __future__ import annotations
 
 import itertools
+import json
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -31,7 +32,7 @@ pytestmark = pytest.mark.integration
 
 LEVELS_MS = [100 * (i + 1) for i in range(18)]
 FAST = ("messageDelayLevel=" + " ".join(f"{ms}ms" for ms in LEVELS_MS) + "\nscheduleDeliverIntervalMs=20\n"
-        "transactionTimeOut=300\ntransactionCheckInterval=300\n")
+        "transactionTimeOut=300\ntransactionCheckInterval=300\ntraceTopicEnable=true\n")
 
 
 @pytest.fixture(scope="module")
@@ -328,3 +329,37 @@ def test_transactions_commit_rollback_and_check_back(cluster: Cluster, admin: Ad
     finally:
         c.shutdown()
         tp.shutdown()
+
+
+def test_trace_of_a_retried_dead_lettered_and_resent_message(cluster: Cluster, admin: AdminClient,
+                                                             producer: Producer):
+    admin.create_topic("Traced", 1, 1)
+    c = consumer(cluster, "trace-group", "Traced", lambda msgs: ConsumeStatus.RECONSUME_LATER,
+                 max_reconsume_times=2, enable_trace=True)
+    try:
+        sent = producer.send(Message("Traced", b"follow me", keys="trace-key"))
+        wait_until(lambda: len(admin.dead_letters("trace-group")) == 1, timeout=30, what="the dead letter")
+    finally:
+        c.shutdown()
+    (dead,) = admin.dead_letters("trace-group")
+    (resent,) = admin.resend_dead_letters("trace-group", [dead.offset_msg_id])
+
+    lifecycle = ["stored", "delayed", "delivered-after-delay", "delivered", "consumed", "reconsume-later", "retry",
+                 "dead-lettered", "resent"]
+
+    def trace() -> list[dict[str, object]]:
+        records, _ = admin.query_message("RMQ_SYS_TRACE_TOPIC", sent.msg_id, max_num=200)
+        events = [json.loads(m.body) for m in records]
+        # by time; events within the same millisecond fall back to lifecycle order
+        return sorted(events, key=lambda e: (e["timestamp"], lifecycle.index(e["type"])))
+
+    expected = ["stored", "delivered", "reconsume-later", "retry", "delivered-after-delay", "delivered",
+                "reconsume-later", "retry", "delivered-after-delay", "delivered", "reconsume-later", "dead-lettered",
+                "resent"]
+    wait_until(lambda: [e["type"] for e in trace()] == expected, timeout=15, what=f"the trace {expected}")
+    events = trace()
+    assert all(e["msgId"] == sent.msg_id for e in events)
+    assert [e["reconsumeTimes"] for e in events if e["type"] == "delivered"] == [0, 1, 2]
+    assert [e["extra"]["delayLevel"] for e in events if e["type"] == "retry"] == [3, 4]
+    assert {e["group"] for e in events if e["type"] in ("delivered", "reconsume-later")} == {"trace-group"}
+    assert events[-1]["extra"]["newMsgId"] == resent["newMsgId"] and events[0]["keys"] == ["trace-key"]

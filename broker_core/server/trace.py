@@ -1,0 +1,53 @@
+"""Message trace events (``traceTopicEnable``): the broker records each message's lifecycle as messages of
+``RMQ_SYS_TRACE_TOPIC``, for the trace pages to build timelines from.
+
+Each event is a JSON object: ``type``, ``msgId``, ``topic``, ``group``, ``keys``, ``timestamp`` (ms),
+``costMs``, ``broker``, ``queueId``, ``queueOffset``, ``reconsumeTimes``, ``status`` and ``extra``. Types:
+``stored``, ``delayed``, ``delivered-after-delay``, ``delivered`` (handed to a group by a pull or a
+receive), ``consumed`` / ``reconsume-later`` (reported by the SDK with the listener's cost), ``retry``,
+``dead-lettered``, ``resent`` (``extra.newMsgId`` links to the new message), ``transaction-commit``,
+``transaction-rollback``. Every event record carries the message id (and the message's keys) in KEYS, so
+``query_message(RMQ_SYS_TRACE_TOPIC, msgId)`` finds a message's whole trace through the index.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from broker_core.store.message import MessageInner
+
+if TYPE_CHECKING:
+    from broker_core.server.controller import BrokerController
+
+TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
+_UNTRACED = frozenset({TRACE_TOPIC, "RMQ_SYS_TRANS_OP_HALF_TOPIC"})
+
+
+class Tracer:
+    def __init__(self, ctl: BrokerController) -> None:
+        self.ctl = ctl
+        self.enabled = ctl.config.trace_topic_enable
+        self._ready = False
+
+    def event(self, type_: str, msg_id: str, topic: str, *, group: str = "", keys: list[str] | None = None,
+              cost_ms: float = 0, queue_id: int = -1, queue_offset: int = -1, reconsume_times: int = 0,
+              status: str = "", timestamp: int | None = None, **extra: Any) -> dict[str, Any]:
+        return {"type": type_, "msgId": msg_id, "topic": topic, "group": group, "keys": keys or [],
+                "timestamp": timestamp or self.ctl.store.clock.now_ms(), "costMs": round(cost_ms, 3),
+                "broker": self.ctl.config.broker_name, "queueId": queue_id, "queueOffset": queue_offset,
+                "reconsumeTimes": reconsume_times, "status": status, "extra": extra}
+
+    def emit(self, events: list[dict[str, Any]]) -> None:
+        events = [e for e in events if e["topic"] not in _UNTRACED and e["msgId"]]
+        if not self.enabled or not events:
+            return
+        if not self._ready:
+            from broker_core.server.retry import ensure_topic
+
+            ensure_topic(self.ctl, TRACE_TOPIC)
+            self._ready = True
+        self.ctl.store.put_messages([
+            MessageInner(TRACE_TOPIC, json.dumps(e, separators=(",", ":")).encode(), 0,
+                         keys=[e["msgId"], *[k for k in e["keys"] if k and " " not in k]], tags=e["type"])
+            for e in events])
