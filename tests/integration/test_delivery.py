@@ -144,12 +144,12 @@ def test_delay_levels_are_never_early(cluster: Cluster, admin: AdminClient, prod
     c = consumer(cluster, "later-group", "Later", record)
     try:
         sent_at = {}
-        for level in range(1, 7):
+        for level in range(1, 19):
             body = b"level-%d" % level
             sent_at[body] = time.monotonic()
             producer.send(Message("Later", body, delay_level=level))
-        wait_until(lambda: len(received) == 6, timeout=30, what="every delayed message")
-        for level in range(1, 7):
+        wait_until(lambda: len(received) == 18, timeout=30, what="every delayed message")
+        for level in range(1, 19):
             body = b"level-%d" % level
             assert (received[body] - sent_at[body]) * 1000 >= LEVELS_MS[level - 1], level
         backlog = admin.delay_backlog(cluster.brokers["broker-a"].addr)
@@ -363,3 +363,20 @@ def test_trace_of_a_retried_dead_lettered_and_resent_message(cluster: Cluster, a
     assert [e["extra"]["delayLevel"] for e in events if e["type"] == "retry"] == [3, 4]
     assert {e["group"] for e in events if e["type"] in ("delivered", "reconsume-later")} == {"trace-group"}
     assert events[-1]["extra"]["newMsgId"] == resent["newMsgId"] and events[0]["keys"] == ["trace-key"]
+
+
+def test_tag_hash_collisions_are_filtered_by_the_client(cluster: Cluster, admin: AdminClient, producer: Producer):
+    from broker_core.client import PullConsumer
+    from broker_core.codec.hashing import tag_hash
+
+    assert tag_hash("Aa") == tag_hash("BB")  # Java String.hashCode collides
+    admin.create_topic("Tags", 1, 1)
+    for tag in ("Aa", "BB", "Cc", "Aa"):
+        producer.send(Message("Tags", tag.encode(), tags=tag))
+    pc = PullConsumer("tags-group", cluster.namesrv).start()
+    try:
+        mq = pc.fetch_queues("Tags")[0]
+        assert [m.body for m in pc.pull(mq, 0, 32, "Aa").messages] == [b"Aa", b"Aa"]
+        assert [m.body for m in pc.pull(mq, 0, 32, "BB || Cc").messages] == [b"BB", b"Cc"]
+    finally:
+        pc.shutdown()
