@@ -112,6 +112,19 @@ def trace_stored(ctl: BrokerController, msgs: list[MessageInner], results: list[
     ctl.tracer.emit(events)
 
 
+def target_queue(ctl: BrokerController, cmd: RemotingCommand) -> tuple[str, int] | RemotingCommand:
+    """The topic and queue a send writes to, or the error response."""
+    topic = str_field(cmd.header, "topic")
+    cfg = writable_topic(ctl, cmd, topic)
+    if isinstance(cfg, RemotingCommand):
+        return cfg
+    queue_id = int_field(cmd.header, "queueId", 0)
+    if not 0 <= queue_id < cfg.write_queue_nums:
+        return cmd.response(ResponseCode.MESSAGE_ILLEGAL,
+                            f"queueId {queue_id} is outside 0..{cfg.write_queue_nums - 1} of topic {topic}")
+    return topic, queue_id
+
+
 def _born(conn: Connection) -> tuple[str, int]:
     host, _, port = conn.remote.rpartition(":")
     return host, int(port) if port.isdigit() else 0
@@ -121,14 +134,10 @@ def handlers(ctl: BrokerController) -> dict[int, object]:
     def send_message(cmd: RemotingCommand, conn: Connection) -> RemotingCommand | Awaitable[RemotingCommand]:
         h = cmd.header
         try:
-            topic = str_field(h, "topic")
-            cfg = writable_topic(ctl, cmd, topic)
-            if isinstance(cfg, RemotingCommand):
-                return cfg
-            queue_id = int_field(h, "queueId", 0)
-            if not 0 <= queue_id < cfg.write_queue_nums:
-                return cmd.response(ResponseCode.MESSAGE_ILLEGAL,
-                                    f"queueId {queue_id} is outside 0..{cfg.write_queue_nums - 1} of topic {topic}")
+            target = target_queue(ctl, cmd)
+            if isinstance(target, RemotingCommand):
+                return target
+            topic, queue_id = target
             props = decode_properties(str(h.get("properties", "")))
             host, port = _born(conn)
             msg = MessageInner(topic, cmd.body, queue_id, properties=props, flag=int_field(h, "flag", 0),
@@ -157,14 +166,10 @@ def handlers(ctl: BrokerController) -> dict[int, object]:
     def send_batch(cmd: RemotingCommand, conn: Connection) -> RemotingCommand | Awaitable[RemotingCommand]:
         h = cmd.header
         try:
-            topic = str_field(h, "topic")
-            cfg = writable_topic(ctl, cmd, topic)
-            if isinstance(cfg, RemotingCommand):
-                return cfg
-            queue_id = int_field(h, "queueId", 0)
-            if not 0 <= queue_id < cfg.write_queue_nums:
-                return cmd.response(ResponseCode.MESSAGE_ILLEGAL,
-                                    f"queueId {queue_id} is outside 0..{cfg.write_queue_nums - 1} of topic {topic}")
+            target = target_queue(ctl, cmd)
+            if isinstance(target, RemotingCommand):
+                return target
+            topic, queue_id = target
             entries = decode_batch(cmd.body)
             if not entries:
                 return cmd.response(ResponseCode.MESSAGE_ILLEGAL, "empty batch")
