@@ -88,6 +88,7 @@ class TransactionService:
         with self._lock:
             if half_offset in self.done:
                 return "already resolved"
+            self.store.reput.do_reput()  # the half message may be appended but not yet dispatched
             res = self.store.get_message(HALF_TOPIC, 0, half_offset, 1)
             if res.status is not GetStatus.FOUND or res.queue_offsets[0] != half_offset:
                 raise BadRequest(f"no half message at offset {half_offset}")

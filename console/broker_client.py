@@ -1,0 +1,82 @@
+"""The one place that builds ``broker_core.client`` objects from settings.
+
+One :class:`ClientInstance`-backed ``AdminClient`` and one ``Producer`` per process and name server address,
+and one ``SimpleConsumer`` per consumer group, all sharing a connection pool. Clients are keyed by
+``settings.BROKER_CORE_NAMESRV``, so changing that setting (tests do) yields fresh clients; :func:`reset`
+shuts every cached client down.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+from django.conf import settings
+
+from broker_core.client import AdminClient, Producer, SimpleConsumer
+from broker_core.client.instance import ClientInstance
+
+
+@dataclass
+class _Clients:
+    """The clients cached for one name server address."""
+
+    instance: ClientInstance
+    admin: AdminClient
+    producer: Producer | None = None
+    consumers: dict[str, SimpleConsumer] = field(default_factory=dict)
+
+
+_lock = threading.Lock()
+_cache: dict[str, _Clients] = {}
+
+
+def namesrv_addr() -> str:
+    """The name server address(es) from settings (``BROKER_CORE_NAMESRV``)."""
+    return str(settings.BROKER_CORE_NAMESRV)
+
+
+def _clients() -> _Clients:
+    addr = namesrv_addr()
+    with _lock:
+        found = _cache.get(addr)
+        if found is None:
+            instance = ClientInstance(addr, instance_name="console")
+            admin = AdminClient(addr, timeout=settings.BROKER_CORE_TIMEOUT_S, instance=instance).start()
+            found = _cache[addr] = _Clients(instance, admin)
+        return found
+
+
+def admin() -> AdminClient:
+    """The process-wide admin client."""
+    return _clients().admin
+
+
+def producer() -> Producer:
+    """The process-wide producer (group ``BROKER_CORE_PRODUCER_GROUP``)."""
+    clients = _clients()
+    with _lock:
+        if clients.producer is None:
+            clients.producer = Producer(settings.BROKER_CORE_PRODUCER_GROUP, namesrv_addr(),
+                                        send_timeout=settings.BROKER_CORE_TIMEOUT_S,
+                                        instance=clients.instance).start()
+        return clients.producer
+
+
+def consumer(group: str) -> SimpleConsumer:
+    """The receive/ack consumer of ``group`` (raises ValueError for an invalid group name)."""
+    clients = _clients()
+    with _lock:
+        found = clients.consumers.get(group)
+        if found is None:
+            found = clients.consumers[group] = SimpleConsumer(group, namesrv_addr(), instance=clients.instance)
+        return found
+
+
+def reset() -> None:
+    """Shut down and forget every cached client (tests, and after a settings change)."""
+    with _lock:
+        cached = list(_cache.values())
+        _cache.clear()
+    for clients in cached:
+        clients.admin.shutdown()

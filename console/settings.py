@@ -1,0 +1,127 @@
+"""Django settings, all overridable from the environment.
+
+- ``SECRET_KEY`` (a development default is used when unset), ``DEBUG`` ("1"/"true" to enable),
+  ``ALLOWED_HOSTS`` (comma separated).
+- ``DATABASE_URL`` (``postgres://user:pass@host:port/name``) selects PostgreSQL; otherwise SQLite at
+  ``DJANGO_DB_PATH`` (default ``var/console.sqlite3`` under the repository root).
+- ``BROKER_CORE_NAMESRV``: the name server address(es) the console's SDK clients use.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def env_bool(name: str, default: bool = False) -> bool:
+    """``name`` from the environment as a boolean ("1", "true", "yes", "on" are true)."""
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def database_from_url(url: str) -> dict[str, Any]:
+    """A Django ``DATABASES`` entry from a ``postgres://`` / ``postgresql://`` / ``sqlite:///`` URL."""
+    parts = urlsplit(url)
+    if parts.scheme in {"postgres", "postgresql", "pgsql"}:
+        return {
+            "ENGINE": "django.db.backends.postgresql",
+            "NAME": unquote(parts.path.lstrip("/")),
+            "USER": unquote(parts.username or ""),
+            "PASSWORD": unquote(parts.password or ""),
+            "HOST": parts.hostname or "",
+            "PORT": str(parts.port or ""),
+        }
+    if parts.scheme == "sqlite":
+        return {"ENGINE": "django.db.backends.sqlite3", "NAME": unquote(parts.path) or ":memory:"}
+    raise ValueError(f"unsupported DATABASE_URL scheme {parts.scheme!r}")
+
+
+SECRET_KEY = os.environ.get("SECRET_KEY", "dev-only-insecure-key-change-me")
+DEBUG = env_bool("DEBUG", False)
+ALLOWED_HOSTS = [h.strip() for h in os.environ.get("ALLOWED_HOSTS", "127.0.0.1,localhost").split(",") if h.strip()]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "console",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "console.urls"
+WSGI_APPLICATION = "console.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+if os.environ.get("DATABASE_URL"):
+    DATABASES = {"default": database_from_url(os.environ["DATABASE_URL"])}
+else:
+    _db_path = Path(os.environ.get("DJANGO_DB_PATH", BASE_DIR / "var" / "console.sqlite3"))
+    _db_path.parent.mkdir(parents=True, exist_ok=True)
+    DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": str(_db_path)}}
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+STATIC_URL = "static/"
+
+# A produce request may carry several messages of up to 4 MiB each (base64 grows them by a third).
+DATA_UPLOAD_MAX_MEMORY_SIZE = 64 * 1024 * 1024
+
+BROKER_CORE_NAMESRV = os.environ.get("BROKER_CORE_NAMESRV", "127.0.0.1:9876")
+BROKER_CORE_PRODUCER_GROUP = os.environ.get("BROKER_CORE_PRODUCER_GROUP", "broker_core_console")
+BROKER_CORE_TIMEOUT_S = float(os.environ.get("BROKER_CORE_TIMEOUT_S", "5"))
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "console.api.errors.exception_handler",
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "broker_core console API",
+    "DESCRIPTION": "Topics, messages, consumer groups, dead letters and the audit log of a broker_core cluster.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+}
