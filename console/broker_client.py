@@ -79,4 +79,7 @@ def reset() -> None:
         cached = list(_cache.values())
         _cache.clear()
     for clients in cached:
-        clients.admin.shutdown()
+        if clients.producer is not None:
+            clients.producer.shutdown()  # also closes the shared instance
+        else:
+            clients.admin.shutdown()

@@ -313,6 +313,8 @@ class MessageStore:
         """Pull up to ``max_msg_nums`` messages of one queue from logical ``offset``, filtered by tag hash.
         With ``decode=False`` ``messages`` holds raw bytes: runs of whole records, concatenated (what the
         server sends); ``queue_offsets`` has one entry per record either way."""
+        if self.reput.reput_from_offset < self.commit_log.max_offset():
+            self.reput.do_reput()  # read-your-writes: dispatch what was appended before this pull
         cq = self.consume_queue_table.get((topic, queue_id))
         if cq is None:
             return GetMessageResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0,
@@ -472,6 +474,7 @@ class MessageStore:
         are filtered out; ``truncated`` says more matches exist."""
         if self.index_service is None:
             return QueryMessageResult([], False)
+        self.reput.do_reput()  # everything appended so far is searchable
         want = max_num or self.config.default_query_max_num
         limit = want + 1
         while True:

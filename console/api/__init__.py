@@ -1,0 +1,1 @@
+"""The REST API (Django REST framework): thin views over :mod:`console.services` and :mod:`console.selectors`."""
