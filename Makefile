@@ -7,7 +7,10 @@ STAMP := $(VENV)/.installed
 STORE_DIR ?= var/store
 NAMESRV_PORT ?= 9876
 BROKER_PORT ?= 10911
-export STORE_DIR NAMESRV_PORT BROKER_PORT
+PORT ?= 8000
+WEB_PORT := $(PORT)
+BROKER_CORE_NAMESRV ?= 127.0.0.1:$(NAMESRV_PORT)
+export STORE_DIR NAMESRV_PORT BROKER_PORT WEB_PORT BROKER_CORE_NAMESRV
 
 .PHONY: run test lint bench clean
 
@@ -20,8 +23,9 @@ $(STAMP): requirements.txt
 
 run: $(STAMP)
 	@mkdir -p $(STORE_DIR)
-	@echo "namesrv on 127.0.0.1:$(NAMESRV_PORT), broker on 127.0.0.1:$(BROKER_PORT), store in $(STORE_DIR); Ctrl-C stops all"
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/honcho start -f Procfile
+	@echo "console + REST API on http://127.0.0.1:$(WEB_PORT)/api/v1/docs/ ; namesrv 127.0.0.1:$(NAMESRV_PORT);"
+	@echo "broker 127.0.0.1:$(BROKER_PORT) (store $(STORE_DIR)); Ctrl-C stops all"
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" PYTHONPATH="$(CURDIR)" $(VENV)/bin/honcho start -f Procfile
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

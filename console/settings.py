@@ -26,7 +26,7 @@ def env_bool(name: str, default: bool = False) -> bool:
 
 
 def database_from_url(url: str) -> dict[str, Any]:
-    """A Django ``DATABASES`` entry from a ``postgres://`` / ``postgresql://`` / ``sqlite:///`` URL."""
+    """A Django ``DATABASES`` entry from a ``postgres://``, ``postgresql://`` or ``sqlite:///`` URL."""
     parts = urlsplit(url)
     if parts.scheme in {"postgres", "postgresql", "pgsql"}:
         return {
@@ -38,7 +38,8 @@ def database_from_url(url: str) -> dict[str, Any]:
             "PORT": str(parts.port or ""),
         }
     if parts.scheme == "sqlite":
-        return {"ENGINE": "django.db.backends.sqlite3", "NAME": unquote(parts.path) or ":memory:"}
+        # sqlite:///relative.db and sqlite:////absolute/path.db, as dj-database-url reads them
+        return {"ENGINE": "django.db.backends.sqlite3", "NAME": unquote(parts.path[1:]) or ":memory:"}
     raise ValueError(f"unsupported DATABASE_URL scheme {parts.scheme!r}")
 
 
@@ -114,7 +115,7 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "console.api.schema.ConsoleAutoSchema",
     "EXCEPTION_HANDLER": "console.api.errors.exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }

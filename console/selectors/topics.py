@@ -4,8 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker_core.protocol.validation import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, SYSTEM_TOPICS
+from broker_core.client import ClientError
+from broker_core.protocol import ResponseCode
+from broker_core.protocol.validation import (
+    DLQ_GROUP_TOPIC_PREFIX,
+    RETRY_GROUP_TOPIC_PREFIX,
+    SYSTEM_TOPICS,
+    topic_error,
+)
 from console import broker_client
+from console.errors import bad_request, not_found
 from console.selectors.messages import iso_ms
 
 NORMAL, RETRY, DLQ, SYSTEM = "normal", "retry", "dlq", "system"
@@ -32,7 +40,7 @@ def list_topics(search: str = "", kind: str = "") -> list[dict[str, str]]:
 
 def topic_route(name: str) -> dict[str, Any]:
     """The name server's route: ``queueDatas`` per broker and ``brokerDatas`` with addresses."""
-    return broker_client.admin().topic_route(name)
+    return broker_client.admin().topic_route(check_topic_name(name))
 
 
 def topic_detail(name: str) -> dict[str, Any]:
@@ -48,4 +56,30 @@ def topic_stats(name: str) -> list[dict[str, Any]]:
     """Per queue: broker, queue id, min/max offset and last update time (ISO 8601 or None)."""
     return [{"broker_name": r["brokerName"], "queue_id": r["queueId"], "min_offset": r["minOffset"],
              "max_offset": r["maxOffset"], "last_update": iso_ms(r.get("lastUpdateTimestamp", 0))}
-            for r in broker_client.admin().topic_stats(name)]
+            for r in broker_client.admin().topic_stats(check_topic_name(name))]
+
+
+def check_topic_name(name: str) -> str:
+    """``name``, or a 400 ``invalid_topic`` saying what is wrong with it."""
+    err = topic_error(name)
+    if err:
+        raise bad_request("invalid_topic", err)
+    return name
+
+
+def find_topic(name: str) -> dict[str, Any] | None:
+    """The topic's detail, or None when the name server has no route for it."""
+    try:
+        return topic_detail(check_topic_name(name))
+    except ClientError as exc:
+        if exc.code == ResponseCode.TOPIC_NOT_EXIST:
+            return None
+        raise
+
+
+def get_topic(name: str) -> dict[str, Any]:
+    """The topic's detail, or a 400 (invalid name) / 404 (no such topic)."""
+    found = find_topic(name)
+    if found is None:
+        raise not_found(f"topic {name} does not exist")
+    return found

@@ -1,0 +1,44 @@
+"""Message lookups: by id (offset id, or unique id with ``?topic=``) and by topic + key."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from console.api.base import RoleAPIView, can_read_bodies, validated
+from console.api.serializers import MessageSearchSerializer
+from console.roles import VIEWER
+from console.selectors import messages as selectors
+from console.selectors.topics import check_topic_name
+
+
+class MessageDetailView(RoleAPIView):
+    """``GET /messages/{msg_id}/``: an offset message id, or a unique id with ``?topic=T``."""
+
+    required_roles = {"GET": VIEWER}
+
+    @extend_schema(parameters=[OpenApiParameter("topic", str, description="the topic of a unique message id")])
+    def get(self, request: Request, msg_id: str) -> Response:
+        topic = request.query_params.get("topic")
+        if topic:
+            msg = selectors.message_by_unique_id(check_topic_name(topic), msg_id)
+        else:
+            msg = selectors.message_by_offset_id(msg_id)
+        return Response(selectors.message_json(msg, can_read_bodies(request)))
+
+
+class MessageSearchView(RoleAPIView):
+    """``GET /messages/?topic=T&key=K[&begin=&end=&limit=]``, newest first; ``truncated`` says if more exist."""
+
+    required_roles = {"GET": VIEWER}
+
+    @extend_schema(operation_id="messages_search", parameters=[MessageSearchSerializer])
+    def get(self, request: Request) -> Response:
+        q = validated(MessageSearchSerializer, request.query_params)
+        begin_ms = int(q["begin"].timestamp() * 1000) if q.get("begin") else 0
+        end_ms = int(q["end"].timestamp() * 1000) if q.get("end") else (1 << 63) - 1
+        found, truncated = selectors.messages_by_key(q["topic"], q["key"], q["limit"], begin_ms, end_ms)
+        with_body = can_read_bodies(request)
+        return Response({"results": [selectors.message_json(m, with_body) for m in found], "next": None,
+                         "truncated": truncated})

@@ -1,0 +1,138 @@
+"""Request serializers: input validation only; responses are plain dicts built by selectors and services."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Any
+
+from rest_framework import serializers
+
+from broker_core.protocol.validation import group_error, topic_error
+from console.selectors.messages import MESSAGE_ID
+from console.services.messages import MAX_BODY_BYTES, OutgoingMessage
+
+PERMS = (2, 4, 6)  # write only, read only, read-write (RocketMQ's PermName)
+
+
+def _topic(value: str) -> str:
+    err = topic_error(value)
+    if err:
+        raise serializers.ValidationError(err)
+    return value
+
+
+class TopicCreateSerializer(serializers.Serializer):
+    """``POST /topics/``."""
+
+    name = serializers.CharField(validators=[_topic])
+    read_queue_nums = serializers.IntegerField(min_value=1, max_value=1024, default=4)
+    write_queue_nums = serializers.IntegerField(min_value=1, max_value=1024, default=4)
+    perm = serializers.ChoiceField(choices=PERMS, default=6)
+    brokers = serializers.ListField(child=serializers.CharField(), required=False, allow_empty=False)
+
+
+class TopicUpdateSerializer(serializers.Serializer):
+    """``PATCH /topics/{name}/``: any of the fields."""
+
+    read_queue_nums = serializers.IntegerField(min_value=1, max_value=1024, required=False)
+    write_queue_nums = serializers.IntegerField(min_value=1, max_value=1024, required=False)
+    perm = serializers.ChoiceField(choices=PERMS, required=False)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if not attrs:
+            raise serializers.ValidationError("give at least one of read_queue_nums, write_queue_nums, perm")
+        return attrs
+
+
+class OutgoingMessageSerializer(serializers.Serializer):
+    """One message of a produce request; ``validate`` turns it into an :class:`OutgoingMessage`."""
+
+    body = serializers.CharField(trim_whitespace=False, allow_blank=False)
+    body_encoding = serializers.ChoiceField(choices=("utf-8", "base64"), default="utf-8")
+    tags = serializers.CharField(required=False, allow_blank=True, max_length=255)
+    keys = serializers.ListField(child=serializers.CharField(max_length=255), required=False, max_length=64)
+    properties = serializers.DictField(child=serializers.CharField(allow_blank=True), required=False)
+    delay_level = serializers.IntegerField(min_value=0, max_value=18, default=0)
+
+    def validate(self, attrs: dict[str, Any]) -> OutgoingMessage:  # type: ignore[override]
+        if attrs["body_encoding"] == "base64":
+            try:
+                body = base64.b64decode(attrs["body"], validate=True)
+            except (binascii.Error, ValueError):
+                raise serializers.ValidationError({"body": "body is not valid base64"}) from None
+        else:
+            body = attrs["body"].encode("utf-8")
+        if not body:
+            raise serializers.ValidationError({"body": "body is empty"})
+        if len(body) > MAX_BODY_BYTES:
+            raise serializers.ValidationError({"body": f"body is {len(body)} bytes, the limit is {MAX_BODY_BYTES}"})
+        return OutgoingMessage(body=body, tags=attrs.get("tags") or None, keys=attrs.get("keys", []),
+                               properties=attrs.get("properties", {}), delay_level=attrs["delay_level"])
+
+
+class ProduceSerializer(serializers.Serializer):
+    """``POST /topics/{name}/messages/``."""
+
+    messages = OutgoingMessageSerializer(many=True, allow_empty=False, max_length=1000)
+
+
+class MessageSearchSerializer(serializers.Serializer):
+    """``GET /messages/?topic=&key=``."""
+
+    topic = serializers.CharField(validators=[_topic])
+    key = serializers.CharField(max_length=255)
+    begin = serializers.DateTimeField(required=False)
+    end = serializers.DateTimeField(required=False)
+    limit = serializers.IntegerField(min_value=1, max_value=1000, default=64)
+
+
+def validate_group(value: str) -> str:
+    """Raise a ValidationError unless ``value`` is a valid consumer group name."""
+    err = group_error(value)
+    if err:
+        raise serializers.ValidationError(err)
+    return value
+
+
+class ReceiveSerializer(serializers.Serializer):
+    """``POST /consumer-groups/{group}/receive/``."""
+
+    topic = serializers.CharField(validators=[_topic])
+    max_messages = serializers.IntegerField(min_value=1, max_value=32, default=16)
+    invisible_seconds = serializers.FloatField(min_value=1, max_value=12 * 3600, default=30)
+    wait_seconds = serializers.FloatField(min_value=0, max_value=20, default=0)
+
+
+class AckSerializer(serializers.Serializer):
+    """``POST /consumer-groups/{group}/ack/``."""
+
+    topic = serializers.CharField(validators=[_topic])
+    receipt_handles = serializers.ListField(child=serializers.CharField(), allow_empty=False, max_length=1000)
+
+
+def _offset_id(value: str) -> str:
+    if not MESSAGE_ID.match(value):
+        raise serializers.ValidationError(f"{value!r} is not an offset message id (32 hex characters)")
+    return value.upper()
+
+
+class ResendSerializer(serializers.Serializer):
+    """``POST /dlq/{group}/resend/``."""
+
+    offset_msg_ids = serializers.ListField(child=serializers.CharField(validators=[_offset_id]), allow_empty=False,
+                                           max_length=1000)
+    topic = serializers.CharField(required=False, validators=[_topic])
+
+
+class GroupQuerySerializer(serializers.Serializer):
+    """``?topic=`` of a consumer group view."""
+
+    topic = serializers.CharField(required=False, validators=[_topic])
+
+
+class LimitSerializer(serializers.Serializer):
+    """``?limit=`` of a listing."""
+
+    limit = serializers.IntegerField(min_value=1, max_value=1000, default=100)
+

@@ -1,0 +1,26 @@
+"""``/api/v1/`` routes."""
+
+from __future__ import annotations
+
+from django.urls import path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from console.api import audit, dlq, groups, messages, topics
+
+urlpatterns = [
+    path("topics/", topics.TopicListView.as_view(), name="topic-list"),
+    path("topics/<str:name>/", topics.TopicDetailView.as_view(), name="topic-detail"),
+    path("topics/<str:name>/route/", topics.TopicRouteView.as_view(), name="topic-route"),
+    path("topics/<str:name>/stats/", topics.TopicStatsView.as_view(), name="topic-stats"),
+    path("topics/<str:name>/messages/", topics.TopicMessagesView.as_view(), name="topic-messages"),
+    path("messages/", messages.MessageSearchView.as_view(), name="message-search"),
+    path("messages/<str:msg_id>/", messages.MessageDetailView.as_view(), name="message-detail"),
+    path("consumer-groups/<str:group>/", groups.ConsumerGroupView.as_view(), name="group-detail"),
+    path("consumer-groups/<str:group>/receive/", groups.ReceiveView.as_view(), name="group-receive"),
+    path("consumer-groups/<str:group>/ack/", groups.AckView.as_view(), name="group-ack"),
+    path("dlq/<str:group>/messages/", dlq.DeadLetterListView.as_view(), name="dlq-messages"),
+    path("dlq/<str:group>/resend/", dlq.DeadLetterResendView.as_view(), name="dlq-resend"),
+    path("audit/", audit.AuditListView.as_view(), name="audit-list"),
+    path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
+]

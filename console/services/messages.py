@@ -1,0 +1,58 @@
+"""Producing messages and resending dead letters, audited (ids and counts only, never bodies)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from broker_core.client import Message
+from broker_core.protocol.validation import group_error, topic_error
+from console import broker_client
+from console.errors import bad_request
+from console.services.audit import audited
+
+MAX_BODY_BYTES = 4 * 1024 * 1024  # the SDK's and broker's default maxMessageSize
+
+
+@dataclass
+class OutgoingMessage:
+    """One message to produce, its body already decoded to bytes."""
+
+    body: bytes
+    tags: str | None = None
+    keys: list[str] = field(default_factory=list)
+    properties: dict[str, str] = field(default_factory=dict)
+    delay_level: int = 0
+
+
+def produce(user: Any, topic: str, messages: list[OutgoingMessage]) -> list[dict[str, Any]]:
+    """Send each message to ``topic`` in order; one result per message."""
+    err = topic_error(topic)
+    if err:
+        raise bad_request("invalid_topic", err)
+    producer = broker_client.producer()
+    with audited(user, "message.produce", topic) as entry:
+        results = []
+        for m in messages:
+            sent = producer.send(Message(topic, m.body, tags=m.tags or None, keys=m.keys or None,
+                                         properties=m.properties or None, delay_level=m.delay_level))
+            results.append({"msg_id": sent.msg_id, "offset_msg_id": sent.offset_msg_id, "queue_id": sent.queue_id,
+                            "queue_offset": sent.queue_offset,
+                            "broker_name": sent.message_queue.broker_name if sent.message_queue else None})
+        entry.after = {"count": len(results), "msg_ids": [r["msg_id"] for r in results]}
+    return results
+
+
+def resend_dead_letters(user: Any, group: str, offset_msg_ids: list[str], topic: str | None) -> list[dict[str, Any]]:
+    """Re-produce dead letters of ``group`` to their original topic (or ``topic``); one result per id."""
+    err = group_error(group) or (topic_error(topic) if topic else None)
+    if err:
+        raise bad_request("invalid", err)
+    with audited(user, "dlq.resend", group, {"offset_msg_ids": offset_msg_ids, "topic": topic}) as entry:
+        raw = broker_client.admin().resend_dead_letters(group, offset_msg_ids, topic)
+        results = [{"offset_msg_id": r.get("offsetMsgId"), "ok": bool(r.get("ok")), "topic": r.get("topic"),
+                    "new_msg_id": r.get("newMsgId") or None, "new_offset_msg_id": r.get("newOffsetMsgId") or None,
+                    "error": r.get("error") or None} for r in raw]
+        entry.after = {"results": results}
+        entry.ok = all(r["ok"] for r in results)
+    return results

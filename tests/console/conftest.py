@@ -1,0 +1,128 @@
+"""Console API tests against a real name server and broker (subprocesses on free ports).
+
+Django is configured here (not in pyproject.toml): ``DJANGO_SETTINGS_MODULE`` is set before pytest-django's
+session fixtures run, and the SQLite file lives in a temp dir (tests use an in-memory test database anyway).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import tempfile
+from collections.abc import Callable, Iterator
+from itertools import count
+from pathlib import Path
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
+os.environ.setdefault("DJANGO_DB_PATH", str(Path(tempfile.mkdtemp(prefix="console-db-")) / "console.sqlite3"))
+
+import django
+
+django.setup()
+
+import pytest  # noqa: E402
+from django.contrib.auth.models import Group, User  # noqa: E402
+from rest_framework.authtoken.models import Token  # noqa: E402
+from rest_framework.test import APIClient  # noqa: E402
+
+from broker_core.client import AdminClient  # noqa: E402
+from console import broker_client  # noqa: E402
+from tests.integration.cluster import Cluster  # noqa: E402
+from tests.integration.test_cluster import wait_until  # noqa: E402
+
+_names = count()
+
+
+def free_port() -> int:
+    """A port nothing listens on (bound then released), for the broker-down tests."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """A name server and one broker, ``broker-a``, for the whole console suite."""
+    c = Cluster(tmp_path_factory.mktemp("console-cluster"))
+    try:
+        c.add_broker("broker-a")
+        with AdminClient(c.namesrv) as admin:
+            wait_until(lambda: "broker-a" in admin.cluster_info().get("brokerAddrTable", {}), timeout=30,
+                       what="broker-a to register")
+        yield c
+    finally:
+        broker_client.reset()
+        c.close()
+
+
+@pytest.fixture(scope="session")
+def sdk_admin(cluster: Cluster) -> Iterator[AdminClient]:
+    """An SDK admin client of the test's own, for arranging state behind the console's back."""
+    with AdminClient(cluster.namesrv) as admin:
+        yield admin
+
+
+@pytest.fixture(autouse=True)
+def _console_env(db: None, settings, cluster: Cluster) -> None:  # type: ignore[no-untyped-def]
+    """Every test has database access and a console pointed at the test cluster."""
+    settings.BROKER_CORE_NAMESRV = cluster.namesrv
+
+
+@pytest.fixture
+def unique() -> Callable[[str], str]:
+    """``unique("Orders")`` -> a topic or group name no other test uses."""
+    return lambda prefix: f"{prefix}-{os.getpid()}-{next(_names)}"
+
+
+@pytest.fixture
+def topic(sdk_admin: AdminClient, unique: Callable[[str], str]) -> str:
+    """A fresh topic with 2 queues on broker-a."""
+    name = unique("T")
+    sdk_admin.create_topic(name, 2, 2)
+    wait_until(lambda: name in sdk_admin.topic_list(), timeout=30, what=f"route of {name}")
+    return name
+
+
+def _client(role: str | None, username: str) -> APIClient:
+    user = User.objects.create_user(username, password="pw")
+    if role == "superuser":
+        user.is_superuser = True
+        user.save()
+    elif role:
+        user.groups.add(Group.objects.get(name=role))
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+    return client
+
+
+@pytest.fixture
+def viewer() -> APIClient:
+    return _client("viewer", "vera")
+
+
+@pytest.fixture
+def operator() -> APIClient:
+    return _client("operator", "otto")
+
+
+@pytest.fixture
+def admin() -> APIClient:
+    return _client("admin", "ada")
+
+
+@pytest.fixture
+def superuser() -> APIClient:
+    return _client("superuser", "root")
+
+
+@pytest.fixture
+def nobody() -> APIClient:
+    """Authenticated but in no role group."""
+    return _client(None, "nemo")
+
+
+@pytest.fixture
+def broker_down(settings) -> str:  # type: ignore[no-untyped-def]
+    """Point the console at a name server address nothing listens on."""
+    settings.BROKER_CORE_NAMESRV = f"127.0.0.1:{free_port()}"
+    return settings.BROKER_CORE_NAMESRV

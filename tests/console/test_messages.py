@@ -1,0 +1,84 @@
+"""Produce over HTTP, then find the messages by offset id, unique id and key."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from rest_framework.test import APIClient
+
+from console.models import AuditEvent
+from console.services.messages import MAX_BODY_BYTES
+
+
+def produce(client: APIClient, topic: str, *messages: dict[str, Any]) -> Any:
+    return client.post(f"/api/v1/topics/{topic}/messages/", {"messages": list(messages)}, format="json")
+
+
+def test_produce_then_look_up_by_id_and_key(operator: APIClient, topic: str) -> None:
+    resp = produce(operator, topic,
+                   {"body": "hello <script>", "tags": "created", "keys": ["order-1"], "properties": {"region": "eu"}},
+                   {"body": base64.b64encode(b"\xff\x00binary").decode(), "body_encoding": "base64",
+                    "keys": ["order-1"]})
+    assert resp.status_code == 201, resp.json()
+    first, second = resp.json()["results"]
+    assert len(first["msg_id"]) == 32 and len(first["offset_msg_id"]) == 32 and first["queue_id"] in (0, 1)
+
+    by_offset = operator.get(f"/api/v1/messages/{first['offset_msg_id']}/")
+    assert by_offset.status_code == 200, by_offset.json()
+    msg = by_offset.json()
+    assert msg["msg_id"] == first["msg_id"] and msg["topic"] == topic and msg["tags"] == "created"
+    assert msg["keys"] == ["order-1"] and msg["properties"] == {"region": "eu"}
+    assert msg["body"] == {"text": "hello <script>"} and msg["store_timestamp"].endswith("+00:00")
+
+    by_unique = operator.get(f"/api/v1/messages/{second['msg_id'].lower()}/", {"topic": topic}).json()
+    assert by_unique["body"] == {"base64": base64.b64encode(b"\xff\x00binary").decode()}
+
+    found = operator.get("/api/v1/messages/", {"topic": topic, "key": "order-1"}).json()
+    assert sorted(m["msg_id"] for m in found["results"]) == sorted([first["msg_id"], second["msg_id"]])
+    assert found["truncated"] is False and found["next"] is None
+    capped = operator.get("/api/v1/messages/", {"topic": topic, "key": "order-1", "limit": 1}).json()
+    assert len(capped["results"]) == 1 and capped["truncated"] is True
+    assert operator.get("/api/v1/messages/", {"topic": topic, "key": "nope"}).json()["results"] == []
+
+    (event,) = AuditEvent.objects.filter(action="message.produce", target=topic)
+    assert event.ok and event.username == "otto" and event.after["msg_ids"] == [first["msg_id"], second["msg_id"]]
+
+
+def test_viewer_sees_metadata_but_no_body(operator: APIClient, viewer: APIClient, topic: str) -> None:
+    (sent,) = produce(operator, topic, {"body": "secret", "keys": ["k"]}).json()["results"]
+    msg = viewer.get(f"/api/v1/messages/{sent['offset_msg_id']}/").json()
+    assert msg["msg_id"] == sent["msg_id"] and msg["body_size"] == 6 and "body" not in msg
+    assert all("body" not in m for m in viewer.get("/api/v1/messages/", {"topic": topic, "key": "k"}).json()["results"])
+    assert produce(viewer, topic, {"body": "x"}).status_code == 403
+
+
+def test_produce_bad_input(operator: APIClient, topic: str) -> None:
+    bad64 = produce(operator, topic, {"body": "***not base64***", "body_encoding": "base64"})
+    assert bad64.status_code == 400 and "base64" in bad64.json()["detail"]
+    big = produce(operator, topic, {"body": "x" * (MAX_BODY_BYTES + 1)})
+    assert big.status_code == 400 and "limit" in big.json()["detail"]
+    assert produce(operator, topic).status_code == 400  # no messages
+    assert produce(operator, topic, {"body": ""}).status_code == 400
+    assert produce(operator, topic, {"body": "x", "delay_level": 19}).status_code == 400
+    invalid = produce(operator, "bad$topic", {"body": "x"})
+    assert invalid.status_code == 400 and invalid.json()["error"] == "invalid_topic"
+    missing = produce(operator, "NoSuchTopicHere", {"body": "x"})
+    assert missing.status_code == 404 and missing.json()["error"] == "not_found"
+    assert not AuditEvent.objects.get(action="message.produce", target="NoSuchTopicHere").ok
+
+
+def test_message_lookup_bad_input(operator: APIClient, topic: str) -> None:
+    malformed = operator.get("/api/v1/messages/xyz/")
+    assert malformed.status_code == 400 and malformed.json()["error"] == "invalid_message_id"
+    assert operator.get("/api/v1/messages/" + "G" * 32 + "/").status_code == 400
+    (sent,) = produce(operator, topic, {"body": "x"}).json()["results"]
+    past_end = sent["offset_msg_id"][:16] + "00000000FFFFFFFF"  # the same broker, an offset never written
+    assert operator.get(f"/api/v1/messages/{past_end}/").status_code == 404
+    unknown_host = "0A000001000004D2" + "0" * 16  # 10.0.0.1:1234 is no broker of ours: never contacted
+    resp = operator.get(f"/api/v1/messages/{unknown_host}/")
+    assert resp.status_code == 404 and "no known broker" in resp.json()["detail"]
+    assert operator.get(f"/api/v1/messages/{'A' * 32}/", {"topic": topic}).status_code == 404
+    assert operator.get("/api/v1/messages/", {"topic": topic}).status_code == 400  # key required
+    assert operator.get("/api/v1/messages/", {"topic": "bad$", "key": "k"}).status_code == 400
+    assert operator.get("/api/v1/messages/", {"topic": topic, "key": "k", "begin": "yesterday"}).status_code == 400

@@ -1,0 +1,69 @@
+"""Topic endpoints: list, create, detail, update, delete, route, stats."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from rest_framework.test import APIClient
+
+from console.models import AuditEvent
+
+
+def test_list_has_types_and_filters(viewer: APIClient, topic: str) -> None:
+    resp = viewer.get("/api/v1/topics/")
+    assert resp.status_code == 200
+    rows = {r["name"]: r["type"] for r in resp.json()["results"]}
+    assert rows[topic] == "normal"
+    assert rows.get("TBW102", "system") == "system"
+    found = viewer.get("/api/v1/topics/", {"search": topic.lower()}).json()["results"]
+    assert [r["name"] for r in found] == [topic]
+    assert all(r["type"] == "system" for r in viewer.get("/api/v1/topics/", {"type": "system"}).json()["results"])
+    bad = viewer.get("/api/v1/topics/", {"type": "weird"})
+    assert bad.status_code == 400 and bad.json()["error"] == "invalid_type"
+
+
+def test_create_detail_update_delete_are_audited(admin: APIClient, unique: Callable[[str], str]) -> None:
+    name = unique("Created")
+    resp = admin.post("/api/v1/topics/", {"name": name, "read_queue_nums": 3, "write_queue_nums": 3, "perm": 6},
+                      format="json")
+    assert resp.status_code == 201, resp.json()
+    assert resp.json()["brokers"] == [{"broker_name": "broker-a", "read_queue_nums": 3, "write_queue_nums": 3,
+                                       "perm": 6}]
+    again = admin.post("/api/v1/topics/", {"name": name}, format="json")
+    assert again.status_code == 409 and again.json()["error"] == "topic_exists"
+
+    detail = admin.get(f"/api/v1/topics/{name}/").json()
+    assert detail["type"] == "normal" and detail["brokers"][0]["read_queue_nums"] == 3
+
+    patched = admin.patch(f"/api/v1/topics/{name}/", {"read_queue_nums": 5, "write_queue_nums": 5}, format="json")
+    assert patched.status_code == 200, patched.json()
+    assert admin.get(f"/api/v1/topics/{name}/").json()["brokers"][0]["write_queue_nums"] == 5
+
+    route = admin.get(f"/api/v1/topics/{name}/route/").json()
+    assert route["queueDatas"][0]["brokerName"] == "broker-a"
+    stats = admin.get(f"/api/v1/topics/{name}/stats/").json()
+    assert sorted(q["queue_id"] for q in stats["queues"]) == [0, 1, 2, 3, 4]
+
+    assert admin.delete(f"/api/v1/topics/{name}/").status_code == 204
+    assert admin.get(f"/api/v1/topics/{name}/").status_code == 404
+
+    events = list(AuditEvent.objects.filter(target=name).order_by("id"))
+    assert [e.action for e in events] == ["topic.create", "topic.update", "topic.delete"]
+    assert all(e.ok and e.username == "ada" for e in events)
+    assert events[1].before["brokers"][0]["read_queue_nums"] == 3
+    assert events[1].after["brokers"][0]["read_queue_nums"] == 5
+
+
+def test_bad_topic_input(admin: APIClient) -> None:
+    resp = admin.post("/api/v1/topics/", {"name": "no spaces!"}, format="json")
+    assert resp.status_code == 400
+    body = resp.json()
+    assert body["error"] == "invalid" and "name" in body["fields"] and "may only contain" in body["detail"]
+    assert admin.post("/api/v1/topics/", {"name": "x" * 128}, format="json").status_code == 400
+    assert admin.post("/api/v1/topics/", {"name": "Ok", "perm": 7}, format="json").status_code == 400
+    assert admin.get("/api/v1/topics/bad$name/").json()["error"] == "invalid_topic"
+    assert admin.patch("/api/v1/topics/NoSuchTopic/", {"perm": 4}, format="json").status_code == 404
+    assert admin.patch("/api/v1/topics/NoSuchTopic/", {}, format="json").status_code == 400
+    assert admin.delete("/api/v1/topics/NoSuchTopic/").status_code == 404
+    missing = admin.get("/api/v1/topics/NoSuchTopic/route/")
+    assert missing.status_code == 404 and missing.json()["error"] == "not_found"
