@@ -12,7 +12,7 @@ WEB_PORT := $(PORT)
 BROKER_CORE_NAMESRV ?= 127.0.0.1:$(NAMESRV_PORT)
 export STORE_DIR NAMESRV_PORT BROKER_PORT WEB_PORT BROKER_CORE_NAMESRV
 
-.PHONY: run test lint bench clean
+.PHONY: run test lint bench clean chromium
 
 $(STAMP): requirements.txt
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON)"; exit 1; }
@@ -27,11 +27,16 @@ run: $(STAMP)
 	@echo "broker 127.0.0.1:$(BROKER_PORT) (store $(STORE_DIR)); Ctrl-C stops all"
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" PYTHONPATH="$(CURDIR)" $(VENV)/bin/honcho start -f Procfile
 
+# Browser tests drive Debian's chromium through Playwright (playwright install cannot download browsers here).
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { echo "installing Debian's chromium for the browser tests"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
 
-test: $(STAMP) lint
+test: $(STAMP) chromium lint
 	$(VENV)/bin/pytest
 
 bench: $(STAMP)
