@@ -328,7 +328,7 @@ class PushConsumer(_ConsumerBase):
     # ------------------------------------------------------------------ rebalance
     async def _rebalance_loop(self) -> None:
         assert self._rebalance_now is not None
-        while True:
+        while self.running:  # (not `while True`: 3.11's wait_for can swallow a cancellation)
             try:
                 await asyncio.wait_for(self._rebalance_now.wait(), self.rebalance_interval)
             except TimeoutError:
@@ -442,7 +442,7 @@ class PushConsumer(_ConsumerBase):
                     pq.locked = mq in locked
 
     async def _lock_loop(self) -> None:
-        while True:
+        while self.running:
             await asyncio.sleep(self.lock_interval)
             await self._lock_all()
 
@@ -602,7 +602,7 @@ class PushConsumer(_ConsumerBase):
 
     # ------------------------------------------------------------------ offsets
     async def _persist_loop(self) -> None:
-        while True:
+        while self.running:
             await asyncio.sleep(self.persist_offset_interval)
             await self._persist_offsets()
 

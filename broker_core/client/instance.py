@@ -93,7 +93,7 @@ class ClientInstance:
         loop = asyncio.get_running_loop()
         next_route = loop.time() + ROUTE_REFRESH_S
         next_beat = loop.time() + HEARTBEAT_S
-        while True:
+        while self.started:
             await asyncio.sleep(1.0)
             now = loop.time()
             if now >= next_route:
