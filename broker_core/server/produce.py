@@ -16,15 +16,13 @@ from broker_core.codec.message import (
 )
 from broker_core.codec.wire import decode_batch
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
-from broker_core.protocol.validation import topic_error
+from broker_core.protocol.validation import TRANS_HALF_TOPIC, topic_error
 from broker_core.remoting.server import BadRequest, Connection
 from broker_core.server.state import TopicConfig
 from broker_core.store import PutStatus
 from broker_core.store.message import MessageInner
 from broker_core.store.results import PutMessageResult
 from broker_core.store.schedule import SCHEDULE_TOPIC
-
-HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
 
 if TYPE_CHECKING:
     from broker_core.server.controller import BrokerController
@@ -107,7 +105,7 @@ def trace_stored(ctl: BrokerController, msgs: list[MessageInner], results: list[
         events.append(ctl.tracer.event(
             "delayed" if delayed else "stored", m.uniq_key or r.msg_id, topic, group=str(group),
             keys=(m.keys or "").split(), cost_ms=cost, queue_id=m.queue_id, queue_offset=r.queue_offset,
-            reconsume_times=m.reconsume_times, status="half" if m.topic == HALF_TOPIC else "ok",
+            reconsume_times=m.reconsume_times, status="half" if m.topic == TRANS_HALF_TOPIC else "ok",
             timestamp=r.store_timestamp, **({"delayLevel": m.delay_level} if delayed else {})))
     ctl.tracer.emit(events)
 

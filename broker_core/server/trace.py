@@ -15,13 +15,13 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from broker_core.protocol.validation import TRACE_TOPIC, TRANS_OP_HALF_TOPIC
 from broker_core.store.message import MessageInner
 
 if TYPE_CHECKING:
     from broker_core.server.controller import BrokerController
 
-TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
-_UNTRACED = frozenset({TRACE_TOPIC, "RMQ_SYS_TRANS_OP_HALF_TOPIC"})
+_UNTRACED = frozenset({TRACE_TOPIC, TRANS_OP_HALF_TOPIC})
 
 
 class Tracer:

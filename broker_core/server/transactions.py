@@ -36,6 +36,7 @@ from broker_core.codec.message import (
 )
 from broker_core.codec.message_id import UniqueIdGenerator
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
+from broker_core.protocol.validation import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from broker_core.remoting.server import BadRequest, Connection
 from broker_core.server.produce import int_field, str_field
 from broker_core.server.retry import ensure_topic
@@ -47,8 +48,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
-OP_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+HALF_TOPIC = TRANS_HALF_TOPIC
+OP_TOPIC = TRANS_OP_HALF_TOPIC
 CHECK_GROUP = "CID_RMQ_SYS_TRANS"
 
 
