@@ -8,12 +8,25 @@ import signal
 import subprocess
 import sys
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from tests.conftest import ROOT
 
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def wait_until(cond: Callable[[], bool], timeout: float = 60.0, what: str = "condition") -> None:
+    """Poll ``cond`` until it holds; fail naming ``what`` after ``timeout`` seconds (not a timing assertion:
+    the timeout only bounds a hang)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _start(args: list[str], log_path: Path) -> tuple[subprocess.Popen, int]:  # type: ignore[type-arg]

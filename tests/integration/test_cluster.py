@@ -21,18 +21,9 @@ from broker_core.client import (
     PushConsumer,
 )
 from broker_core.protocol import ResponseCode
-from tests.integration.cluster import Cluster
+from tests.integration.cluster import Cluster, wait_until
 
 pytestmark = pytest.mark.integration
-
-
-def wait_until(cond: Callable[[], bool], timeout: float = 60.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture(scope="module")
@@ -44,20 +35,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         yield c
     finally:
         c.close()
-
-
-@pytest.fixture(scope="module")
-def admin(cluster: Cluster) -> Iterator[AdminClient]:
-    a = AdminClient(cluster.namesrv).start()
-    yield a
-    a.shutdown()
-
-
-@pytest.fixture
-def producer(cluster: Cluster) -> Iterator[Producer]:
-    p = Producer("it-producers", cluster.namesrv).start()
-    yield p
-    p.shutdown()
 
 
 class Recorder:

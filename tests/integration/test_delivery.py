@@ -25,8 +25,7 @@ from broker_core.client import (
     TransactionState,
     select_by_key,
 )
-from tests.integration.cluster import Cluster
-from tests.integration.test_cluster import wait_until
+from tests.integration.cluster import Cluster, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -43,20 +42,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         yield c
     finally:
         c.close()
-
-
-@pytest.fixture(scope="module")
-def admin(cluster: Cluster) -> Iterator[AdminClient]:
-    a = AdminClient(cluster.namesrv).start()
-    yield a
-    a.shutdown()
-
-
-@pytest.fixture(scope="module")
-def producer(cluster: Cluster) -> Iterator[Producer]:
-    p = Producer("delivery-producers", cluster.namesrv).start()
-    yield p
-    p.shutdown()
 
 
 def consumer(cluster: Cluster, group: str, topic: str, listener, **kw) -> PushConsumer:  # type: ignore[no-untyped-def]
