@@ -1,9 +1,9 @@
 """The one place that builds ``broker_core.client`` objects from settings.
 
-One :class:`ClientInstance`-backed ``AdminClient`` and one ``Producer`` per process and name server address,
-and one ``SimpleConsumer`` per consumer group, all sharing a connection pool. Clients are keyed by
-``settings.BROKER_CORE_NAMESRV``, so changing that setting (tests do) yields fresh clients; :func:`reset`
-shuts every cached client down.
+One :class:`ClientInstance`-backed ``AdminClient``, one ``Producer`` and one browsing ``PullConsumer`` per
+process and name server address, and one ``SimpleConsumer`` per consumer group, all sharing a connection pool.
+Clients are keyed by ``settings.BROKER_CORE_NAMESRV``, so changing that setting (tests do) yields fresh
+clients; :func:`reset` shuts every cached client down.
 """
 
 from __future__ import annotations
@@ -13,8 +13,13 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
-from broker_core.client import AdminClient, Producer, SimpleConsumer
+from broker_core.client import AdminClient, Producer, PullConsumer, SimpleConsumer
+from broker_core.client.admin import ADMIN_GROUP
 from broker_core.client.instance import ClientInstance
+
+# The reserved group the browsing PullConsumer pulls as: it never commits offsets, and brokers do not trace
+# its pulls as deliveries (the admin client's dead-letter browsing uses the same group).
+BROWSE_GROUP = ADMIN_GROUP
 
 
 @dataclass
@@ -24,6 +29,7 @@ class _Clients:
     instance: ClientInstance
     admin: AdminClient
     producer: Producer | None = None
+    browser: PullConsumer | None = None
     consumers: dict[str, SimpleConsumer] = field(default_factory=dict)
 
 
@@ -61,6 +67,16 @@ def producer() -> Producer:
                                         send_timeout=settings.BROKER_CORE_TIMEOUT_S,
                                         instance=clients.instance).start()
         return clients.producer
+
+
+def browser() -> PullConsumer:
+    """The process-wide PullConsumer (group :data:`BROWSE_GROUP`) for reading queues by offset and time;
+    it only pulls and searches, never commits."""
+    clients = _clients()
+    with _lock:
+        if clients.browser is None:
+            clients.browser = PullConsumer(BROWSE_GROUP, namesrv_addr(), instance=clients.instance)
+        return clients.browser
 
 
 def consumer(group: str) -> SimpleConsumer:

@@ -101,6 +101,10 @@ TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "dashboard"
+LOGOUT_REDIRECT_URL = "login"
 
 # A produce request may carry several messages of up to 4 MiB each (base64 grows them by a third).
 DATA_UPLOAD_MAX_MEMORY_SIZE = 64 * 1024 * 1024

@@ -1,14 +1,33 @@
-"""Root URLs: the REST API under ``/api/v1/``, the health check and Django's admin."""
+"""Root URLs: the HTML pages, the REST API under ``/api/v1/``, the health check and Django's admin."""
 
 from __future__ import annotations
 
 from django.contrib import admin
+from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from console.api.health import HealthView
+from console.views import audit, dashboard, dlq, messages, topics
+
+pages = [
+    path("", dashboard.dashboard, name="dashboard"),
+    path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("topics/", topics.topic_list, name="topic-list-page"),
+    path("topics/new/", topics.topic_create, name="topic-create-page"),
+    path("topics/<str:name>/", topics.topic_detail, name="topic-page"),
+    path("topics/<str:name>/send/", topics.topic_send, name="topic-send-page"),
+    path("topics/<str:name>/delete/", topics.topic_delete, name="topic-delete-page"),
+    path("messages/", messages.message_search, name="message-search-page"),
+    path("messages/<str:msg_id>/", messages.message_detail, name="message-page"),
+    path("dlq/", dlq.dlq_index, name="dlq-index-page"),
+    path("dlq/<str:group>/", dlq.dlq_group, name="dlq-page"),
+    path("audit/", audit.audit_log, name="audit-page"),
+]
 
 urlpatterns = [
     path("healthz", HealthView.as_view(), name="healthz"),
     path("api/v1/", include("console.api.urls")),
     path("admin/", admin.site.urls),
+    *pages,
 ]

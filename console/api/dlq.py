@@ -1,16 +1,32 @@
-"""Dead-letter endpoints: browse a group's dead letters and resend them."""
+"""Dead-letter endpoints: the groups with dead letters, browse a group's dead letters and resend them."""
 
 from __future__ import annotations
 
+from django.urls import reverse
 from drf_spectacular.utils import extend_schema
+from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from console.api.base import RoleAPIView, can_read_bodies, group_param, validated
-from console.api.serializers import LimitSerializer, ResendSerializer
+from console.api.serializers import LimitSerializer, ResendSerializer, SearchSerializer
 from console.roles import OPERATOR, VIEWER
+from console.selectors.dlq import list_dlqs
+from console.selectors.jobs import job_json
 from console.selectors.messages import dead_letters, message_json
+from console.services.jobs import start_resend_job
 from console.services.messages import resend_dead_letters
+
+
+class DeadLetterQueueListView(RoleAPIView):
+    """``GET /dlq/?search=``: groups that have a DLQ, each with ``count`` and the ``newest`` dead letter time."""
+
+    required_roles = {"GET": VIEWER}
+
+    @extend_schema(operation_id="dlq_list", parameters=[SearchSerializer])
+    def get(self, request: Request) -> Response:
+        rows = list_dlqs(validated(SearchSerializer, request.query_params)["search"])
+        return Response({"results": rows, "count": len(rows)})
 
 
 class DeadLetterListView(RoleAPIView):
@@ -28,7 +44,8 @@ class DeadLetterListView(RoleAPIView):
 
 
 class DeadLetterResendView(RoleAPIView):
-    """``POST /dlq/{group}/resend/``: re-produce dead letters; one result per offset message id."""
+    """``POST /dlq/{group}/resend/``: re-produce dead letters; one result per offset message id. With
+    ``"async": true``: 202 with a job (``GET /jobs/{id}/``) that resends them in the background."""
 
     required_roles = {"POST": OPERATOR}
 
@@ -36,5 +53,9 @@ class DeadLetterResendView(RoleAPIView):
     def post(self, request: Request, group: str) -> Response:
         data = validated(ResendSerializer, request.data)
         ids = [i.upper() for i in data["offset_msg_ids"]]
+        if data["async"]:
+            job = start_resend_job(request.user, group_param(group), ids, data.get("topic"))
+            return Response(job_json(job), status=status.HTTP_202_ACCEPTED,
+                            headers={"Location": reverse("job-detail", args=[job.pk])})
         results = resend_dead_letters(request.user, group_param(group), ids, data.get("topic"))
         return Response({"results": results})

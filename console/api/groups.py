@@ -1,4 +1,4 @@
-"""Consumer group endpoints: stats, receive and ack."""
+"""Consumer group endpoints: list, stats, receive, ack, nack and offset reset."""
 
 from __future__ import annotations
 
@@ -7,10 +7,30 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from console.api.base import RoleAPIView, group_param, validated
-from console.api.serializers import AckSerializer, GroupQuerySerializer, ReceiveSerializer
+from console.api.serializers import (
+    AckSerializer,
+    GroupQuerySerializer,
+    NackSerializer,
+    ReceiveSerializer,
+    ResetOffsetSerializer,
+    SearchSerializer,
+)
 from console.roles import OPERATOR, VIEWER
-from console.selectors.groups import consume_stats
+from console.selectors.groups import consume_stats, list_groups, reset_preview
 from console.services import consumers
+from console.services.groups import reset_offset
+
+
+class ConsumerGroupListView(RoleAPIView):
+    """``GET /consumer-groups/?search=``: groups with total lag and online clients; ``sources`` says how each
+    is known (the protocol cannot list every group: see :func:`console.selectors.groups.list_groups`)."""
+
+    required_roles = {"GET": VIEWER}
+
+    @extend_schema(operation_id="consumer_groups_list", parameters=[SearchSerializer])
+    def get(self, request: Request) -> Response:
+        rows = list_groups(validated(SearchSerializer, request.query_params)["search"])
+        return Response({"results": rows, "count": len(rows)})
 
 
 class ConsumerGroupView(RoleAPIView):
@@ -47,3 +67,32 @@ class AckView(RoleAPIView):
         data = validated(AckSerializer, request.data)
         results = consumers.ack(request.user, group_param(group), data["topic"], data["receipt_handles"])
         return Response({"results": results})
+
+
+class NackView(RoleAPIView):
+    """``POST /consumer-groups/{group}/nack/``: make messages visible again (redelivered about 1 s later, the
+    broker's minimum invisible time); one result per receipt handle, with the replacement handle."""
+
+    required_roles = {"POST": OPERATOR}
+
+    @extend_schema(request=NackSerializer)
+    def post(self, request: Request, group: str) -> Response:
+        data = validated(NackSerializer, request.data)
+        results = consumers.nack(request.user, group_param(group), data["topic"], data["receipt_handles"])
+        return Response({"results": results})
+
+
+class ResetOffsetView(RoleAPIView):
+    """``POST /consumer-groups/{group}/reset-offset/``: per queue the current and target offset and how many
+    messages would be replayed (negative: skipped); ``dry_run`` changes nothing, otherwise the reset is applied
+    and each queue has ``applied_offset``."""
+
+    required_roles = {"POST": OPERATOR}
+
+    @extend_schema(request=ResetOffsetSerializer)
+    def post(self, request: Request, group: str) -> Response:
+        data = validated(ResetOffsetSerializer, request.data)
+        group = group_param(group)
+        if data["dry_run"]:
+            return Response({**reset_preview(group, data["topic"], data["target"]), "dry_run": True})
+        return Response({**reset_offset(request.user, group, data["topic"], data["target"]), "dry_run": False})

@@ -29,7 +29,13 @@ class MessageDetailView(RoleAPIView):
 
 
 class MessageSearchView(RoleAPIView):
-    """``GET /messages/?topic=T&key=K[&begin=&end=&limit=]``, newest first; ``truncated`` says if more exist."""
+    """``GET /messages/?topic=T&key=K[&begin=&end=&limit=]``: by key, newest first, ``next`` always null and
+    ``truncated`` true if more exist.
+
+    ``GET /messages/?topic=T&begin=ISO&end=ISO[&cursor=&limit=]``: every message stored in [begin, end] (end
+    defaults to unbounded) over every queue, oldest first; ``next`` is the cursor of the following page (pass it
+    with the same topic and end) and is set exactly when ``limit`` cut the page (``truncated``). No other cap.
+    """
 
     required_roles = {"GET": VIEWER}
 
@@ -37,8 +43,13 @@ class MessageSearchView(RoleAPIView):
     def get(self, request: Request) -> Response:
         q = validated(MessageSearchSerializer, request.query_params)
         begin_ms = int(q["begin"].timestamp() * 1000) if q.get("begin") else 0
-        end_ms = int(q["end"].timestamp() * 1000) if q.get("end") else (1 << 63) - 1
-        found, truncated = selectors.messages_by_key(q["topic"], q["key"], q["limit"], begin_ms, end_ms)
+        end_ms = int(q["end"].timestamp() * 1000) if q.get("end") else selectors.MAX_TIMESTAMP_MS
         with_body = can_read_bodies(request)
-        return Response({"results": [selectors.message_json(m, with_body) for m in found], "next": None,
+        if q.get("key") is not None:
+            found, truncated = selectors.messages_by_key(q["topic"], q["key"], q["limit"], begin_ms, end_ms)
+            nxt = None
+        else:
+            found, nxt = selectors.browse(q["topic"], max(begin_ms, 0), end_ms, q.get("cursor", ""), q["limit"])
+            truncated = nxt is not None
+        return Response({"results": [selectors.message_json(m, with_body) for m in found], "next": nxt,
                          "truncated": truncated})

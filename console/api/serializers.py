@@ -9,6 +9,7 @@ from typing import Any
 from rest_framework import serializers
 
 from broker_core.protocol.validation import group_error, topic_error
+from console.selectors.groups import ResetTarget
 from console.selectors.messages import MESSAGE_ID
 from console.services.messages import MAX_BODY_BYTES, OutgoingMessage
 
@@ -78,13 +79,23 @@ class ProduceSerializer(serializers.Serializer):
 
 
 class MessageSearchSerializer(serializers.Serializer):
-    """``GET /messages/?topic=&key=``."""
+    """``GET /messages/?topic=&key=`` (by key) or ``?topic=&begin=[&end=][&cursor=]`` (time-range browse)."""
 
     topic = serializers.CharField(validators=[_topic])
-    key = serializers.CharField(max_length=255)
+    key = serializers.CharField(max_length=255, required=False)
     begin = serializers.DateTimeField(required=False)
     end = serializers.DateTimeField(required=False)
+    cursor = serializers.CharField(required=False, max_length=100_000)
     limit = serializers.IntegerField(min_value=1, max_value=1000, default=64)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if "key" not in attrs and "begin" not in attrs:
+            raise serializers.ValidationError("give key (lookup by key) or begin (browse by time range)")
+        if "key" in attrs and "cursor" in attrs:
+            raise serializers.ValidationError({"cursor": "a cursor pages a time-range browse, not a key lookup"})
+        if "begin" in attrs and "end" in attrs and attrs["end"] < attrs["begin"]:
+            raise serializers.ValidationError({"end": "end is before begin"})
+        return attrs
 
 
 def validate_group(value: str) -> str:
@@ -118,17 +129,75 @@ def _offset_id(value: str) -> str:
 
 
 class ResendSerializer(serializers.Serializer):
-    """``POST /dlq/{group}/resend/``."""
+    """``POST /dlq/{group}/resend/``; ``async`` runs it as a job (202 with the job)."""
 
     offset_msg_ids = serializers.ListField(child=serializers.CharField(validators=[_offset_id]), allow_empty=False,
                                            max_length=1000)
     topic = serializers.CharField(required=False, validators=[_topic])
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        fields = super().get_fields()
+        fields["async"] = serializers.BooleanField(default=False, help_text="run as a background job")
+        return fields
+
+
+class NackSerializer(AckSerializer):
+    """``POST /consumer-groups/{group}/nack/``."""
+
+
+class QueueOffsetSerializer(serializers.Serializer):
+    """One exact queue offset of a reset."""
+
+    broker = serializers.CharField(max_length=255)
+    queue_id = serializers.IntegerField(min_value=0, max_value=1023)
+    offset = serializers.IntegerField(min_value=0)
+
+
+EARLIEST, LATEST = "earliest", "latest"
+
+
+class ResetOffsetSerializer(serializers.Serializer):
+    """``POST /consumer-groups/{group}/reset-offset/``: ``topic`` and exactly one of ``timestamp`` (ISO 8601,
+    ``earliest`` or ``latest``) or ``offsets``; validates to ``{"topic", "dry_run", "target": ResetTarget}``."""
+
+    topic = serializers.CharField(validators=[_topic])
+    timestamp = serializers.CharField(required=False, max_length=64,
+                                      help_text="ISO 8601 date-time, 'earliest' or 'latest'")
+    offsets = QueueOffsetSerializer(many=True, required=False, allow_empty=False, max_length=4096)
+    dry_run = serializers.BooleanField(default=False)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if ("timestamp" in attrs) == ("offsets" in attrs):
+            raise serializers.ValidationError("give exactly one of timestamp or offsets")
+        if "offsets" in attrs:
+            offsets = {(o["broker"], o["queue_id"]): o["offset"] for o in attrs["offsets"]}
+            if len(offsets) != len(attrs["offsets"]):
+                raise serializers.ValidationError({"offsets": "a queue is named more than once"})
+            target = ResetTarget(offsets=offsets)
+        elif attrs["timestamp"] == EARLIEST:
+            target = ResetTarget(timestamp_ms=0)
+        elif attrs["timestamp"] == LATEST:
+            target = ResetTarget(timestamp_ms=-1)
+        else:
+            try:
+                when = serializers.DateTimeField().to_internal_value(attrs["timestamp"])
+            except serializers.ValidationError:
+                raise serializers.ValidationError(
+                    {"timestamp": "timestamp must be an ISO 8601 date-time, 'earliest' or 'latest'"}) from None
+            target = ResetTarget(timestamp_ms=max(0, int(when.timestamp() * 1000)))  # before 1970 = earliest
+        return {"topic": attrs["topic"], "dry_run": attrs["dry_run"], "target": target}
 
 
 class GroupQuerySerializer(serializers.Serializer):
     """``?topic=`` of a consumer group view."""
 
     topic = serializers.CharField(required=False, validators=[_topic])
+
+
+class SearchSerializer(serializers.Serializer):
+    """``?search=`` of a listing (case-insensitive substring)."""
+
+    search = serializers.CharField(required=False, allow_blank=True, max_length=255, default="")
 
 
 class LimitSerializer(serializers.Serializer):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from console.api import audit, dlq, groups, messages, topics
+from console.api import audit, dlq, groups, jobs, messages, topics
 
 urlpatterns = [
     path("topics/", topics.TopicListView.as_view(), name="topic-list"),
@@ -15,11 +15,16 @@ urlpatterns = [
     path("topics/<str:name>/messages/", topics.TopicMessagesView.as_view(), name="topic-messages"),
     path("messages/", messages.MessageSearchView.as_view(), name="message-search"),
     path("messages/<str:msg_id>/", messages.MessageDetailView.as_view(), name="message-detail"),
+    path("consumer-groups/", groups.ConsumerGroupListView.as_view(), name="group-list"),
     path("consumer-groups/<str:group>/", groups.ConsumerGroupView.as_view(), name="group-detail"),
     path("consumer-groups/<str:group>/receive/", groups.ReceiveView.as_view(), name="group-receive"),
     path("consumer-groups/<str:group>/ack/", groups.AckView.as_view(), name="group-ack"),
+    path("consumer-groups/<str:group>/nack/", groups.NackView.as_view(), name="group-nack"),
+    path("consumer-groups/<str:group>/reset-offset/", groups.ResetOffsetView.as_view(), name="group-reset-offset"),
+    path("dlq/", dlq.DeadLetterQueueListView.as_view(), name="dlq-list"),
     path("dlq/<str:group>/messages/", dlq.DeadLetterListView.as_view(), name="dlq-messages"),
     path("dlq/<str:group>/resend/", dlq.DeadLetterResendView.as_view(), name="dlq-resend"),
+    path("jobs/<str:job_id>/", jobs.JobDetailView.as_view(), name="job-detail"),
     path("audit/", audit.AuditListView.as_view(), name="audit-list"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),

@@ -1,11 +1,21 @@
-"""Consumer group reads: committed offsets and lag per queue, online clients."""
+"""Consumer group reads: the group list, committed offsets and lag per queue, online clients, and the preview
+of an offset reset."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
+from broker_core.client import ClientError, MessageQueue
+from broker_core.protocol.validation import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, group_error
 from console import broker_client
+from console.errors import bad_request
+from console.models import AuditEvent
 from console.selectors.messages import iso_ms
+
+# Audit actions whose target names a group (``<group>`` or ``<group>/<topic>``).
+GROUP_AUDIT_ACTIONS = ("message.ack", "message.nack", "group.reset_offset", "dlq.resend")
+RETRY_TOPIC, DLQ_TOPIC, CONSOLE_AUDIT = "retry_topic", "dlq_topic", "console_audit"
 
 
 def consume_stats(group: str, topic: str | None) -> dict[str, Any]:
@@ -17,3 +27,114 @@ def consume_stats(group: str, topic: str | None) -> dict[str, Any]:
                "last_timestamp": iso_ms(r.get("lastTimestamp", 0))} for r in data["offsetTable"]]
     return {"group": group, "topic": topic or None, "total_lag": data["totalLag"], "online": data["online"],
             "queues": queues}
+
+
+def known_groups() -> dict[str, list[str]]:
+    """``{group: [sources]}`` for every group the cluster or this console shows evidence of (see
+    :func:`list_groups`)."""
+    found: dict[str, list[str]] = {}
+    for name in broker_client.admin().topic_list():
+        for prefix, source in ((RETRY_GROUP_TOPIC_PREFIX, RETRY_TOPIC), (DLQ_GROUP_TOPIC_PREFIX, DLQ_TOPIC)):
+            if name.startswith(prefix) and not group_error(name[len(prefix):]):
+                found.setdefault(name[len(prefix):], []).append(source)
+    targets = AuditEvent.objects.filter(action__in=GROUP_AUDIT_ACTIONS, ok=True).values_list("target", flat=True)
+    for target in targets.distinct():
+        group = target.split("/", 1)[0]
+        if not group_error(group) and CONSOLE_AUDIT not in found.get(group, []):
+            found.setdefault(group, []).append(CONSOLE_AUDIT)
+    return found
+
+
+def list_groups(search: str = "") -> list[dict[str, Any]]:
+    """Consumer groups, sorted by name, filtered by a case-insensitive substring, with lag and online clients.
+
+    How the list is derived: the broker protocol has no "list every group" request (brokers keep committed
+    offsets per group, but nothing the SDK can call enumerates them), so a group is listed when there is
+    evidence of it, named in ``sources``:
+
+    - ``retry_topic``: a ``%RETRY%<group>`` topic exists (a member of the group sent a message back), or
+    - ``dlq_topic``: a ``%DLQ%<group>`` topic exists (the group has dead-lettered a message), or
+    - ``console_audit``: this console successfully acked, nacked, reset offsets or resent dead letters for it.
+
+    A group that only ever committed offsets through other clients, and never retried, is therefore missing
+    until it appears in one of those ways; ``GET /consumer-groups/{group}/`` still shows it.
+
+    Per group, ``AdminClient.consume_stats(group)`` (every master, every topic the group has committed offsets
+    on) gives ``topics``, ``total_lag`` and the ``online`` client ids; when a broker refuses that request the
+    three are None and ``error`` says why.
+    """
+    needle = search.lower()
+    admin = broker_client.admin()
+    rows = []
+    for group, sources in sorted(known_groups().items()):
+        if needle not in group.lower():
+            continue
+        row: dict[str, Any] = {"group": group, "sources": sources, "has_dlq": DLQ_TOPIC in sources}
+        try:
+            stats = admin.consume_stats(group)
+        except ClientError as exc:
+            row.update(topics=None, total_lag=None, online=None, online_count=None, error=str(exc))
+        else:
+            row.update(topics=sorted({r.get("topic", "") for r in stats["offsetTable"]}),
+                       total_lag=stats["totalLag"], online=stats["online"], online_count=len(stats["online"]),
+                       error=None)
+        rows.append(row)
+    return rows
+
+
+@dataclass(frozen=True)
+class ResetTarget:
+    """Where to move a group's offsets: by time (``timestamp_ms``; 0 = earliest, -1 = latest) or to exact
+    ``offsets`` ``{(broker, queue_id): offset}`` (only the named queues change)."""
+
+    timestamp_ms: int | None = None
+    offsets: dict[tuple[str, int], int] | None = None
+
+    def describe(self) -> dict[str, Any]:
+        """The target as JSON, for the audit log."""
+        if self.offsets is not None:
+            return {"offsets": [{"broker": b, "queue_id": q, "offset": o}
+                                for (b, q), o in sorted(self.offsets.items())]}
+        return {"timestamp_ms": self.timestamp_ms}
+
+
+def _raw_target(mq: MessageQueue, row: dict[str, Any], target: ResetTarget) -> int:
+    if target.offsets is not None:
+        return target.offsets[(mq.broker_name, mq.queue_id)]
+    if target.timestamp_ms == 0:
+        return int(row["minOffset"])
+    if target.timestamp_ms == -1:
+        return int(row["maxOffset"])
+    return broker_client.browser().search_offset(mq, int(target.timestamp_ms or 0))
+
+
+def reset_preview(group: str, topic: str, target: ResetTarget) -> dict[str, Any]:
+    """What resetting ``group`` on ``topic`` to ``target`` would do, changing nothing.
+
+    Per queue: ``current_offset`` (committed, None if never), ``target_offset`` (clamped to the queue's
+    [min, max] as the broker clamps it; by time, the first message stored at or after the time, found with
+    the broker's SEARCH_OFFSET_BY_TIMESTAMP as the reset itself does) and ``replay``: how many messages would be
+    delivered again (negative: skipped). A queue never committed counts from its min offset, as its lag does.
+    Raises a 400 for exact offsets naming a queue the topic does not have.
+    """
+    stats = broker_client.admin().consume_stats(group, topic)["offsetTable"]
+    by_queue = {(r["brokerName"], int(r["queueId"])): r for r in stats}
+    if target.offsets is not None:
+        unknown = sorted(set(target.offsets) - set(by_queue))
+        if unknown:
+            names = ", ".join(f"{b}/{q}" for b, q in unknown)
+            raise bad_request("unknown_queue", f"topic {topic} has no queue {names}")
+    queues = []
+    for (broker, queue_id), row in sorted(by_queue.items()):
+        if target.offsets is not None and (broker, queue_id) not in target.offsets:
+            continue
+        lo, hi = int(row["minOffset"]), int(row["maxOffset"])
+        committed = int(row.get("consumerOffset", -1))
+        wanted = _raw_target(MessageQueue(topic, broker, queue_id), row, target)
+        goal = min(max(wanted, lo), hi)
+        current = committed if committed >= 0 else lo
+        queues.append({"broker_name": broker, "queue_id": queue_id, "min_offset": lo, "max_offset": hi,
+                       "current_offset": committed if committed >= 0 else None, "target_offset": goal,
+                       "replay": current - goal})
+    return {"group": group, "topic": topic, "target": target.describe(), "queues": queues,
+            "total_replay": sum(q["replay"] for q in queues)}

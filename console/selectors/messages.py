@@ -1,13 +1,17 @@
-"""Message reads: lookups by offset id, unique id and key, and the JSON shape every endpoint uses."""
+"""Message reads: lookups by offset id, unique id and key, browsing a topic by time range with a cursor, and
+the JSON shape every endpoint uses."""
 
 from __future__ import annotations
 
 import base64
+import binascii
 import datetime as dt
+import json
 import re
+from dataclasses import dataclass, field
 from typing import Any
 
-from broker_core.client import MessageExt
+from broker_core.client import MessageExt, MessageQueue, PullStatus
 from broker_core.codec.errors import CodecError
 from broker_core.codec.message_id import decode_offset_msg_id
 from console import broker_client
@@ -93,3 +97,107 @@ def dead_letters(group: str, limit: int) -> tuple[list[MessageExt], bool]:
     """Dead letters of ``group``, oldest first, and whether the list was cut at ``limit``."""
     found = broker_client.admin().dead_letters(group, max_num=limit + 1)
     return found[:limit], len(found) > limit
+
+
+# ---------------------------------------------------------------------------------------------- time-range browse
+MAX_TIMESTAMP_MS = (1 << 63) - 1
+BROWSE_BATCH = 32  # messages per pull
+
+
+def encode_cursor(topic: str, positions: dict[tuple[str, int], int]) -> str:
+    """The opaque cursor: URL-safe base64 of JSON ``{"v": 1, "topic": T, "q": [[broker, queue, offset], ...]}``."""
+    data = {"v": 1, "topic": topic, "q": [[b, q, o] for (b, q), o in sorted(positions.items())]}
+    return base64.urlsafe_b64encode(json.dumps(data, separators=(",", ":")).encode()).decode("ascii")
+
+
+def decode_cursor(topic: str, cursor: str) -> dict[tuple[str, int], int]:
+    """``{(broker, queue): next offset}`` from a cursor :func:`encode_cursor` made for ``topic``, or a 400."""
+    def bad(why: str) -> Exception:
+        return bad_request("invalid_cursor", f"cursor is not one this API returned for topic {topic}: {why}")
+    try:
+        data = json.loads(base64.urlsafe_b64decode(cursor.encode("ascii") + b"=" * (-len(cursor) % 4)))
+    except (binascii.Error, ValueError, UnicodeError):
+        raise bad("not base64 JSON") from None
+    if not isinstance(data, dict) or data.get("v") != 1 or not isinstance(data.get("q"), list):
+        raise bad("unknown format")
+    if data.get("topic") != topic:
+        raise bad("it belongs to another topic")
+    out: dict[tuple[str, int], int] = {}
+    for item in data["q"]:
+        if (not isinstance(item, list) or len(item) != 3 or not isinstance(item[0], str)
+                or not all(type(x) is int and x >= 0 for x in item[1:])):
+            raise bad("malformed queue position")
+        out[(item[0], item[1])] = item[2]
+    return out
+
+
+@dataclass
+class _QueueReader:
+    """Reads one queue forward from ``offset``, keeping messages stored in [begin_ms, end_ms]; stops at the
+    first message stored after ``end_ms`` or at the end of the queue."""
+
+    mq: MessageQueue
+    offset: int  # the next offset to pull
+    begin_ms: int
+    end_ms: int
+    buffer: list[MessageExt] = field(default_factory=list)
+    done: bool = False
+
+    @property
+    def position(self) -> int:
+        """The offset of the first message not yet returned (what the cursor keeps)."""
+        return self.buffer[0].queue_offset if self.buffer else self.offset
+
+    def peek(self) -> MessageExt | None:
+        while not self.buffer and not self.done:
+            self._fetch()
+        return self.buffer[0] if self.buffer else None
+
+    def pop(self) -> MessageExt:
+        return self.buffer.pop(0)
+
+    def _fetch(self) -> None:
+        res = broker_client.browser().pull(self.mq, self.offset, BROWSE_BATCH)
+        if res.status == PullStatus.FOUND:
+            for m in res.messages:
+                if m.store_timestamp > self.end_ms:
+                    self.done = True
+                    self.offset = m.queue_offset
+                    return
+                if m.store_timestamp >= self.begin_ms:
+                    self.buffer.append(m)
+            self.offset = max(res.next_begin_offset, self.offset + 1)
+        elif res.status == PullStatus.NO_NEW_MSG or res.next_begin_offset <= self.offset:
+            self.done = True  # the end of the queue (or a position the broker cannot move past)
+        else:  # NO_MATCHED_MSG / OFFSET_ILLEGAL (e.g. below the min offset after retention): jump ahead
+            self.offset = res.next_begin_offset
+
+
+def browse(topic: str, begin_ms: int, end_ms: int, cursor: str, limit: int) -> tuple[list[MessageExt], str | None]:
+    """Messages of ``topic`` stored in [``begin_ms``, ``end_ms``] over every readable queue, oldest first
+    (merged by store time; ties by broker, queue, offset), at most ``limit``, and the cursor of the next page
+    (None when nothing is left, so ``next`` is set exactly when ``limit`` cut the page).
+
+    Each queue starts at the cursor's position for it or, on the first page, at the broker's answer to
+    SEARCH_OFFSET_BY_TIMESTAMP for ``begin_ms`` (through the console's browsing PullConsumer). Pages taken
+    with the same ``end_ms`` return every message in the range exactly once.
+    """
+    consumer = broker_client.browser()
+    positions = decode_cursor(topic, cursor) if cursor else {}
+    readers = []
+    for mq in consumer.fetch_queues(topic):
+        start = positions.get((mq.broker_name, mq.queue_id))
+        if start is None:
+            start = consumer.search_offset(mq, begin_ms) if begin_ms > 0 else consumer.min_offset(mq)
+        readers.append(_QueueReader(mq, start, begin_ms, end_ms))
+    found: list[MessageExt] = []
+    while len(found) < limit:
+        heads = [(m.store_timestamp, r.mq.broker_name, r.mq.queue_id, m.queue_offset, i)
+                 for i, r in enumerate(readers) if (m := r.peek()) is not None]
+        if not heads:
+            break
+        found.append(readers[min(heads)[-1]].pop())
+    more = any(r.peek() is not None for r in readers)
+    if not more:
+        return found, None
+    return found, encode_cursor(topic, {(r.mq.broker_name, r.mq.queue_id): r.position for r in readers})

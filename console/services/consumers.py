@@ -1,4 +1,4 @@
-"""Receive/ack over HTTP through the SDK's SimpleConsumer.
+"""Receive/ack/nack over HTTP through the SDK's SimpleConsumer.
 
 The REST receipt handle is ``<broker name>!<broker receipt handle>``: the broker's handle
 (``topic|queue|offset|serial|deadline``) does not say which broker issued it, and an ack must go back there.
@@ -17,6 +17,9 @@ from console.selectors.messages import message_json
 from console.services.audit import audited
 
 HANDLE_SEPARATOR = "!"
+# The smallest invisible time the broker accepts for CHANGE_MESSAGE_INVISIBLETIME (1000 ms): a nacked message
+# is received again about a second later.
+NACK_INVISIBLE_S = 1.0
 
 
 def rest_handle(msg: MessageExt) -> str:
@@ -41,13 +44,20 @@ def receive(group: str, topic: str, max_messages: int, invisible_seconds: float,
     return [{**message_json(m, with_body=True), "receipt_handle": rest_handle(m)} for m in msgs]
 
 
-def _ack_one(group: str, topic: str, handle: str) -> dict[str, Any]:
+def _handle_message(topic: str, handle: str) -> MessageExt | None:
+    """A stand-in message carrying ``handle``'s broker and broker handle, or None for a malformed handle."""
     broker, sep, inner = handle.rpartition(HANDLE_SEPARATOR)
     if not sep or not broker or not inner:
+        return None
+    return cast(MessageExt, SimpleNamespace(topic=topic, broker_name=broker, receipt_handle=inner))
+
+
+def _ack_one(group: str, topic: str, handle: str) -> dict[str, Any]:
+    msg = _handle_message(topic, handle)
+    if msg is None:
         return {"receipt_handle": handle, "ok": False, "error": "malformed receipt handle"}
-    msg = SimpleNamespace(topic=topic, broker_name=broker, receipt_handle=inner)
     try:
-        broker_client.consumer(group).ack(cast(MessageExt, msg))
+        broker_client.consumer(group).ack(msg)
     except ClientError as exc:
         return {"receipt_handle": handle, "ok": False, "error": str(exc)}
     return {"receipt_handle": handle, "ok": True, "error": None}
@@ -59,5 +69,28 @@ def ack(user: Any, group: str, topic: str, handles: list[str]) -> list[dict[str,
     with audited(user, "message.ack", f"{group}/{topic}") as entry:
         results = [_ack_one(group, topic, h) for h in handles]
         entry.after = {"results": results}
+        entry.ok = all(r["ok"] for r in results)
+    return results
+
+
+def _nack_one(group: str, topic: str, handle: str) -> dict[str, Any]:
+    msg = _handle_message(topic, handle)
+    if msg is None:
+        return {"receipt_handle": handle, "ok": False, "error": "malformed receipt handle", "new_receipt_handle": None}
+    try:
+        broker_client.consumer(group).change_invisible_duration(msg, NACK_INVISIBLE_S)
+    except ClientError as exc:
+        return {"receipt_handle": handle, "ok": False, "error": str(exc), "new_receipt_handle": None}
+    return {"receipt_handle": handle, "ok": True, "error": None, "new_receipt_handle": rest_handle(msg)}
+
+
+def nack(user: Any, group: str, topic: str, handles: list[str]) -> list[dict[str, Any]]:
+    """Make each handle's message visible again (CHANGE_MESSAGE_INVISIBLETIME with the broker's minimum, 1 s:
+    it is redelivered, ``reconsume_times`` raised, about a second later). One result per handle, in order;
+    ``new_receipt_handle`` replaces the old one, which no longer works, should the caller still want to ack."""
+    _check(group, topic)
+    with audited(user, "message.nack", f"{group}/{topic}") as entry:
+        results = [_nack_one(group, topic, h) for h in handles]
+        entry.after = {"results": [{k: r[k] for k in ("receipt_handle", "ok", "error")} for r in results]}
         entry.ok = all(r["ok"] for r in results)
     return results

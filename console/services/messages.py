@@ -43,16 +43,26 @@ def produce(user: Any, topic: str, messages: list[OutgoingMessage]) -> list[dict
     return results
 
 
-def resend_dead_letters(user: Any, group: str, offset_msg_ids: list[str], topic: str | None) -> list[dict[str, Any]]:
-    """Re-produce dead letters of ``group`` to their original topic (or ``topic``); one result per id."""
+def check_resend(group: str, topic: str | None) -> None:
+    """A 400 unless ``group`` (and ``topic``, when given) are valid names."""
     err = group_error(group) or (topic_error(topic) if topic else None)
     if err:
         raise bad_request("invalid", err)
+
+
+def resend_result(raw: dict[str, Any]) -> dict[str, Any]:
+    """The API shape of one of ``AdminClient.resend_dead_letters``' results."""
+    return {"offset_msg_id": raw.get("offsetMsgId"), "ok": bool(raw.get("ok")), "topic": raw.get("topic"),
+            "new_msg_id": raw.get("newMsgId") or None, "new_offset_msg_id": raw.get("newOffsetMsgId") or None,
+            "error": raw.get("error") or None}
+
+
+def resend_dead_letters(user: Any, group: str, offset_msg_ids: list[str], topic: str | None) -> list[dict[str, Any]]:
+    """Re-produce dead letters of ``group`` to their original topic (or ``topic``); one result per id."""
+    check_resend(group, topic)
     with audited(user, "dlq.resend", group, {"offset_msg_ids": offset_msg_ids, "topic": topic}) as entry:
         raw = broker_client.admin().resend_dead_letters(group, offset_msg_ids, topic)
-        results = [{"offset_msg_id": r.get("offsetMsgId"), "ok": bool(r.get("ok")), "topic": r.get("topic"),
-                    "new_msg_id": r.get("newMsgId") or None, "new_offset_msg_id": r.get("newOffsetMsgId") or None,
-                    "error": r.get("error") or None} for r in raw]
+        results = [resend_result(r) for r in raw]
         entry.after = {"results": results}
         entry.ok = all(r["ok"] for r in results)
     return results

@@ -34,6 +34,13 @@ def test_healthz_503_when_the_name_server_is_down(broker_down: str) -> None:
     ("get", "/api/v1/consumer-groups/g/", None),
     ("post", "/api/v1/topics/", {"name": "NewOne"}),
     ("post", "/api/v1/topics/Anything/messages/", {"messages": [{"body": "x"}]}),
+    ("get", "/api/v1/consumer-groups/", None),
+    ("get", "/api/v1/dlq/", None),
+    ("get", "/api/v1/messages/?topic=Anything&begin=2020-01-01T00:00:00Z", None),
+    ("post", "/api/v1/consumer-groups/g/nack/", {"topic": "Anything", "receipt_handles": ["broker-a!h"]}),
+    ("post", "/api/v1/consumer-groups/g/reset-offset/", {"topic": "Anything", "timestamp": "latest",
+                                                         "dry_run": True}),
+    ("post", "/api/v1/consumer-groups/g/reset-offset/", {"topic": "Anything", "timestamp": "earliest"}),
 ])
 def test_broker_down_is_503(broker_down: str, superuser: APIClient, method: str, path: str,
                             data: dict | None) -> None:
@@ -91,7 +98,12 @@ def test_roles_come_from_the_data_migration(django_user_model) -> None:  # type:
 def test_schema_and_docs(viewer: APIClient) -> None:
     schema = viewer.get("/api/v1/schema/", {"format": "json"})
     assert schema.status_code == 200
-    assert "/api/v1/topics/{name}/messages/" in schema.json()["paths"]
+    paths = schema.json()["paths"]
+    assert "/api/v1/topics/{name}/messages/" in paths
+    assert {"/api/v1/consumer-groups/", "/api/v1/consumer-groups/{group}/nack/", "/api/v1/dlq/",
+            "/api/v1/consumer-groups/{group}/reset-offset/", "/api/v1/jobs/{job_id}/"} <= set(paths)
+    resend = paths["/api/v1/dlq/{group}/resend/"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    assert "async" in str(schema.json()["components"]["schemas"]) and resend
     assert viewer.get("/api/v1/docs/").status_code == 200
 
 

@@ -1,0 +1,1 @@
+"""HTML pages: thin views over the same services and selectors the REST API uses."""

@@ -1,0 +1,98 @@
+"""Page forms. They validate like the API serializers (same name rules and limits) and build the same inputs
+the services take."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Any
+
+from django import forms
+
+from broker_core.protocol.validation import group_error, topic_error
+from console.api.serializers import PERMS
+from console.selectors.messages import MESSAGE_ID
+from console.services.messages import MAX_BODY_BYTES, OutgoingMessage
+
+PERM_CHOICES = [(6, "read-write (6)"), (4, "read only (4)"), (2, "write only (2)")]
+assert {p for p, _ in PERM_CHOICES} == set(PERMS)
+
+
+def _topic(value: str) -> str:
+    err = topic_error(value)
+    if err:
+        raise forms.ValidationError(err)
+    return value
+
+
+def _group(value: str) -> str:
+    err = group_error(value)
+    if err:
+        raise forms.ValidationError(err)
+    return value
+
+
+class TopicCreateForm(forms.Form):
+    name = forms.CharField(max_length=127, validators=[_topic])
+    read_queue_nums = forms.IntegerField(min_value=1, max_value=1024, initial=4, label="Read queues")
+    write_queue_nums = forms.IntegerField(min_value=1, max_value=1024, initial=4, label="Write queues")
+    perm = forms.TypedChoiceField(choices=PERM_CHOICES, coerce=int, initial=6, label="Permission")
+
+
+class SendMessageForm(forms.Form):
+    body = forms.CharField(widget=forms.Textarea(attrs={"rows": 5}), strip=False)
+    body_encoding = forms.ChoiceField(choices=[("utf-8", "text (UTF-8)"), ("base64", "base64")], initial="utf-8",
+                                      label="Body encoding")
+    tags = forms.CharField(required=False, max_length=255)
+    keys = forms.CharField(required=False, max_length=2000, help_text="comma or space separated")
+
+    def message(self) -> OutgoingMessage:
+        """The validated message (call after ``is_valid()``)."""
+        data = self.cleaned_data
+        return OutgoingMessage(body=data["body_bytes"], tags=data.get("tags") or None, keys=data["key_list"])
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if "body" in data:
+            if data.get("body_encoding") == "base64":
+                try:
+                    body = base64.b64decode(data["body"], validate=True)
+                except (binascii.Error, ValueError):
+                    self.add_error("body", "body is not valid base64")
+                    return data
+            else:
+                body = data["body"].encode("utf-8")
+            if not body:
+                self.add_error("body", "body is empty")
+            elif len(body) > MAX_BODY_BYTES:
+                self.add_error("body", f"body is {len(body)} bytes, the limit is {MAX_BODY_BYTES}")
+            data["body_bytes"] = body
+        keys = [k for k in (data.get("keys") or "").replace(",", " ").split() if k]
+        if len(keys) > 64 or any(len(k) > 255 for k in keys):
+            self.add_error("keys", "at most 64 keys of up to 255 characters")
+        data["key_list"] = keys
+        return data
+
+
+class MessageSearchForm(forms.Form):
+    """Either ``msg_id`` (an offset id, or a unique id together with ``topic``) or ``topic`` + ``key``."""
+
+    msg_id = forms.CharField(required=False, max_length=32, label="Message id")
+    topic = forms.CharField(required=False, max_length=127, validators=[_topic])
+    key = forms.CharField(required=False, max_length=255)
+
+    def clean_msg_id(self) -> str:
+        value = self.cleaned_data.get("msg_id", "").strip()
+        if value and not MESSAGE_ID.match(value):
+            raise forms.ValidationError("a message id is 32 hex characters")
+        return value.upper()
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if not self.errors and not data.get("msg_id") and not (data.get("topic") and data.get("key")):
+            raise forms.ValidationError("give a message id, or a topic and a key")
+        return data
+
+
+class GroupForm(forms.Form):
+    group = forms.CharField(max_length=255, validators=[_group], label="Consumer group")

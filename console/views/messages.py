@@ -1,0 +1,52 @@
+"""Message pages: search by id or by topic + key, and a message's detail (body only for operators and admins,
+always rendered as escaped text)."""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_http_methods
+
+from console.roles import OPERATOR, VIEWER, has_role
+from console.selectors import messages as selectors
+from console.selectors.topics import check_topic_name
+from console.selectors.ui_messages import body_views
+from console.views.base import page
+from console.views.forms import MessageSearchForm
+
+SEARCH_LIMIT = 64
+
+
+@page(VIEWER)
+@require_http_methods(["GET"])
+def message_search(request: HttpRequest) -> HttpResponse:
+    form = MessageSearchForm(request.GET or None)
+    context: dict[str, object] = {"form": form, "results": None}
+    if form.is_bound and form.is_valid():
+        d = form.cleaned_data
+        if d["msg_id"]:
+            url = reverse("message-page", kwargs={"msg_id": d["msg_id"]})
+            return redirect(f"{url}?{urlencode({'topic': d['topic']})}" if d["topic"] else url)
+        found, truncated = selectors.messages_by_key(d["topic"], d["key"], SEARCH_LIMIT)
+        context.update(results=[selectors.message_json(m, with_body=False) for m in found], truncated=truncated,
+                       limit=SEARCH_LIMIT)
+    return render(request, "console/message_search.html", context, status=400 if form.errors else 200)
+
+
+@page(VIEWER)
+@require_http_methods(["GET"])
+def message_detail(request: HttpRequest, msg_id: str) -> HttpResponse:
+    topic = request.GET.get("topic", "").strip()
+    if topic:
+        msg = selectors.message_by_unique_id(check_topic_name(topic), msg_id)
+    else:
+        msg = selectors.message_by_offset_id(msg_id)
+    can_read = has_role(request.user, OPERATOR)
+    data = selectors.message_json(msg, with_body=False)
+    return render(request, "console/message_detail.html", {
+        "m": data, "body": body_views(msg.body) if can_read else None, "can_read_bodies": can_read,
+        "properties": sorted(data["properties"].items()),
+    })

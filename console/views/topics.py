@@ -1,0 +1,93 @@
+"""Topic pages: list with search and type filter, create (admin), detail with route and per-queue offsets,
+send a test message (operator+), delete with a confirmation step (admin)."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods, require_POST
+
+from console.errors import ApiError
+from console.roles import ADMIN, OPERATOR, VIEWER
+from console.selectors import topics as topic_selectors
+from console.services import messages as message_services
+from console.services import topics as topic_services
+from console.views.base import page
+from console.views.forms import SendMessageForm, TopicCreateForm
+
+
+def _list_context(request: HttpRequest) -> dict[str, object]:
+    search = request.GET.get("search", "").strip()
+    kind = request.GET.get("type", "")
+    if kind not in topic_selectors.TOPIC_TYPES:
+        kind = ""
+    return {"topics": topic_selectors.list_topics(search, kind), "search": search, "kind": kind,
+            "types": topic_selectors.TOPIC_TYPES}
+
+
+@page(VIEWER)
+@require_http_methods(["GET"])
+def topic_list(request: HttpRequest) -> HttpResponse:
+    return render(request, "console/topic_list.html", {**_list_context(request), "form": TopicCreateForm()})
+
+
+@page(ADMIN)
+@require_POST
+def topic_create(request: HttpRequest) -> HttpResponse:
+    form = TopicCreateForm(request.POST)
+    if form.is_valid():
+        d = form.cleaned_data
+        try:
+            topic_services.create_topic(request.user, d["name"], d["read_queue_nums"], d["write_queue_nums"],
+                                        d["perm"])
+        except ApiError as exc:
+            form.add_error("name" if exc.error_code == "topic_exists" else None, str(exc.detail))
+        else:
+            messages.success(request, f"Topic {d['name']} created.")
+            return redirect("topic-page", name=d["name"])
+    return render(request, "console/topic_list.html", {**_list_context(request), "form": form, "show_create": True},
+                  status=400)
+
+
+def _detail_context(name: str) -> dict[str, object]:
+    topic = topic_selectors.get_topic(name)
+    route = topic_selectors.topic_route(name)
+    stats = topic_selectors.topic_stats(name)
+    addrs = {b["brokerName"]: b.get("brokerAddrs", {}).get("0", "-") for b in route.get("brokerDatas", [])}
+    return {"topic": topic, "addrs": addrs, "stats": stats,
+            "total_messages": sum(q["max_offset"] - q["min_offset"] for q in stats)}
+
+
+@page(VIEWER)
+@require_http_methods(["GET"])
+def topic_detail(request: HttpRequest, name: str) -> HttpResponse:
+    return render(request, "console/topic_detail.html", {**_detail_context(name), "send_form": SendMessageForm()})
+
+
+@page(OPERATOR)
+@require_POST
+def topic_send(request: HttpRequest, name: str) -> HttpResponse:
+    form = SendMessageForm(request.POST)
+    results = None
+    status = 400
+    if form.is_valid():
+        results = message_services.produce(request.user, name, [form.message()])
+        status = 201
+        form = SendMessageForm(initial={"tags": form.cleaned_data.get("tags"), "keys": form.cleaned_data.get("keys")})
+    return render(request, "console/topic_detail.html",
+                  {**_detail_context(name), "send_form": form, "send_results": results}, status=status)
+
+
+@page(ADMIN)
+@require_http_methods(["GET", "POST"])
+def topic_delete(request: HttpRequest, name: str) -> HttpResponse:
+    topic = topic_selectors.get_topic(name)
+    if request.method == "POST":
+        if request.POST.get("confirm_name") != name:
+            return render(request, "console/topic_delete.html",
+                          {"topic": topic, "error": "Type the topic's name exactly to confirm."}, status=400)
+        topic_services.delete_topic(request.user, name)
+        messages.success(request, f"Topic {name} deleted.")
+        return redirect("topic-list-page")
+    return render(request, "console/topic_delete.html", {"topic": topic})
