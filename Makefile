@@ -9,8 +9,10 @@ NAMESRV_PORT ?= 9876
 BROKER_PORT ?= 10911
 PORT ?= 8000
 WEB_PORT := $(PORT)
+REDIS_PORT ?= 6379
+REDIS_URL ?= redis://127.0.0.1:$(REDIS_PORT)/0
 BROKER_CORE_NAMESRV ?= 127.0.0.1:$(NAMESRV_PORT)
-export STORE_DIR NAMESRV_PORT BROKER_PORT WEB_PORT BROKER_CORE_NAMESRV
+export STORE_DIR NAMESRV_PORT BROKER_PORT WEB_PORT BROKER_CORE_NAMESRV REDIS_PORT REDIS_URL
 
 .PHONY: run test lint bench clean chromium
 
@@ -22,7 +24,11 @@ $(STAMP): requirements.txt
 	@touch $(STAMP)
 
 run: $(STAMP)
-	@mkdir -p $(STORE_DIR)
+	@mkdir -p $(STORE_DIR) var/redis
+	@command -v redis-server >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; }
+	PYTHONPATH="$(CURDIR)" $(PY) manage.py migrate --noinput
+	PYTHONPATH="$(CURDIR)" $(PY) manage.py ensure_admin
+	PYTHONPATH="$(CURDIR)" $(PY) manage.py install_schedules
 	@echo "console + REST API on http://127.0.0.1:$(WEB_PORT)/api/v1/docs/ ; namesrv 127.0.0.1:$(NAMESRV_PORT);"
 	@echo "broker 127.0.0.1:$(BROKER_PORT) (store $(STORE_DIR)); Ctrl-C stops all"
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" PYTHONPATH="$(CURDIR)" $(VENV)/bin/honcho start -f Procfile

@@ -1,0 +1,142 @@
+"""Workers tests: a real redis-server, a real name server and brokers (subprocesses on free ports), and for
+the process tests a real ``celery worker`` subprocess with its own SQLite file database.
+
+Django is configured here as in the console tests; the in-process tests use pytest-django's test database.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from itertools import count
+from pathlib import Path
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
+os.environ.setdefault("DJANGO_DB_PATH", str(Path(tempfile.mkdtemp(prefix="console-db-")) / "console.sqlite3"))
+
+import django
+
+django.setup()
+
+import pytest  # noqa: E402
+import redis  # noqa: E402
+
+from broker_core.client import AdminClient, Producer  # noqa: E402
+from console import broker_client  # noqa: E402
+from tests.conftest import ROOT  # noqa: E402
+from tests.integration.cluster import Cluster, wait_until  # noqa: E402
+
+REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
+LEVELS_MS = [100 * (i + 1) for i in range(18)]
+# Fast delay levels, and no delay-level tick of the broker's own: only the deliver task delivers.
+DELAY_CONF = "messageDelayLevel=" + " ".join(f"{ms}ms" for ms in LEVELS_MS) + "\nscheduleDeliverIntervalMs=0\n"
+# Retention decided by the task alone (no built-in cleaner), every hour a deleteWhen hour, nothing reserved,
+# and 64 KiB CommitLog segments so a few hundred KiB make several segments.
+RETENTION_CONF = ("mapedFileSizeCommitLog=65536\ncleanResourceInterval=0\nfileReservedTime=0\n"
+                  "deleteCommitLogFilesInterval=0\ndeleteWhen=" + ";".join(f"{h:02d}" for h in range(24)) + "\n")
+_names = count()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real redis-server on a free port, in a temp dir, nothing persisted."""
+    tmp = tmp_path_factory.mktemp("redis")
+    for _attempt in range(3):  # the free port may be taken between bind and redis' own bind
+        port = free_port()
+        proc = subprocess.Popen([REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                                 "--appendonly", "no", "--dir", str(tmp)],
+                                stdout=open(tmp / "redis.log", "ab"), stderr=subprocess.STDOUT)
+        url = f"redis://127.0.0.1:{port}/0"
+        client = redis.Redis.from_url(url)
+
+        def up(proc: subprocess.Popen = proc, client: redis.Redis = client) -> bool:  # type: ignore[type-arg]
+            if proc.poll() is not None:
+                return True
+            try:
+                return bool(client.ping())
+            except redis.ConnectionError:
+                return False
+
+        wait_until(up, timeout=30, what="redis-server to answer")
+        if proc.poll() is None:
+            break
+    else:
+        raise RuntimeError(f"redis-server did not start: {(tmp / 'redis.log').read_text()[-2000:]}")
+    try:
+        yield url
+    finally:
+        client.close()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """A name server, ``broker-a`` (delivered only when asked) and ``broker-r`` (retention by the task)."""
+    c = Cluster(tmp_path_factory.mktemp("workers-cluster"))
+    try:
+        c.add_broker("broker-a", DELAY_CONF)
+        c.add_broker("broker-r", RETENTION_CONF)
+        with AdminClient(c.namesrv) as admin:
+            wait_until(lambda: {"broker-a", "broker-r"} <= set(admin.cluster_info().get("brokerAddrTable", {})),
+                       timeout=30, what="brokers to register")
+        yield c
+    finally:
+        broker_client.reset()
+        c.close()
+
+
+@pytest.fixture(scope="session")
+def sdk_admin(cluster: Cluster) -> Iterator[AdminClient]:
+    with AdminClient(cluster.namesrv) as admin:
+        yield admin
+
+
+@pytest.fixture(scope="session")
+def producer(cluster: Cluster) -> Iterator[Producer]:
+    p = Producer("workers-test-producers", cluster.namesrv).start()
+    yield p
+    p.shutdown()
+
+
+@pytest.fixture
+def unique() -> Callable[[str], str]:
+    return lambda prefix: f"{prefix}-{os.getpid()}-{next(_names)}"
+
+
+def make_topic(admin: AdminClient, name: str, broker: str, queues: int = 1) -> str:
+    admin.create_topic(name, queues, queues, brokers=[broker])
+    wait_until(lambda: name in admin.topic_list(), timeout=30, what=f"route of {name}")
+    return name
+
+
+@pytest.fixture(autouse=True)
+def _workers_env(db: None, settings, cluster: Cluster, redis_url: str) -> None:  # type: ignore[no-untyped-def]
+    """Every test has database access, the console's clients on the test cluster, and Celery's Redis."""
+    settings.BROKER_CORE_NAMESRV = cluster.namesrv
+    settings.CELERY_BROKER_URL = settings.CELERY_RESULT_BACKEND = redis_url
+
+
+def worker_env(redis_url: str, namesrv: str, db_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CELERY_") and k != "DATABASE_URL"}
+    return {**env, "PYTHONPATH": str(ROOT), "DJANGO_SETTINGS_MODULE": "console.settings", "REDIS_URL": redis_url,
+            "BROKER_CORE_NAMESRV": namesrv, "DJANGO_DB_PATH": str(db_path)}
+
+
+def manage(env: dict[str, str], *args: str) -> str:
+    out = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return out.stdout

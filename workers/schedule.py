@@ -1,0 +1,78 @@
+"""Every beat entry in one place, and their installation into django-celery-beat's tables (where the console
+edits them and beat's ``DatabaseScheduler`` reads them).
+
+- retention every 60 s: the broker deletes only during its ``deleteWhen`` hour(s) or when the disk demands
+  it, so calling it more often than hourly is correct and idempotent, and a pass deletes at most 10 segments
+  (the next tick continues);
+- disk check every 10 s; delay-level delivery every second (a tick not started within 5 s is dropped:
+  the next one delivers the same messages); lag sampling every minute; pruning daily.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db import transaction
+from django_celery_beat.models import IntervalSchedule, PeriodicTask
+
+
+@dataclass(frozen=True)
+class BeatEntry:
+    name: str
+    task: str
+    every: int
+    period: str = IntervalSchedule.SECONDS
+    expire_seconds: int | None = None
+    description: str = ""
+
+
+ENTRIES: tuple[BeatEntry, ...] = (
+    BeatEntry("broker_core: retention", "workers.retention", 60,
+              description="Delete expired CommitLog/ConsumeQueue/index files per the broker's deleteWhen, "
+                          "fileReservedTime and disk-ratio rules (at most 10 segments a pass)."),
+    BeatEntry("broker_core: disk check", "workers.disk_check", 10, expire_seconds=30,
+              description="Measure each broker's store disk; at 90% the broker refuses writes."),
+    BeatEntry("broker_core: delayed delivery", "workers.deliver_delayed", 1, expire_seconds=5,
+              description="Deliver delay-level messages that are due; records delivered and oldest overdue."),
+    BeatEntry("broker_core: lag sampling", "workers.sample_lag", 60,
+              description="Store per group and topic lag and DLQ size for the dashboard's history."),
+    BeatEntry("broker_core: prune", "workers.prune", 1, IntervalSchedule.DAYS,
+              description="Drop old lag samples and job runs beyond the kept number."),
+)
+
+
+def beat_schedule() -> dict[str, dict[str, object]]:
+    """The entries in Celery's ``beat_schedule`` form (for a beat without the database scheduler)."""
+    seconds = {IntervalSchedule.SECONDS: 1, IntervalSchedule.MINUTES: 60, IntervalSchedule.HOURS: 3600,
+               IntervalSchedule.DAYS: 86400}
+    out: dict[str, dict[str, object]] = {}
+    for e in ENTRIES:
+        entry: dict[str, object] = {"task": e.task, "schedule": float(e.every * seconds[e.period])}
+        if e.expire_seconds:
+            entry["options"] = {"expires": e.expire_seconds}
+        out[e.name] = entry
+    return out
+
+
+def install_schedules(reset: bool = False) -> list[tuple[str, str]]:
+    """Create each entry's :class:`PeriodicTask` if missing (idempotent). Existing rows keep what an operator
+    changed (interval, enabled) unless ``reset``. Returns ``(name, "created" | "kept" | "reset")`` pairs."""
+    done = []
+    with transaction.atomic():
+        for e in ENTRIES:
+            interval, _ = IntervalSchedule.objects.get_or_create(every=e.every, period=e.period)
+            defaults = {"task": e.task, "interval": interval, "expire_seconds": e.expire_seconds,
+                        "description": e.description, "enabled": True}
+            row = PeriodicTask.objects.filter(name=e.name).first()
+            if row is None:
+                PeriodicTask.objects.create(name=e.name, **defaults)
+                done.append((e.name, "created"))
+            elif reset:
+                for field, value in defaults.items():
+                    setattr(row, field, value)
+                row.crontab = row.solar = row.clocked = None
+                row.save()
+                done.append((e.name, "reset"))
+            else:
+                done.append((e.name, "kept"))
+    return done

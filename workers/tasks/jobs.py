@@ -1,0 +1,53 @@
+"""The scheduled tasks (see :mod:`workers.tasks`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import Task, shared_task
+
+from workers import services
+
+RETRY = {"autoretry_for": (ConnectionError, TimeoutError), "retry_backoff": True, "retry_backoff_max": 300,
+         "retry_jitter": True, "max_retries": 5}
+# delivery runs every second anyway: a short back-off, few retries
+RETRY_FAST = {**RETRY, "retry_backoff_max": 8, "max_retries": 2}
+
+
+def _fan_out(task: Task, job: str) -> dict[str, Any]:
+    """Queue ``task`` once per registered broker; returns the brokers."""
+    brokers = services.fan_out_targets(job)
+    for name, addr in brokers.items():
+        task.delay(broker=name, addr=addr)
+    return {"fanned_out": sorted(brokers)}
+
+
+@shared_task(bind=True, name="workers.retention", **RETRY)
+def retention(self: Task, broker: str | None = None, addr: str | None = None) -> dict[str, Any]:
+    if broker is None:
+        return _fan_out(self, services.RETENTION)
+    return services.summary(services.run_retention(broker, addr))
+
+
+@shared_task(bind=True, name="workers.disk_check", **RETRY)
+def disk_check(self: Task, broker: str | None = None, addr: str | None = None) -> dict[str, Any]:
+    if broker is None:
+        return _fan_out(self, services.DISK_CHECK)
+    return services.summary(services.run_disk_check(broker, addr))
+
+
+@shared_task(bind=True, name="workers.deliver_delayed", **RETRY_FAST)
+def deliver_delayed(self: Task, broker: str | None = None, addr: str | None = None) -> dict[str, Any]:
+    if broker is None:
+        return _fan_out(self, services.DELIVER_DELAYED)
+    return services.summary(services.run_delay_delivery(broker, addr))
+
+
+@shared_task(name="workers.sample_lag", **RETRY)
+def sample_lag() -> dict[str, Any]:
+    return services.summary(services.run_sampling())
+
+
+@shared_task(name="workers.prune")
+def prune() -> dict[str, Any]:
+    return services.summary(services.run_prune())
