@@ -14,7 +14,7 @@ REDIS_URL ?= redis://127.0.0.1:$(REDIS_PORT)/0
 BROKER_CORE_NAMESRV ?= 127.0.0.1:$(NAMESRV_PORT)
 export STORE_DIR NAMESRV_PORT BROKER_PORT WEB_PORT BROKER_CORE_NAMESRV REDIS_PORT REDIS_URL
 
-.PHONY: run test lint bench clean chromium
+.PHONY: run test lint bench clean system-packages
 
 $(STAMP): requirements.txt
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON)"; exit 1; }
@@ -23,9 +23,8 @@ $(STAMP): requirements.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	@touch $(STAMP)
 
-run: $(STAMP)
+run: $(STAMP) system-packages
 	@mkdir -p $(STORE_DIR) var/redis
-	@command -v redis-server >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; }
 	PYTHONPATH="$(CURDIR)" $(PY) manage.py migrate --noinput
 	PYTHONPATH="$(CURDIR)" $(PY) manage.py ensure_admin
 	PYTHONPATH="$(CURDIR)" $(PY) manage.py install_schedules
@@ -33,16 +32,19 @@ run: $(STAMP)
 	@echo "broker 127.0.0.1:$(BROKER_PORT) (store $(STORE_DIR)); Ctrl-C stops all"
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" PYTHONPATH="$(CURDIR)" $(VENV)/bin/honcho start -f Procfile
 
-# Browser tests drive Debian's chromium through Playwright (playwright install cannot download browsers here).
-chromium:
-	@command -v chromium >/dev/null 2>&1 || { echo "installing Debian's chromium for the browser tests"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+# System packages from Debian: chromium for the browser tests (driven by Playwright; `playwright install`
+# cannot download browsers here) and redis-server for Celery and the worker tests.
+system-packages:
+	@missing=""; command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
+	if [ -n "$$missing" ]; then echo "installing:$$missing"; apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
 
-test: $(STAMP) chromium lint
+test: $(STAMP) system-packages lint
 	$(VENV)/bin/pytest
 
 bench: $(STAMP)
