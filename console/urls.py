@@ -7,21 +7,30 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from console.api.health import HealthView
-from console.views import audit, dashboard, dlq, messages, topics
+from console.views import audit, cluster, dashboard, dlq, groups, messages, topics
 
 pages = [
     path("", dashboard.dashboard, name="dashboard"),
     path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("cluster/", cluster.cluster, name="cluster-page"),
     path("topics/", topics.topic_list, name="topic-list-page"),
     path("topics/new/", topics.topic_create, name="topic-create-page"),
     path("topics/<str:name>/", topics.topic_detail, name="topic-page"),
     path("topics/<str:name>/send/", topics.topic_send, name="topic-send-page"),
     path("topics/<str:name>/delete/", topics.topic_delete, name="topic-delete-page"),
+    path("groups/", groups.group_list, name="group-list-page"),
+    path("groups/open/", groups.group_open, name="group-open-page"),
+    path("groups/<str:group>/", groups.group_detail, name="group-page"),
+    path("groups/<str:group>/reset/", groups.group_reset, name="group-reset-page"),
     path("messages/", messages.message_search, name="message-search-page"),
+    path("messages/browse/", messages.message_browse, name="message-browse-page"),
     path("messages/<str:msg_id>/", messages.message_detail, name="message-page"),
     path("dlq/", dlq.dlq_index, name="dlq-index-page"),
     path("dlq/<str:group>/", dlq.dlq_group, name="dlq-page"),
+    path("dlq/<str:group>/resend-all/", dlq.dlq_resend_all, name="dlq-resend-all-page"),
+    path("dlq/<str:group>/export.<str:fmt>", dlq.dlq_export, name="dlq-export-page"),
+    path("jobs/<str:job_id>/", dlq.job_detail, name="job-page"),
     path("audit/", audit.audit_log, name="audit-page"),
 ]
 

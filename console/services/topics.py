@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from console import broker_client
-from console.errors import ApiError
+from console.errors import ApiError, bad_request
 from console.selectors.topics import check_topic_name, find_topic, get_topic, topic_type
 from console.services.audit import audited
 
@@ -15,6 +15,12 @@ def create_topic(user: Any, name: str, read_queue_nums: int, write_queue_nums: i
     """Create ``name`` on ``brokers`` (default: every master); 409 when it exists already."""
     if find_topic(check_topic_name(name)) is not None:
         raise ApiError(409, "topic_exists", f"topic {name} exists already; PATCH it to change it")
+    if brokers:
+        known = set(broker_client.admin().cluster_info().get("brokerAddrTable", {}))
+        unknown = sorted(set(brokers) - known)
+        if unknown:
+            raise bad_request("unknown_broker", f"no broker named {', '.join(unknown)}; the cluster has "
+                                                f"{', '.join(sorted(known)) or 'none'}")
     with audited(user, "topic.create", name) as entry:
         created_on = broker_client.admin().create_topic(name, read_queue_nums, write_queue_nums, perm,
                                                         brokers=brokers or None)

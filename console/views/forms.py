@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import datetime
 from typing import Any
 
 from django import forms
@@ -96,3 +97,62 @@ class MessageSearchForm(forms.Form):
 
 class GroupForm(forms.Form):
     group = forms.CharField(max_length=255, validators=[_group], label="Consumer group")
+
+
+UTC_HELP = "UTC"
+
+
+def _utc(value: Any) -> Any:
+    """A naive ``datetime-local`` value read as UTC (the console shows every time in UTC)."""
+    if value is not None and value.tzinfo is None:
+        return value.replace(tzinfo=datetime.UTC)
+    return value
+
+
+class DateTimeLocalInput(forms.DateTimeInput):
+    input_type = "datetime-local"
+
+    def __init__(self) -> None:
+        super().__init__(format="%Y-%m-%dT%H:%M:%S", attrs={"step": "1"})
+
+
+class ResetOffsetForm(forms.Form):
+    """Reset a group's offsets on a topic: to the earliest or latest message, or to a point in time."""
+
+    topic = forms.CharField(max_length=127, validators=[_topic])
+    mode = forms.ChoiceField(choices=[("earliest", "Earliest retained message"),
+                                      ("latest", "Latest (skip everything not consumed yet)"),
+                                      ("time", "A point in time")], initial="time", widget=forms.RadioSelect,
+                             label="Reset to")
+    timestamp = forms.DateTimeField(required=False, widget=DateTimeLocalInput(), label="Time (UTC)",
+                                    help_text="the first message stored at or after this time is consumed next")
+
+    def clean_timestamp(self) -> Any:
+        return _utc(self.cleaned_data.get("timestamp"))
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if data.get("mode") == "time" and not data.get("timestamp"):
+            self.add_error("timestamp", "give the time to reset to")
+        return data
+
+
+class BrowseForm(forms.Form):
+    """Every message of a topic stored in [begin, end] (UTC); ``end`` empty means up to now and beyond."""
+
+    topic = forms.CharField(max_length=127, validators=[_topic])
+    begin = forms.DateTimeField(widget=DateTimeLocalInput(), label="From (UTC)")
+    end = forms.DateTimeField(required=False, widget=DateTimeLocalInput(), label="To (UTC)",
+                              help_text="empty: no upper bound")
+
+    def clean_begin(self) -> Any:
+        return _utc(self.cleaned_data.get("begin"))
+
+    def clean_end(self) -> Any:
+        return _utc(self.cleaned_data.get("end"))
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if data.get("begin") and data.get("end") and data["end"] < data["begin"]:
+            self.add_error("end", "end is before begin")
+        return data

@@ -15,9 +15,10 @@ from console.selectors import messages as selectors
 from console.selectors.topics import check_topic_name
 from console.selectors.ui_messages import body_views
 from console.views.base import page
-from console.views.forms import MessageSearchForm
+from console.views.forms import BrowseForm, MessageSearchForm
 
 SEARCH_LIMIT = 64
+BROWSE_PAGE = 50
 
 
 @page(VIEWER)
@@ -50,3 +51,23 @@ def message_detail(request: HttpRequest, msg_id: str) -> HttpResponse:
         "m": data, "body": body_views(msg.body) if can_read else None, "can_read_bodies": can_read,
         "properties": sorted(data["properties"].items()),
     })
+
+
+@page(VIEWER)
+@require_http_methods(["GET"])
+def message_browse(request: HttpRequest) -> HttpResponse:
+    """Every message of a topic stored in [begin, end], oldest first, a page at a time with the API's cursor
+    (``selectors.browse``); "truncated" (more in the range) shows with a link to the next page."""
+    form = BrowseForm(request.GET or None)
+    context: dict[str, object] = {"form": form, "results": None, "page_size": BROWSE_PAGE}
+    if form.is_bound and form.is_valid():
+        d = form.cleaned_data
+        cursor = request.GET.get("cursor", "").strip()
+        begin_ms = max(0, int(d["begin"].timestamp() * 1000))
+        end_ms = int(d["end"].timestamp() * 1000) if d.get("end") else selectors.MAX_TIMESTAMP_MS
+        found, nxt = selectors.browse(d["topic"], begin_ms, end_ms, cursor, BROWSE_PAGE)
+        params = {k: v for k, v in request.GET.items() if k in ("topic", "begin", "end")}
+        context.update(results=[selectors.message_json(m, with_body=False) for m in found], truncated=nxt is not None,
+                       next_url=f"?{urlencode({**params, 'cursor': nxt})}" if nxt else None,
+                       first_url=f"?{urlencode(params)}", paged=bool(cursor))
+    return render(request, "console/message_browse.html", context, status=400 if form.errors else 200)

@@ -1,0 +1,42 @@
+"""Reads shaped for the consumer group pages: the group list, a group's queues per topic, and the offset-reset
+form's targets. Everything goes through the selectors the API uses (``console.selectors.groups``)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from console.selectors.groups import ResetTarget, consume_stats, list_groups
+
+# ResetTarget.timestamp_ms sentinels (as ResetOffsetSerializer builds them): earliest and latest.
+EARLIEST_MS, LATEST_MS = 0, -1
+RESET_MODES = (("earliest", "Earliest retained message"), ("latest", "Latest (skip everything not yet consumed)"),
+               ("time", "A point in time (UTC)"))
+
+
+def group_rows(search: str = "") -> list[dict[str, Any]]:
+    """The rows of ``GET /api/v1/consumer-groups/`` (lag, online clients, sources, DLQ), for the list page."""
+    return list_groups(search)
+
+
+def group_queues(group: str, topic: str | None) -> dict[str, Any]:
+    """``consume_stats`` of the group (one topic, or every topic it committed offsets on) with its queues
+    grouped per topic: ``{"group", "topic", "total_lag", "online", "topics": [{"topic", "lag", "queues"}]}``."""
+    stats = consume_stats(group, topic)
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for q in stats["queues"]:
+        by_topic.setdefault(q["topic"] or "", []).append(q)
+    topics = [{"topic": name, "lag": sum(q["lag"] or 0 for q in queues),
+               "queues": sorted(queues, key=lambda q: (q["broker_name"], q["queue_id"]))}
+              for name, queues in sorted(by_topic.items())]
+    return {**stats, "topics": topics}
+
+
+def reset_target(mode: str, when: dt.datetime | None) -> ResetTarget:
+    """The :class:`ResetTarget` of the reset form: ``earliest``, ``latest`` or ``time`` (an aware datetime)."""
+    if mode == "earliest":
+        return ResetTarget(timestamp_ms=EARLIEST_MS)
+    if mode == "latest":
+        return ResetTarget(timestamp_ms=LATEST_MS)
+    assert when is not None
+    return ResetTarget(timestamp_ms=max(0, int(when.timestamp() * 1000)))

@@ -1,0 +1,23 @@
+"""The cluster / routes page: the name server's brokers and each topic's route."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_http_methods
+
+from console.roles import VIEWER
+from console.selectors.topics import TOPIC_TYPES
+from console.selectors.ui_routes import cluster_brokers, topic_routes
+from console.views.base import page
+
+
+@page(VIEWER)
+@require_http_methods(["GET"])
+def cluster(request: HttpRequest) -> HttpResponse:
+    search = request.GET.get("search", "").strip()[:255]
+    kind = request.GET.get("type", "")
+    if kind not in TOPIC_TYPES:
+        kind = ""
+    return render(request, "console/cluster.html", {"brokers": cluster_brokers(), "routes": topic_routes(search, kind),
+                                                    "search": search, "kind": kind, "types": TOPIC_TYPES})

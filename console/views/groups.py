@@ -1,0 +1,84 @@
+"""Consumer group pages: the list (lag, online clients, how each group is known), a group's committed offsets
+and lag per queue, and resetting its offsets on a topic (operator+) with a dry-run preview and a confirm step."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods
+
+from console.roles import OPERATOR, VIEWER
+from console.selectors.groups import reset_preview
+from console.selectors.topics import check_topic_name
+from console.selectors.ui_groups import group_queues, group_rows, reset_target
+from console.services.groups import reset_offset
+from console.views.base import error_page, page
+from console.views.forms import GroupForm, ResetOffsetForm
+
+
+def _group_or_error(request: HttpRequest, group: str) -> HttpResponse | None:
+    form = GroupForm({"group": group})
+    if not form.is_valid():
+        return error_page(request, 400, "invalid_group", " ".join(form.errors.get("group", [])))
+    return None
+
+
+@page(VIEWER)
+@require_http_methods(["GET"])
+def group_list(request: HttpRequest) -> HttpResponse:
+    search = request.GET.get("search", "").strip()[:255]
+    return render(request, "console/group_list.html", {"groups": group_rows(search), "search": search})
+
+
+@page(VIEWER)
+@require_http_methods(["GET"])
+def group_open(request: HttpRequest) -> HttpResponse:
+    """The list page's "open a group by name" form."""
+    form = GroupForm(request.GET)
+    if not form.is_valid():
+        return error_page(request, 400, "invalid_group", " ".join(form.errors.get("group", [])))
+    return redirect("group-page", group=form.cleaned_data["group"])
+
+
+@page(VIEWER)
+@require_http_methods(["GET"])
+def group_detail(request: HttpRequest, group: str) -> HttpResponse:
+    if (bad := _group_or_error(request, group)) is not None:
+        return bad
+    topic = request.GET.get("topic", "").strip()
+    data = group_queues(group, check_topic_name(topic) if topic else None)
+    return render(request, "console/group_detail.html", {"group": group, "topic": topic, "stats": data})
+
+
+@page(OPERATOR)
+@require_http_methods(["GET", "POST"])
+def group_reset(request: HttpRequest, group: str) -> HttpResponse:
+    """GET: the form. POST ``step=preview``: the dry run (per queue what is replayed or skipped) and a confirm
+    form carrying the same target. POST ``step=apply`` with ``confirm``: the reset, and what it did."""
+    if (bad := _group_or_error(request, group)) is not None:
+        return bad
+    if request.method == "GET":
+        form = ResetOffsetForm(initial={"topic": request.GET.get("topic", ""), "mode": "time",
+                                        "timestamp": dt.datetime.now(dt.UTC).replace(microsecond=0, tzinfo=None)})
+        return render(request, "console/group_reset.html", {"group": group, "form": form})
+    form = ResetOffsetForm(request.POST)
+    if not form.is_valid():
+        return render(request, "console/group_reset.html", {"group": group, "form": form}, status=400)
+    d = form.cleaned_data
+    target = reset_target(d["mode"], d.get("timestamp"))
+    context = {"group": group, "form": form, "topic": d["topic"], "mode": d["mode"],
+               "when": d.get("timestamp")}
+    step = request.POST.get("step", "preview")
+    if step == "apply":
+        if request.POST.get("confirm") != "yes":
+            plan = reset_preview(group, d["topic"], target)
+            return render(request, "console/group_reset.html",
+                          {**context, "preview": plan, "confirm_error": True}, status=400)
+        applied = reset_offset(request.user, group, d["topic"], target)
+        messages.success(request, f"Offsets of {group} on {d['topic']} reset.")
+        return render(request, "console/group_reset.html", {**context, "applied": applied})
+    return render(request, "console/group_reset.html",
+                  {**context, "preview": reset_preview(group, d["topic"], target)})
