@@ -105,6 +105,10 @@ class BrokerConfig:
         "destroyMapedFileIntervalForcibly", 120_000, "force-release a file readers still hold after this long",
         ("destroyMappedFileIntervalForcibly",))
     clean_resource_interval_ms: int = _f("cleanResourceInterval", 10_000, "period of the built-in cleaner; 0 = off")
+    clock_offset_ms: int = _f(
+        "clockOffsetMs", 0, "shift the broker's clock (ms) — for rehearsing deleteWhen and delays; 0 in production")
+    disk_usage_probe_file: str = _f(
+        "diskUsageProbeFile", "", "read the disk-use ratio from this file instead of the file system (drills, tests)")
     # Delivery (used by later subsystems)
     message_delay_level: str = _f(
         "messageDelayLevel", "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h", "delay levels")

@@ -12,6 +12,7 @@ import json
 import logging
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from broker_core import __version__
 from broker_core.config import BrokerConfig
@@ -25,6 +26,8 @@ from broker_core.server.long_polling import PullRequestHoldService
 from broker_core.server.state import ConsumerOffsetManager, SubscriptionGroupManager, TopicConfigManager
 from broker_core.server.trace import Tracer
 from broker_core.store import MessageStore
+from broker_core.store.clock import SYSTEM_CLOCK, OffsetClock
+from broker_core.store.retention import file_disk_probe
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +63,9 @@ class BrokerController:
     def __init__(self, config: BrokerConfig, store: MessageStore | None = None,
                  limits: ServerLimits | None = None) -> None:
         self.config = config
-        self.store = store or MessageStore(config)
+        self.store = store or MessageStore(
+            config, OffsetClock(config.clock_offset_ms) if config.clock_offset_ms else SYSTEM_CLOCK,
+            file_disk_probe(Path(config.disk_usage_probe_file)) if config.disk_usage_probe_file else None)
         self.limits = limits or ServerLimits(config.server_max_frame_bytes, config.server_channel_max_idle_time_s,
                                              config.server_max_inflight, config.long_polling_max_s)
         self.topics = TopicConfigManager(config.config_dir)

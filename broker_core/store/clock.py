@@ -34,4 +34,14 @@ class ManualClock(Clock):
         self._now += int(seconds * 1000)
 
 
+class OffsetClock(Clock):
+    """The wall clock shifted by a fixed offset (``clockOffsetMs``): a broker can rehearse 04:00 at noon."""
+
+    def __init__(self, offset_ms: int) -> None:
+        self.offset_ms = offset_ms
+
+    def now_ms(self) -> int:
+        return super().now_ms() + self.offset_ms
+
+
 SYSTEM_CLOCK = Clock()

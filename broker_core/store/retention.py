@@ -45,6 +45,19 @@ def disk_usage_ratio(path: Path) -> float:
     return usage.used / usage.total if usage.total else -1.0
 
 
+def file_disk_probe(path: Path) -> DiskProbe:
+    """A probe that reads the ratio from a file (``diskUsageProbeFile``): disk-full drills without filling a
+    disk. An unreadable file means "unknown" (-1), like an unreadable file system."""
+
+    def probe(_: Path) -> float:
+        try:
+            return float(path.read_text().strip())
+        except (OSError, ValueError):
+            return -1.0
+
+    return probe
+
+
 @dataclass
 class DiskCheck:
     ratio: float
