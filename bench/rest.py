@@ -9,7 +9,13 @@ processes): it is the only WSGI server in the pinned requirements, so these figu
 not what a production server (gunicorn/uwsgi with several workers) would. Every request is authenticated with
 ``Authorization: Token <key>``; produce requests are written to the audit log, as in production.
 
-Rows (clients use ``requests`` with one keep-alive ``Session`` per thread; timed with ``time.perf_counter``):
+Connections: ``--connection keep-alive`` (default) gives each client thread one persistent ``requests`` session;
+``--connection close`` opens a new TCP connection per request. A probe before the rows prints ``GET /healthz``
+on both. runserver does not set TCP_NODELAY and sends a reply's headers and body in separate ``send()`` calls,
+so on a reused connection every reply waits ~40 ms for the client's delayed ACK (Nagle); a new connection per
+request avoids that stall (and pays a TCP handshake instead), showing what the application itself costs.
+
+Rows (timed with ``time.perf_counter``):
 
 1. ``rest_produce_batched``: ``POST /api/v1/topics/T/messages/`` with ``--batch`` (100) messages per request,
    ``--body-size`` (1024) byte UTF-8 text bodies, ``--threads`` (4) client threads; msg/s = messages / wall time
@@ -43,7 +49,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import requests
 
@@ -58,6 +64,19 @@ from rest_framework.authtoken.models import Token
 user = get_user_model().objects.create_superuser("bench", "", secrets.token_urlsafe(16))
 print("TOKEN=" + Token.objects.create(user=user).key)
 """
+
+
+class BenchSession(requests.Session):
+    """A ``requests`` session; with ``close_each`` every request goes over a new TCP connection (sent with
+    ``Connection: close``, and the pool is dropped after the reply, since runserver's reply does not say close)."""
+
+    close_each = False
+
+    def request(self, *args: Any, **kwargs: Any) -> requests.Response:  # type: ignore[override]
+        resp = super().request(*args, **kwargs)
+        if self.close_each:
+            self.close()
+        return resp
 
 
 def free_port() -> int:
@@ -133,9 +152,13 @@ class Stack:
         path = self.tmp / "runserver.log"
         return path.read_bytes()[-tail:].decode(errors="replace") if path.exists() else ""
 
-    def session(self) -> requests.Session:
-        s = requests.Session()
+    def session(self, close: bool = False) -> requests.Session:
+        """An authenticated session; ``close``: a new TCP connection per request (``Connection: close``)."""
+        s = BenchSession()
+        s.close_each = close
         s.headers.update({"Authorization": f"Token {self.token}", "Content-Type": "application/json"})
+        if close:
+            s.headers["Connection"] = "close"
         return s
 
     def close(self) -> None:
@@ -193,15 +216,29 @@ def run_threads(threads: int, requests_per_thread: int,
     return dt, sum(failures)
 
 
+def probe(stack: Stack, rounds: int = 20) -> tuple[float, float]:
+    """p50 ms of ``GET /healthz`` on one keep-alive connection and on a new connection per request."""
+    out = []
+    for close in (False, True):
+        session = stack.session(close)
+        samples = []
+        for _ in range(rounds):
+            t0 = time.perf_counter()
+            session.get(stack.url + "/healthz", timeout=30).raise_for_status()
+            samples.append((time.perf_counter() - t0) * 1000)
+        out.append(nearest_rank(sorted(samples), 0.5))
+    return out[0], out[1]
+
+
 def rest_produce(stack: Stack, topic: str, per_request: int, requests_per_thread: int, threads: int, body: str,
-                 warmup: int) -> dict[str, float]:
+                 warmup: int, close: bool) -> dict[str, float]:
     """POST ``per_request`` messages per request from ``threads`` keep-alive sessions."""
     payload = json.dumps({"messages": [{"body": body, "body_encoding": "utf-8"}] * per_request}).encode()
     url = f"{stack.url}/api/v1/topics/{topic}/messages/"
     first_error: list[str] = []
 
     def make_call() -> Callable[[], bool]:
-        session = stack.session()
+        session = stack.session(close)
 
         def call() -> bool:
             resp = session.post(url, data=payload, timeout=60)
@@ -247,10 +284,11 @@ def fill_indexed(namesrv: str, topic: str, n: int, body: bytes, batch: int = 256
         admin.shutdown()
 
 
-def rest_lookup(stack: Stack, topic: str, n_indexed: int, lookups: int, warmup: int, seed: int) -> dict[str, float]:
+def rest_lookup(stack: Stack, topic: str, n_indexed: int, lookups: int, warmup: int, seed: int,
+                close: bool) -> dict[str, float]:
     """Single-threaded ``GET /messages/?topic=&key=`` for random keys; latency per request."""
     rng = random.Random(seed)
-    session = stack.session()
+    session = stack.session(close)
     url = f"{stack.url}/api/v1/messages/"
     samples: list[float] = []
     wrong = 0
@@ -297,6 +335,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lookups", type=int, default=2000, help="row 3: timed lookups (2000)")
     parser.add_argument("--warmup", type=int, default=5, help="untimed requests per client before each row (5)")
     parser.add_argument("--seed", type=int, default=1, help="random seed of bodies and looked-up keys (1)")
+    parser.add_argument("--connection", choices=("keep-alive", "close"), default="keep-alive",
+                        help="keep-alive: one persistent connection per client thread (default); close: a new TCP "
+                             "connection per request (sidesteps runserver's Nagle/delayed-ACK stall, see the probe)")
     parser.add_argument("--skip", choices=("batched", "single", "lookup"), action="append", default=[],
                         help="leave a row out (repeatable)")
     args = parser.parse_args(argv)
@@ -317,6 +358,13 @@ def main(argv: list[str] | None = None) -> int:
         stack.start_broker()
         stack.start_console()
         print(f"# console {stack.url}, name server {stack.namesrv}, temp dir {stack.tmp}", flush=True)
+        keep_ms, close_ms = probe(stack)
+        print(f"# probe GET /healthz p50: {keep_ms:.1f} ms on a keep-alive connection, {close_ms:.1f} ms on a new "
+              f"connection per request; measuring with --connection {args.connection}", flush=True)
+        if keep_ms > close_ms + 20:
+            print("# note: runserver does not set TCP_NODELAY and writes headers and body in separate send()s, so "
+                  "on a reused connection each reply waits for the client's delayed ACK (~40 ms)", flush=True)
+        close = args.connection == "close"
         admin = AdminClient(stack.namesrv).start()
         for topic in ("BenchRestBatch", "BenchRestSingle", "BenchRestLookup"):
             admin.create_topic(topic, 4, 4)
@@ -324,7 +372,7 @@ def main(argv: list[str] | None = None) -> int:
 
         if "batched" not in args.skip:
             r = rest_produce(stack, "BenchRestBatch", args.batch, args.batch_requests, args.threads, body,
-                             args.warmup)
+                             args.warmup, close)
             line = (f"1. REST produce, {args.batch} msgs/request      {r['msg_per_s']:>10,.0f} msg/s  "
                     f"({r['req_per_s']:,.1f} req/s, {r['requests']:,.0f} requests in {r['seconds']:.1f} s, "
                     f"{r['failed']:.0f} failed)  target >= 20,000 msg/s: "
@@ -333,7 +381,8 @@ def main(argv: list[str] | None = None) -> int:
             results.append(line)
 
         if "single" not in args.skip:
-            r = rest_produce(stack, "BenchRestSingle", 1, args.single_requests, args.threads, body, args.warmup)
+            r = rest_produce(stack, "BenchRestSingle", 1, args.single_requests, args.threads, body, args.warmup,
+                             close)
             line = (f"2. REST produce, 1 msg/request         {r['req_per_s']:>10,.0f} req/s  "
                     f"({r['requests']:,.0f} requests in {r['seconds']:.1f} s, {r['failed']:.0f} failed)  "
                     f"target >= 1,000 req/s: {verdict(r['req_per_s'] >= 1_000 and not r['failed'])}")
@@ -345,7 +394,8 @@ def main(argv: list[str] | None = None) -> int:
                   flush=True)
             fill_s = fill_indexed(stack.namesrv, "BenchRestLookup", args.index_messages, body.encode())
             print(f"# filled and indexed in {fill_s:.1f} s ({args.index_messages / fill_s:,.0f} msg/s)", flush=True)
-            r = rest_lookup(stack, "BenchRestLookup", args.index_messages, args.lookups, args.warmup, args.seed)
+            r = rest_lookup(stack, "BenchRestLookup", args.index_messages, args.lookups, args.warmup, args.seed,
+                            close)
             line = (f"3. REST lookup by key among {args.index_messages:,} msgs   p50 {r['p50_ms']:.2f} ms  p99 "
                     f"{r['p99_ms']:.2f} ms  (mean {r['mean_ms']:.2f}, max {r['max_ms']:.2f}, {r['lookups']:.0f} "
                     f"lookups, {r['failed']:.0f} failed)  target p99 < 50 ms: "
