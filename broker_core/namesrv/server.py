@@ -147,7 +147,7 @@ class NamesrvController:
 
     # -- handlers -------------------------------------------------------------------------------------------
 
-    async def _register_broker(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+    def _register_broker(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         try:
             cluster, name, broker_id, addr = _broker_fields(cmd)
             table = _topic_config_table(cmd.body)
@@ -158,7 +158,7 @@ class NamesrvController:
                   conn.remote, len(table))
         return cmd.response(ResponseCode.SUCCESS, header={"masterAddr": master} if master else None)
 
-    async def _unregister_broker(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+    def _unregister_broker(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         try:
             cluster, name, broker_id, addr = _broker_fields(cmd)
         except BadRequest as exc:
@@ -167,7 +167,7 @@ class NamesrvController:
             log.info("unregistered broker %s/%s id=%d at %s", cluster, name, broker_id, addr)
         return cmd.response(ResponseCode.SUCCESS)
 
-    async def _get_route_info(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+    def _get_route_info(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         if "topic" not in cmd.header:
             return cmd.response(ResponseCode.BAD_REQUEST, "missing header field topic")
         topic = cmd.header["topic"]
@@ -180,13 +180,13 @@ class NamesrvController:
                                 f"No topic route info in name server for the topic: {topic}")
         return cmd.response(ResponseCode.SUCCESS, body=encode_json(route))
 
-    async def _get_cluster_info(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+    def _get_cluster_info(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         return cmd.response(ResponseCode.SUCCESS, body=encode_json(self.routes.cluster_info()))
 
-    async def _get_topic_list(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+    def _get_topic_list(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         return cmd.response(ResponseCode.SUCCESS, body=encode_json({"topicList": self.routes.topic_list()}))
 
-    async def _delete_topic(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+    def _delete_topic(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         if "topic" not in cmd.header:
             return cmd.response(ResponseCode.BAD_REQUEST, "missing header field topic")
         topic = cmd.header["topic"]
