@@ -7,7 +7,6 @@ session fixtures run, and the SQLite file lives in a temp dir (tests use an in-m
 from __future__ import annotations
 
 import os
-import socket
 import tempfile
 from collections.abc import Callable, Iterator
 from itertools import count
@@ -27,17 +26,10 @@ from rest_framework.test import APIClient  # noqa: E402
 
 from broker_core.client import AdminClient  # noqa: E402
 from console import broker_client  # noqa: E402
-from tests.integration.cluster import Cluster  # noqa: E402
-from tests.integration.test_cluster import wait_until  # noqa: E402
+from tests.integration.cluster import Cluster, free_port, wait_until  # noqa: E402 - re-exported
 
 _names = count()
 
-
-def free_port() -> int:
-    """A port nothing listens on (bound then released), for the broker-down tests."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="session")
@@ -45,11 +37,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """A name server and one broker, ``broker-a``, for the whole console suite."""
     c = Cluster(tmp_path_factory.mktemp("console-cluster"))
     try:
-        c.add_broker("broker-a")
-        with AdminClient(c.namesrv) as admin:
-            wait_until(lambda: "broker-a" in admin.cluster_info().get("brokerAddrTable", {}), timeout=30,
-                       what="broker-a to register")
-        yield c
+        yield c.add_brokers_registered({"broker-a": ""})
     finally:
         broker_client.reset()
         c.close()

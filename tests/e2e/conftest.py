@@ -28,7 +28,6 @@ from playwright.sync_api import Browser, Page, sync_playwright  # noqa: E402
 from broker_core.client import AdminClient, Producer  # noqa: E402
 from console import broker_client  # noqa: E402
 from tests.integration.cluster import Cluster  # noqa: E402
-from tests.integration.test_cluster import wait_until  # noqa: E402
 
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -46,11 +45,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """A name server and ``broker-a`` for the whole browser suite."""
     c = Cluster(tmp_path_factory.mktemp("e2e-cluster"))
     try:
-        c.add_broker("broker-a", FAST)
-        with AdminClient(c.namesrv) as admin:
-            wait_until(lambda: "broker-a" in admin.cluster_info().get("brokerAddrTable", {}), timeout=30,
-                       what="broker-a to register")
-        yield c
+        yield c.add_brokers_registered({"broker-a": FAST})
     finally:
         broker_client.reset()
         c.close()

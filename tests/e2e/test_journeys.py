@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 import threading
 from collections.abc import Callable
 
@@ -14,19 +13,12 @@ from playwright.sync_api import Page, expect
 
 from broker_core.client import AdminClient, ConsumeStatus, Message, MessageExt, Producer, PushConsumer
 from tests.e2e.conftest import shot
-from tests.integration.cluster import Cluster
-from tests.integration.test_cluster import wait_until
+from tests.integration.cluster import Cluster, free_port, wait_until
 
 pytestmark = pytest.mark.integration
 
 Login = Callable[[Page, User], None]
 
-
-def free_port() -> int:
-    """A port nothing listens on (bound, then released)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def push_consumer(cluster: Cluster, group: str, topic: str, listener, **kw) -> PushConsumer:  # type: ignore[no-untyped-def]

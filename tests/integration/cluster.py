@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -16,6 +17,13 @@ from pathlib import Path
 from tests.conftest import ROOT
 
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def free_port() -> int:
+    """A port nothing listens on (bound, then released): for "is down" tests and helper servers."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def wait_until(cond: Callable[[], bool], timeout: float = 60.0, what: str = "condition") -> None:
@@ -92,6 +100,17 @@ class Cluster:
         b.store_dir.mkdir(parents=True)
         self.brokers[name] = b.start()
         return b
+
+    def add_brokers_registered(self, brokers: dict[str, str]) -> Cluster:
+        """Start ``{name: extra broker.conf lines}`` and wait until the name server lists them all."""
+        from broker_core.client import AdminClient
+
+        for name, conf in brokers.items():
+            self.add_broker(name, conf)
+        with AdminClient(self.namesrv) as admin:
+            wait_until(lambda: set(brokers) <= set(admin.cluster_info().get("brokerAddrTable", {})), timeout=30,
+                       what=f"brokers {sorted(brokers)} to register")
+        return self
 
     def close(self) -> None:
         for b in self.brokers.values():

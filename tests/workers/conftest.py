@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -30,7 +29,7 @@ import redis  # noqa: E402
 from broker_core.client import AdminClient, Producer  # noqa: E402
 from console import broker_client  # noqa: E402
 from tests.conftest import ROOT  # noqa: E402
-from tests.integration.cluster import Cluster, wait_until  # noqa: E402
+from tests.integration.cluster import Cluster, free_port, wait_until  # noqa: E402 - re-exported
 
 REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
 LEVELS_MS = [100 * (i + 1) for i in range(18)]
@@ -42,11 +41,6 @@ RETENTION_CONF = ("mapedFileSizeCommitLog=65536\ncleanResourceInterval=0\nfileRe
                   "deleteCommitLogFilesInterval=0\ndeleteWhen=" + ";".join(f"{h:02d}" for h in range(24)) + "\n")
 _names = count()
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="session")
@@ -87,12 +81,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """A name server, ``broker-a`` (delivered only when asked) and ``broker-r`` (retention by the task)."""
     c = Cluster(tmp_path_factory.mktemp("workers-cluster"))
     try:
-        c.add_broker("broker-a", DELAY_CONF)
-        c.add_broker("broker-r", RETENTION_CONF)
-        with AdminClient(c.namesrv) as admin:
-            wait_until(lambda: {"broker-a", "broker-r"} <= set(admin.cluster_info().get("brokerAddrTable", {})),
-                       timeout=30, what="brokers to register")
-        yield c
+        yield c.add_brokers_registered({"broker-a": DELAY_CONF, "broker-r": RETENTION_CONF})
     finally:
         broker_client.reset()
         c.close()
