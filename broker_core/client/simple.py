@@ -15,22 +15,18 @@ from __future__ import annotations
 import itertools
 import json
 
+from broker_core.client.consumer import _ConsumerBase
 from broker_core.client.instance import ClientInstance
 from broker_core.client.message import ClientError, MessageExt, decode_message_exts
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
 from broker_core.protocol.filter import Subscription, parse_subscription
-from broker_core.protocol.validation import group_error
 from broker_core.remoting.client import run_sync
 
 
-class SimpleConsumer:
+class SimpleConsumer(_ConsumerBase):
     def __init__(self, group: str, namesrv_addr: str, *, max_reconsume_times: int = 16,
                  instance: ClientInstance | None = None) -> None:
-        err = group_error(group)
-        if err:
-            raise ValueError(err)
-        self.group = group
-        self.instance = instance or ClientInstance(namesrv_addr)
+        super().__init__(group, namesrv_addr, instance)
         self.max_reconsume_times = max_reconsume_times
         self.subscriptions: dict[str, Subscription] = {}
         self._rr = itertools.count()

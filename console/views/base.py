@@ -68,3 +68,13 @@ def page(role: str) -> Callable[[View], View]:
         return wrapper
 
     return decorate
+
+
+def invalid_group_page(request: HttpRequest, group: str) -> HttpResponse | None:
+    """A 400 page when ``group`` is not a valid group name, else None."""
+    from console.views.forms import GroupForm
+
+    form = GroupForm({"group": group})
+    if not form.is_valid():
+        return error_page(request, 400, "invalid_group", " ".join(form.errors.get("group", [])))
+    return None

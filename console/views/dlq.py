@@ -17,7 +17,7 @@ from console.selectors.ui_dlq import EXPORT_LIMIT, as_csv, as_json_lines, export
 from console.selectors.ui_messages import dead_letter_rows
 from console.services.jobs import start_resend_job
 from console.services.messages import resend_dead_letters
-from console.views.base import error_page, page
+from console.views.base import error_page, invalid_group_page, page
 from console.views.forms import GroupForm
 
 LIMIT = 200
@@ -28,12 +28,6 @@ def _selected(request: HttpRequest) -> list[str]:
     data = request.POST if request.method == "POST" else request.GET
     return list(dict.fromkeys(i.upper() for i in data.getlist("offset_msg_id") if MESSAGE_ID.match(i)))
 
-
-def _group_error(request: HttpRequest, group: str) -> HttpResponse | None:
-    form = GroupForm({"group": group})
-    if not form.is_valid():
-        return error_page(request, 400, "invalid_group", " ".join(form.errors.get("group", [])))
-    return None
 
 
 @page(VIEWER)
@@ -50,7 +44,7 @@ def dlq_index(request: HttpRequest) -> HttpResponse:
 @page(VIEWER)
 @require_http_methods(["GET", "POST"])
 def dlq_group(request: HttpRequest, group: str) -> HttpResponse:
-    if (bad := _group_error(request, group)) is not None:
+    if (bad := invalid_group_page(request, group)) is not None:
         return bad
     results = None
     status = 200
@@ -73,7 +67,7 @@ def dlq_group(request: HttpRequest, group: str) -> HttpResponse:
 @require_POST
 def dlq_resend_all(request: HttpRequest, group: str) -> HttpResponse:
     """Resend every dead letter the page showed (their ids come with the form) as a background job."""
-    if (bad := _group_error(request, group)) is not None:
+    if (bad := invalid_group_page(request, group)) is not None:
         return bad
     ids = _selected(request)
     if not ids:
@@ -87,7 +81,7 @@ def dlq_resend_all(request: HttpRequest, group: str) -> HttpResponse:
 def dlq_export(request: HttpRequest, group: str, fmt: str) -> HttpResponse:
     """``?offset_msg_id=...`` (repeated): those dead letters; none: every one (up to the export limit; the
     ``X-Export-Truncated`` header says when that cut the file). Bodies only for operators and admins."""
-    if (bad := _group_error(request, group)) is not None:
+    if (bad := invalid_group_page(request, group)) is not None:
         return bad
     if fmt not in EXPORT_FORMATS:
         return error_page(request, 404, "not_found", f"no export format {fmt}")

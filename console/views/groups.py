@@ -15,15 +15,8 @@ from console.selectors.groups import reset_preview
 from console.selectors.topics import check_topic_name
 from console.selectors.ui_groups import group_queues, group_rows, reset_target
 from console.services.groups import reset_offset
-from console.views.base import error_page, page
+from console.views.base import error_page, invalid_group_page, page
 from console.views.forms import GroupForm, ResetOffsetForm
-
-
-def _group_or_error(request: HttpRequest, group: str) -> HttpResponse | None:
-    form = GroupForm({"group": group})
-    if not form.is_valid():
-        return error_page(request, 400, "invalid_group", " ".join(form.errors.get("group", [])))
-    return None
 
 
 @page(VIEWER)
@@ -46,7 +39,7 @@ def group_open(request: HttpRequest) -> HttpResponse:
 @page(VIEWER)
 @require_http_methods(["GET"])
 def group_detail(request: HttpRequest, group: str) -> HttpResponse:
-    if (bad := _group_or_error(request, group)) is not None:
+    if (bad := invalid_group_page(request, group)) is not None:
         return bad
     topic = request.GET.get("topic", "").strip()
     data = group_queues(group, check_topic_name(topic) if topic else None)
@@ -58,7 +51,7 @@ def group_detail(request: HttpRequest, group: str) -> HttpResponse:
 def group_reset(request: HttpRequest, group: str) -> HttpResponse:
     """GET: the form. POST ``step=preview``: the dry run (per queue what is replayed or skipped) and a confirm
     form carrying the same target. POST ``step=apply`` with ``confirm``: the reset, and what it did."""
-    if (bad := _group_or_error(request, group)) is not None:
+    if (bad := invalid_group_page(request, group)) is not None:
         return bad
     if request.method == "GET":
         form = ResetOffsetForm(initial={"topic": request.GET.get("topic", ""), "mode": "time",
