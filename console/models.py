@@ -56,3 +56,14 @@ class Job(models.Model):
 
     def __str__(self) -> str:
         return f"job {self.pk} {self.kind} {self.target} {self.status} {self.progress}/{self.total}"
+
+
+class UserPreference(models.Model):
+    """A user's display preferences: the IANA time zone every page shows times in (activated per request by
+    :class:`console.middleware.UserTimezoneMiddleware`). A user without a row sees UTC."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="console_preference")
+    timezone = models.CharField(max_length=64, default="UTC")
+
+    def __str__(self) -> str:
+        return f"{self.user} {self.timezone}"

@@ -7,7 +7,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from console.api.health import HealthView
-from console.views import audit, cluster, dashboard, dlq, groups, messages, topics
+from console.views import audit, cluster, dashboard, dlq, groups, messages, preferences, topics
 
 pages = [
     path("", dashboard.dashboard, name="dashboard"),
@@ -32,6 +32,7 @@ pages = [
     path("dlq/<str:group>/export.<str:fmt>", dlq.dlq_export, name="dlq-export-page"),
     path("jobs/<str:job_id>/", dlq.job_detail, name="job-page"),
     path("audit/", audit.audit_log, name="audit-page"),
+    path("settings/", preferences.preferences, name="preferences-page"),
 ]
 
 urlpatterns = [

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from console.api import audit, dlq, groups, jobs, messages, topics
+from console.api import audit, dlq, groups, jobs, messages, preferences, topics
 
 urlpatterns = [
     path("topics/", topics.TopicListView.as_view(), name="topic-list"),
@@ -26,6 +26,7 @@ urlpatterns = [
     path("dlq/<str:group>/resend/", dlq.DeadLetterResendView.as_view(), name="dlq-resend"),
     path("jobs/<str:job_id>/", jobs.JobDetailView.as_view(), name="job-detail"),
     path("audit/", audit.AuditListView.as_view(), name="audit-list"),
+    path("me/preferences/", preferences.PreferencesView.as_view(), name="me-preferences"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
 ]

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from typing import Any
 
 from django import template
+from django.utils import timezone
 
 from console import roles
 
@@ -28,3 +30,24 @@ def role_of(user: Any) -> str:
 def pretty_json(value: Any) -> str:
     """``value`` as indented JSON text (the template escapes it)."""
     return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
+@register.filter(name="local_time")
+def local_time(value: Any) -> str:
+    """An aware datetime or an ISO 8601 string (as the selectors give times) in the zone activated for the
+    request (the user's preference), e.g. ``2026-11-22 09:05:54.123 CET``; anything else unchanged."""
+    when = value
+    if isinstance(value, str):
+        try:
+            when = dt.datetime.fromisoformat(value)
+        except ValueError:
+            return value
+    if not isinstance(when, dt.datetime):
+        return "" if value is None else str(value)
+    if timezone.is_naive(when):
+        when = when.replace(tzinfo=dt.UTC)
+    local = timezone.localtime(when)
+    text = local.strftime("%Y-%m-%d %H:%M:%S")
+    if local.microsecond:
+        text += f".{local.microsecond // 1000:03d}"
+    return f"{text} {local.tzname()}"

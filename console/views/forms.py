@@ -9,6 +9,7 @@ import datetime
 from typing import Any
 
 from django import forms
+from django.utils import timezone
 
 from broker_core.protocol.validation import group_error, topic_error
 from console.api.serializers import PERMS
@@ -102,8 +103,22 @@ class GroupForm(forms.Form):
 UTC_HELP = "UTC"
 
 
+class LocalTimeLabels:
+    """Replaces "(UTC)" in field labels with the zone activated for the request (the user's preference):
+    Django's DateTimeField reads a naive ``datetime-local`` value in that zone."""
+
+    fields: dict[str, Any]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[call-arg]
+        zone = timezone.get_current_timezone_name()
+        for field in self.fields.values():
+            if field.label and "(UTC)" in field.label:
+                field.label = field.label.replace("(UTC)", f"({zone})")
+
+
 def _utc(value: Any) -> Any:
-    """A naive ``datetime-local`` value read as UTC (the console shows every time in UTC)."""
+    """A naive value read as UTC (DateTimeField already made values aware in the active zone)."""
     if value is not None and value.tzinfo is None:
         return value.replace(tzinfo=datetime.UTC)
     return value
@@ -116,7 +131,7 @@ class DateTimeLocalInput(forms.DateTimeInput):
         super().__init__(format="%Y-%m-%dT%H:%M:%S", attrs={"step": "1"})
 
 
-class ResetOffsetForm(forms.Form):
+class ResetOffsetForm(LocalTimeLabels, forms.Form):
     """Reset a group's offsets on a topic: to the earliest or latest message, or to a point in time."""
 
     topic = forms.CharField(max_length=127, validators=[_topic])
@@ -137,7 +152,7 @@ class ResetOffsetForm(forms.Form):
         return data
 
 
-class BrowseForm(forms.Form):
+class BrowseForm(LocalTimeLabels, forms.Form):
     """Every message of a topic stored in [begin, end] (UTC); ``end`` empty means up to now and beyond."""
 
     topic = forms.CharField(max_length=127, validators=[_topic])

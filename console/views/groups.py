@@ -3,11 +3,10 @@ and lag per queue, and resetting its offsets on a topic (operator+) with a dry-r
 
 from __future__ import annotations
 
-import datetime as dt
-
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_http_methods
 
 from console.roles import OPERATOR, VIEWER
@@ -55,7 +54,7 @@ def group_reset(request: HttpRequest, group: str) -> HttpResponse:
         return bad
     if request.method == "GET":
         form = ResetOffsetForm(initial={"topic": request.GET.get("topic", ""), "mode": "time",
-                                        "timestamp": dt.datetime.now(dt.UTC).replace(microsecond=0, tzinfo=None)})
+                                        "timestamp": timezone.localtime().replace(microsecond=0, tzinfo=None)})
         return render(request, "console/group_reset.html", {"group": group, "form": form})
     form = ResetOffsetForm(request.POST)
     if not form.is_valid():
