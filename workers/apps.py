@@ -1,4 +1,5 @@
-"""Django app for the scheduled jobs' records (job runs)."""
+"""Django app for the Celery tasks and the ``install_schedules`` command (the records they write live in
+:mod:`console.monitoring`)."""
 
 from __future__ import annotations
 

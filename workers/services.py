@@ -1,5 +1,5 @@
 """The scheduled jobs' logic: each ``run_*`` asks the brokers for one maintenance operation through the SDK
-(the console's :mod:`console.broker_client`) and records the run as a :class:`~workers.models.JobRun`.
+(the console's :mod:`console.broker_client`) and records the run as a :class:`~console.monitoring.models.JobRun`.
 
 The broker decides what to do: retention applies the seeds' ``deleteWhen`` / ``fileReservedTime`` / disk-ratio
 rules itself, so calling it more often than hourly is correct and idempotent; delay-level delivery delivers
@@ -24,9 +24,9 @@ from django.utils import timezone
 
 from broker_core.client import ClientError
 from console import broker_client
+from console.monitoring.models import JobRun, LagSample
 from console.selectors.groups import known_groups
 from workers.locks import job_lock
-from workers.models import JobRun, LagSample
 
 RETENTION, DISK_CHECK, DELIVER_DELAYED, SAMPLE_LAG, PRUNE = (
     "retention", "disk_check", "deliver_delayed", "sample_lag", "prune")

@@ -38,14 +38,14 @@ class Worker:
     def runs(self, job: str, broker: str) -> list[dict[str, Any]]:
         with sqlite3.connect(self.db_path) as db:
             db.row_factory = sqlite3.Row
-            rows = db.execute("SELECT * FROM workers_jobrun WHERE job = ? AND broker = ? ORDER BY id",
+            rows = db.execute("SELECT * FROM monitoring_jobrun WHERE job = ? AND broker = ? ORDER BY id",
                               (job, broker)).fetchall()
         return [{**dict(r), "counts": json.loads(r["counts"])} for r in rows]
 
     def run(self, run_id: int) -> dict[str, Any]:
         with sqlite3.connect(self.db_path) as db:
             db.row_factory = sqlite3.Row
-            row = db.execute("SELECT * FROM workers_jobrun WHERE id = ?", (run_id,)).fetchone()
+            row = db.execute("SELECT * FROM monitoring_jobrun WHERE id = ?", (run_id,)).fetchone()
         return {**dict(row), "counts": json.loads(row["counts"])}
 
     def alive(self) -> bool:
