@@ -2,7 +2,7 @@
 
 - viewer: read metadata (topics, routes, stats, groups, message metadata without bodies, dead-letter metadata)
 - operator: + read message bodies, produce, receive/ack, resend dead letters
-- admin: + create, update and delete topics, read the audit log
+- admin: + create, update and delete topics, read the audit log, manage users' roles and API tokens
 """
 
 from __future__ import annotations

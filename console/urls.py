@@ -7,7 +7,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from console.api.health import HealthView
-from console.views import audit, cluster, dashboard, dlq, groups, messages, preferences, topics
+from console.views import audit, cluster, dashboard, dlq, groups, messages, preferences, topics, users
 
 pages = [
     path("", dashboard.dashboard, name="dashboard"),
@@ -33,6 +33,9 @@ pages = [
     path("jobs/<str:job_id>/", dlq.job_detail, name="job-page"),
     path("audit/", audit.audit_log, name="audit-page"),
     path("settings/", preferences.preferences, name="preferences-page"),
+    path("users/", users.user_list, name="user-list-page"),
+    path("users/<str:username>/role/", users.user_role, name="user-role-page"),
+    path("users/<str:username>/token/<str:action>/", users.user_token, name="user-token-page"),
 ]
 
 urlpatterns = [

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from console.api import audit, dlq, groups, jobs, messages, preferences, topics
+from console.api import audit, dlq, groups, jobs, messages, preferences, topics, users
 
 urlpatterns = [
     path("topics/", topics.TopicListView.as_view(), name="topic-list"),
@@ -27,6 +27,9 @@ urlpatterns = [
     path("jobs/<str:job_id>/", jobs.JobDetailView.as_view(), name="job-detail"),
     path("audit/", audit.AuditListView.as_view(), name="audit-list"),
     path("me/preferences/", preferences.PreferencesView.as_view(), name="me-preferences"),
+    path("users/", users.UserListView.as_view(), name="user-list"),
+    path("users/<str:username>/", users.UserDetailView.as_view(), name="user-detail"),
+    path("users/<str:username>/token/", users.UserTokenView.as_view(), name="user-token"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
 ]
