@@ -5,7 +5,7 @@ edits them and beat's ``DatabaseScheduler`` reads them).
   it, so calling it more often than hourly is correct and idempotent, and a pass deletes at most 10 segments
   (the next tick continues);
 - disk check every 10 s; delay-level delivery every second (a tick not started within 5 s is dropped:
-  the next one delivers the same messages); lag sampling every minute; pruning daily.
+  the next one delivers the same messages); sampling every minute; downsampling and pruning hourly.
 """
 
 from __future__ import annotations
@@ -35,9 +35,11 @@ ENTRIES: tuple[BeatEntry, ...] = (
     BeatEntry("broker_core: delayed delivery", "workers.deliver_delayed", 1, expire_seconds=5,
               description="Deliver delay-level messages that are due; records delivered and oldest overdue."),
     BeatEntry("broker_core: lag sampling", "workers.sample_lag", 60,
-              description="Store per group and topic lag and DLQ size for the dashboard's history."),
-    BeatEntry("broker_core: prune", "workers.prune", 1, IntervalSchedule.DAYS,
-              description="Drop old lag samples and job runs beyond the kept number."),
+              description="Sample topic put/get rates, group lag (messages and seconds), DLQ sizes and broker "
+                          "disk use and rates for the dashboard's history."),
+    BeatEntry("broker_core: prune", "workers.prune", 1, IntervalSchedule.HOURS,
+              description="Downsample raw samples past 24 h to hourly averages, drop samples past the kept days "
+                          "and job runs beyond the kept number."),
 )
 
 

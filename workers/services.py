@@ -19,29 +19,22 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
 from django.utils import timezone
 
 from broker_core.client import ClientError
 from console import broker_client
-from console.monitoring.models import JobRun, LagSample
-from console.selectors.groups import known_groups
+from console.monitoring.models import JobRun
+from workers import sampling
 from workers.locks import job_lock
 
 RETENTION, DISK_CHECK, DELIVER_DELAYED, SAMPLE_LAG, PRUNE = (
     "retention", "disk_check", "deliver_delayed", "sample_lag", "prune")
 JOBS = (RETENTION, DISK_CHECK, DELIVER_DELAYED, SAMPLE_LAG, PRUNE)
-DLQ_PREFIX = "%DLQ%"
 
 
 def job_runs_keep() -> int:
     """How many runs of each (job, broker) are kept (``WORKERS_JOB_RUNS_KEEP``, default 200)."""
     return int(getattr(settings, "WORKERS_JOB_RUNS_KEEP", 200))
-
-
-def lag_sample_days() -> float:
-    """How long lag samples are kept (``WORKERS_LAG_SAMPLE_DAYS``, default 7)."""
-    return float(getattr(settings, "WORKERS_LAG_SAMPLE_DAYS", 7))
 
 
 class UnknownBroker(LookupError):
@@ -179,48 +172,29 @@ def run_delay_delivery(broker: str, addr: str | None = None) -> JobRun:
 
 
 # ---------------------------------------------------------------------------------------------- cluster jobs
-def _dlq_size(group: str, topics: set[str]) -> int:
-    if DLQ_PREFIX + group not in topics:
-        return 0
-    rows = broker_client.admin().topic_stats(DLQ_PREFIX + group)
-    return sum(int(r["maxOffset"]) - int(r["minOffset"]) for r in rows)
-
-
 def run_sampling() -> JobRun:
-    """Store one :class:`LagSample` per (group, topic) for every group the console knows (from ``%RETRY%`` /
-    ``%DLQ%`` topics and its own audit log), then drop samples older than :func:`lag_sample_days`."""
+    """One sampling pass (:func:`workers.sampling.sample_all`): broker disk and rates, lag in messages and
+    seconds per (known group, topic) with DLQ sizes, topic rates."""
     def body() -> tuple[dict[str, Any], str]:
-        admin = broker_client.admin()
-        now = timezone.now()
-        topics = set(admin.topic_list())
-        samples = []
-        for group in sorted(known_groups()):
-            lag_by_topic: dict[str, int] = {}
-            for row in admin.consume_stats(group)["offsetTable"]:
-                lag_by_topic[row["topic"]] = lag_by_topic.get(row["topic"], 0) + int(row.get("lag", 0))
-            dlq = _dlq_size(group, topics)
-            samples += [LagSample(timestamp=now, group=group, topic=t, lag=lag, dlq_size=dlq)
-                        for t, lag in sorted(lag_by_topic.items())]
-        with transaction.atomic():
-            LagSample.objects.bulk_create(samples)
-        pruned = prune_samples()
-        return {"groups": len({s.group for s in samples}), "samples": len(samples), "samples_pruned": pruned}, ""
+        return sampling.sample_all(broker_addrs()), ""
     return run_locked(SAMPLE_LAG, "", body)
 
 
 def prune_samples(older_than: timedelta | None = None) -> int:
-    cutoff = timezone.now() - (older_than or timedelta(days=lag_sample_days()))
-    return LagSample.objects.filter(timestamp__lt=cutoff).delete()[0]
+    """Delete samples of every kind older than ``older_than`` (default: the kept days)."""
+    cutoff = timezone.now() - (older_than or timedelta(days=sampling.sample_days()))
+    return sum(m.objects.filter(timestamp__lt=cutoff).delete()[0] for m in sampling.SAMPLE_SHAPES)  # type: ignore[attr-defined]
 
 
 def run_prune() -> JobRun:
-    """The daily clean-up: lag samples past their age and each (job, broker)'s runs beyond the kept number
-    (brokers that no longer run jobs keep their last runs until then)."""
+    """The hourly clean-up: raw samples past ``WORKERS_SAMPLE_RAW_HOURS`` become hourly averages, samples past
+    their days are deleted, and each (job, broker)'s runs beyond the kept number are deleted (brokers that no
+    longer run jobs keep their last runs until then)."""
     def body() -> tuple[dict[str, Any], str]:
-        samples = prune_samples()
-        runs = sum(prune_runs(job, broker) for job, broker in
-                   JobRun.objects.values_list("job", "broker").distinct())
-        return {"samples_pruned": samples, "runs_pruned": runs}, ""
+        counts: dict[str, Any] = sampling.downsample_and_prune()
+        counts["runs_pruned"] = sum(prune_runs(job, broker) for job, broker in
+                                    JobRun.objects.values_list("job", "broker").distinct())
+        return counts, ""
     return run_locked(PRUNE, "", body)
 
 

@@ -72,6 +72,10 @@ class TopicSample(models.Model):
     put_tps = models.FloatField(default=0)
     get_tps = models.FloatField(default=0)
     messages = models.BigIntegerField(default=0)
+    # the counters the rates come from: sum of the queues' max offsets (appended) and of the known groups'
+    # committed offsets (consumed); null on rows written before the counters were kept
+    put_total = models.BigIntegerField(null=True, blank=True)
+    get_total = models.BigIntegerField(null=True, blank=True)
     bucket_seconds = models.PositiveIntegerField(default=RAW_BUCKET)
 
     class Meta:
@@ -83,7 +87,8 @@ class TopicSample(models.Model):
 
 
 class BrokerSample(models.Model):
-    """One broker at one moment: store disk use (ratio 0..1 and bytes) and put/get rates."""
+    """One broker at one moment: store disk use (ratio 0..1 from the disk check, and the CommitLog's bytes)
+    and put/get rates."""
 
     timestamp = models.DateTimeField(db_index=True)
     broker = models.CharField(max_length=255)
@@ -91,6 +96,9 @@ class BrokerSample(models.Model):
     disk_used_bytes = models.BigIntegerField(null=True, blank=True)
     put_tps = models.FloatField(default=0)
     get_tps = models.FloatField(default=0)
+    # the broker's put/get counters since it started (runtime info), which the rates are computed from
+    put_total = models.BigIntegerField(null=True, blank=True)
+    get_total = models.BigIntegerField(null=True, blank=True)
     bucket_seconds = models.PositiveIntegerField(default=RAW_BUCKET)
 
     class Meta:

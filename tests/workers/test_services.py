@@ -142,7 +142,7 @@ def test_an_unknown_broker_is_a_failed_run_not_retried():
     assert run.outcome == JobRun.FAILED and "not registered" in run.error
 
 
-def test_sampling_stores_lag_per_group_and_topic_and_prunes_old_samples(cluster: Cluster, sdk_admin: AdminClient,
+def test_sampling_stores_lag_per_group_and_topic_and_prune_drops_old_samples(cluster: Cluster, sdk_admin: AdminClient,
                                                                         producer: Producer,
                                                                         unique: Callable[[str], str]):
     topic, group = make_topic(sdk_admin, unique("Lagging"), "broker-a"), unique("laggers")
@@ -158,10 +158,14 @@ def test_sampling_stores_lag_per_group_and_topic_and_prunes_old_samples(cluster:
 
     run = services.run_sampling()
 
-    assert run.outcome == JobRun.OK and run.broker == "" and run.counts["samples_pruned"] >= 1
-    assert not LagSample.objects.filter(pk=old.pk).exists()
-    sample = LagSample.objects.get(group=group, topic=topic)
+    assert run.outcome == JobRun.OK and run.broker == "" and run.counts["lag_samples"] >= 1
+    sample = LagSample.objects.filter(group=group, topic=topic).latest("timestamp")
     assert (sample.lag, sample.dlq_size) == (2, 0)
+    assert sample.lag_seconds is not None and sample.lag_seconds >= 0
+
+    pruned = services.run_prune()
+    assert pruned.outcome == JobRun.OK and pruned.counts["samples_pruned"] >= 1
+    assert not LagSample.objects.filter(pk=old.pk).exists()
 
 
 def test_runs_beyond_the_kept_number_are_pruned(settings):  # type: ignore[no-untyped-def]
@@ -183,7 +187,7 @@ def test_install_schedules_is_idempotent_and_keeps_operator_edits(capsys):  # ty
         "broker_core: disk check": ("workers.disk_check", 10, "seconds"),
         "broker_core: delayed delivery": ("workers.deliver_delayed", 1, "seconds"),
         "broker_core: lag sampling": ("workers.sample_lag", 60, "seconds"),
-        "broker_core: prune": ("workers.prune", 1, "days")}
+        "broker_core: prune": ("workers.prune", 1, "hours")}
     edited = rows["broker_core: disk check"]
     edited.interval, edited.enabled = IntervalSchedule.objects.create(every=30, period="seconds"), False
     edited.save()
