@@ -60,6 +60,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "django_celery_beat",
     "console.monitoring",
+    "console.alerts",
     "workers",
 ]
 
@@ -116,6 +117,14 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = 64 * 1024 * 1024
 BROKER_CORE_NAMESRV = os.environ.get("BROKER_CORE_NAMESRV", "127.0.0.1:9876")
 BROKER_CORE_PRODUCER_GROUP = os.environ.get("BROKER_CORE_PRODUCER_GROUP", "broker_core_console")
 BROKER_CORE_TIMEOUT_S = float(os.environ.get("BROKER_CORE_TIMEOUT_S", "5"))
+
+# Alert notifications: Django's email backend (console by default; e.g. ...smtp.EmailBackend with EMAIL_HOST),
+# and the timeout of webhook POSTs.
+EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
+EMAIL_PORT = int(os.environ.get("EMAIL_PORT", "25"))
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "broker-core-console@localhost")
+ALERTS_WEBHOOK_TIMEOUT_S = float(os.environ.get("ALERTS_WEBHOOK_TIMEOUT_S", "5"))
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

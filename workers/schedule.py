@@ -40,6 +40,9 @@ ENTRIES: tuple[BeatEntry, ...] = (
     BeatEntry("broker_core: prune", "workers.prune", 1, IntervalSchedule.HOURS,
               description="Downsample raw samples past 24 h to hourly averages, drop samples past the kept days "
                           "and job runs beyond the kept number."),
+    BeatEntry("broker_core: alerts", "workers.evaluate_alerts", 60, expire_seconds=55,
+              description="Evaluate the alert rules on the latest samples and the name server's broker list; "
+                          "notify by email and webhook when an alert fires or resolves."),
 )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from console.api import audit, dlq, groups, jobs, messages, preferences, topics, users
+from console.api import alerts, audit, dlq, groups, jobs, messages, preferences, topics, users
 
 urlpatterns = [
     path("topics/", topics.TopicListView.as_view(), name="topic-list"),
@@ -30,6 +30,11 @@ urlpatterns = [
     path("users/", users.UserListView.as_view(), name="user-list"),
     path("users/<str:username>/", users.UserDetailView.as_view(), name="user-detail"),
     path("users/<str:username>/token/", users.UserTokenView.as_view(), name="user-token"),
+    path("alert-rules/", alerts.AlertRuleListView.as_view(), name="alert-rule-list"),
+    path("alert-rules/<int:rule_id>/", alerts.AlertRuleDetailView.as_view(), name="alert-rule-detail"),
+    path("alert-rules/<int:rule_id>/silence/", alerts.AlertRuleSilenceView.as_view(), name="alert-rule-silence"),
+    path("alerts/", alerts.AlertListView.as_view(), name="alert-list"),
+    path("alerts/<int:alert_id>/resolve/", alerts.AlertResolveView.as_view(), name="alert-resolve"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
 ]

@@ -6,6 +6,7 @@ server that cannot be reached makes the run a recorded failure and the task retr
 Task names are stable (``workers.<job>``) so the console can ``send_task`` them by name ("run now").
 """
 
+from workers.tasks.alerts import evaluate_alerts
 from workers.tasks.jobs import deliver_delayed, disk_check, prune, retention, sample_lag
 
-__all__ = ["deliver_delayed", "disk_check", "prune", "retention", "sample_lag"]
+__all__ = ["deliver_delayed", "disk_check", "evaluate_alerts", "prune", "retention", "sample_lag"]

@@ -1,0 +1,88 @@
+"""What users do to alerts: create, update and delete rules, silence a rule for a while, resolve an alert by
+hand. Each change is audited (``alert_rule.create`` / ``.update`` / ``.delete`` / ``.silence``,
+``alert.resolve``) with before/after."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from console.alerts import services
+from console.alerts.models import Alert, AlertRule
+from console.alerts.selectors import RULE_FIELDS, alert_json, get_alert, get_rule, rule_json
+from console.errors import ApiError
+from console.services.audit import record
+
+
+def _check_name(name: str, rule_id: int | None = None) -> None:
+    if AlertRule.objects.filter(name=name).exclude(pk=rule_id).exists():
+        raise ApiError(409, "rule_exists", f"an alert rule named {name!r} exists already")
+
+
+def create_rule(user: Any, data: dict[str, Any]) -> dict[str, Any]:
+    """Create a rule from validated ``data`` (the fields of :data:`RULE_FIELDS`)."""
+    _check_name(data["name"])
+    try:
+        with transaction.atomic():
+            rule = AlertRule.objects.create(**{f: data[f] for f in RULE_FIELDS if f in data})
+    except IntegrityError:
+        raise ApiError(409, "rule_exists", f"an alert rule named {data['name']!r} exists already") from None
+    after = rule_json(rule)
+    record(user, "alert_rule.create", rule.name, after=after)
+    return after
+
+
+def update_rule(user: Any, rule_id: int, changes: dict[str, Any]) -> dict[str, Any]:
+    """Apply validated ``changes``; a rule's open alerts keep their subject and are re-evaluated as they are."""
+    rule = get_rule(rule_id)
+    before = rule_json(rule)
+    if "name" in changes:
+        _check_name(changes["name"], rule.pk)
+    for f in RULE_FIELDS:
+        if f in changes:
+            setattr(rule, f, changes[f])
+    rule.save()
+    after = rule_json(rule)
+    record(user, "alert_rule.update", rule.name, before=before, after=after)
+    return after
+
+
+def delete_rule(user: Any, rule_id: int) -> None:
+    """Delete a rule; its open alerts are resolved (without notifying) and its history kept."""
+    rule = get_rule(rule_id)
+    before = rule_json(rule)
+    now = timezone.now()
+    rule.alerts.filter(state=Alert.PENDING).delete()
+    rule.alerts.filter(state=Alert.FIRING).update(state=Alert.RESOLVED, resolved_at=now, resolved_by="rule deleted")
+    rule.delete()
+    record(user, "alert_rule.delete", before["name"], before=before)
+
+
+def silence_rule(user: Any, rule_id: int, minutes: int) -> dict[str, Any]:
+    """Silence a rule for ``minutes`` from now (0 ends a silence): it keeps evaluating and recording alerts but
+    sends nothing until then."""
+    rule = get_rule(rule_id)
+    before = {"silenced_until": rule_json(rule)["silenced_until"]}
+    rule.silenced_until = timezone.now() + timedelta(minutes=minutes) if minutes else None
+    rule.save(update_fields=["silenced_until", "updated"])
+    after = rule_json(rule)
+    record(user, "alert_rule.silence", rule.name, before=before,
+           after={"silenced_until": after["silenced_until"], "minutes": minutes})
+    return after
+
+
+def resolve_alert(user: Any, alert_id: int) -> dict[str, Any]:
+    """Resolve an open alert by hand (409 when it is resolved already). If its condition still holds, no new
+    alert opens for the subject until the condition clears once."""
+    alert = get_alert(alert_id)
+    if alert.state == Alert.RESOLVED:
+        raise ApiError(409, "already_resolved", f"alert {alert_id} was resolved at {alert.resolved_at.isoformat()}")
+    before = alert_json(alert, with_notifications=False)
+    services.close(alert, timezone.now(), by=user.get_username() or "user", held=True)
+    after = alert_json(alert)
+    record(user, "alert.resolve", f"{alert.rule_name}: {alert.subject}", before=before,
+           after={k: v for k, v in after.items() if k != "notifications"})
+    return after
