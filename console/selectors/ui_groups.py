@@ -11,7 +11,7 @@ from console.selectors.groups import ResetTarget, consume_stats, list_groups
 # ResetTarget.timestamp_ms sentinels (as ResetOffsetSerializer builds them): earliest and latest.
 EARLIEST_MS, LATEST_MS = 0, -1
 RESET_MODES = (("earliest", "Earliest retained message"), ("latest", "Latest (skip everything not yet consumed)"),
-               ("time", "A point in time (UTC)"))
+               ("time", "A point in time"), ("exact", "Exact offsets per queue"))
 
 
 def group_rows(search: str = "") -> list[dict[str, Any]]:
@@ -32,11 +32,27 @@ def group_queues(group: str, topic: str | None) -> dict[str, Any]:
     return {**stats, "topics": topics}
 
 
-def reset_target(mode: str, when: dt.datetime | None) -> ResetTarget:
-    """The :class:`ResetTarget` of the reset form: ``earliest``, ``latest`` or ``time`` (an aware datetime)."""
+def reset_target(mode: str, when: dt.datetime | None,
+                 offsets: dict[tuple[str, int], int] | None = None) -> ResetTarget:
+    """The :class:`ResetTarget` of the reset form: ``earliest``, ``latest``, ``time`` (an aware datetime) or
+    ``exact`` (``offsets`` per (broker, queue id))."""
+    if mode == "exact":
+        assert offsets
+        return ResetTarget(offsets=dict(offsets))
     if mode == "earliest":
         return ResetTarget(timestamp_ms=EARLIEST_MS)
     if mode == "latest":
         return ResetTarget(timestamp_ms=LATEST_MS)
     assert when is not None
     return ResetTarget(timestamp_ms=max(0, int(when.timestamp() * 1000)))
+
+
+def reset_queue_rows(group: str, topic: str, offsets: dict[tuple[str, int], int] | None = None
+                     ) -> list[dict[str, Any]]:
+    """The reset form's per-queue rows of ``topic``: min/max, the group's committed offset, and the exact offset
+    typed for it so far (``entered``), with ``input`` the form field's name."""
+    rows = consume_stats(group, topic)["queues"]
+    entered = offsets or {}
+    return [{**q, "input": f"q:{q['broker_name']}:{q['queue_id']}",
+             "entered": entered.get((q["broker_name"], q["queue_id"]))}
+            for q in sorted(rows, key=lambda q: (q["broker_name"], q["queue_id"]))]

@@ -48,3 +48,30 @@ def dead_letter_rows(group: str, limit: int) -> tuple[list[dict[str, Any]], bool
     """The group's dead letters as table rows (oldest first) and whether the list was cut at ``limit``."""
     found, truncated = dead_letters(group, limit)
     return [dead_letter_row(m) for m in found], truncated
+
+
+# Properties the broker or SDK set themselves (ids, routing, delay, retry, transaction bookkeeping) or that the
+# send form has fields for; a re-produced message gets fresh ones, so they are not copied into the form.
+SYSTEM_PROPERTIES = frozenset({
+    "TAGS", "KEYS", "UNIQ_KEY", "WAIT", "DELAY", "REAL_TOPIC", "REAL_QID", "RETRY_TOPIC", "ORIGIN_MESSAGE_ID",
+    "TRAN_MSG", "PGROUP", "MAX_RECONSUME_TIMES", "TRACE_ON", "MSG_REGION", "CONSUME_START_TIME", "MIN_OFFSET",
+    "MAX_OFFSET", "CLUSTER", "TIMER_DELIVER_MS",
+})
+
+
+def reproduce_initial(msg: MessageExt) -> dict[str, Any]:
+    """The send form's initial values to re-produce ``msg``: its body (text, or base64 when binary), tags, keys
+    and user properties (``name=value`` lines), and the offset id it came from (for the audit log)."""
+    try:
+        body, encoding = msg.body.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        body, encoding = base64.b64encode(msg.body).decode("ascii"), "base64"
+    props = {k: v for k, v in msg.properties.items() if k not in SYSTEM_PROPERTIES and not k.startswith("DLQ_")}
+    return {"body": body, "body_encoding": encoding, "tags": msg.tags or "", "keys": " ".join(msg.keys),
+            "properties": "\n".join(f"{k}={v}" for k, v in sorted(props.items())),
+            "reproduced_from": msg.offset_msg_id}
+
+
+def reproduce_topic(msg: MessageExt) -> str:
+    """Where a re-produce of ``msg`` goes: a dead letter's or retry message's original topic, else its own."""
+    return msg.properties.get("DLQ_ORIGIN_TOPIC") or msg.properties.get("RETRY_TOPIC") or msg.topic

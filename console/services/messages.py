@@ -28,15 +28,18 @@ class OutgoingMessage:
 BATCH_MAX_BYTES = 4 * 1024 * 1024  # larger requests go message by message (the broker's frame limit is 16 MiB)
 
 
-def produce(user: Any, topic: str, messages: list[OutgoingMessage]) -> list[dict[str, Any]]:
-    """Send each message to ``topic`` in order; one result per message."""
+def produce(user: Any, topic: str, messages: list[OutgoingMessage], *, reproduced_from: str | None = None
+            ) -> list[dict[str, Any]]:
+    """Send each message to ``topic`` in order; one result per message. ``reproduced_from`` (the offset id of
+    the message the send form was pre-filled from) makes the audit event ``message.reproduce``, naming it."""
     err = topic_error(topic)
     if err:
         raise bad_request("invalid_topic", err)
     producer = broker_client.producer()
     outgoing = [Message(topic, m.body, tags=m.tags or None, keys=m.keys or None, properties=m.properties or None,
                         delay_level=m.delay_level) for m in messages]
-    with audited(user, "message.produce", topic) as entry:
+    action, before = ("message.reproduce", {"from": reproduced_from}) if reproduced_from else ("message.produce", None)
+    with audited(user, action, topic, before) as entry:
         if len(outgoing) > 1 and not any(m.delay_level for m in outgoing) and \
                 sum(len(m.body) for m in outgoing) <= BATCH_MAX_BYTES:
             # one batch request: the messages land together, in order, in one queue

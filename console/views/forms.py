@@ -14,6 +14,7 @@ from django.utils import timezone
 from broker_core.protocol.validation import group_error, topic_error
 from console.api.serializers import PERMS
 from console.selectors.messages import MESSAGE_ID
+from console.selectors.ui_messages import SYSTEM_PROPERTIES
 from console.services.messages import MAX_BODY_BYTES, OutgoingMessage
 
 PERM_CHOICES = [(6, "read-write (6)"), (4, "read only (4)"), (2, "write only (2)")]
@@ -47,11 +48,38 @@ class SendMessageForm(forms.Form):
                                       label="Body encoding")
     tags = forms.CharField(required=False, max_length=255)
     keys = forms.CharField(required=False, max_length=2000, help_text="comma or space separated")
+    properties = forms.CharField(required=False, max_length=32 * 1024, strip=False,
+                                 widget=forms.Textarea(attrs={"rows": 3}), help_text="one name=value per line")
+    reproduced_from = forms.CharField(required=False, max_length=32, widget=forms.HiddenInput())
 
     def message(self) -> OutgoingMessage:
         """The validated message (call after ``is_valid()``)."""
         data = self.cleaned_data
-        return OutgoingMessage(body=data["body_bytes"], tags=data.get("tags") or None, keys=data["key_list"])
+        return OutgoingMessage(body=data["body_bytes"], tags=data.get("tags") or None, keys=data["key_list"],
+                               properties=data["property_map"])
+
+    def clean_reproduced_from(self) -> str:
+        value = self.cleaned_data.get("reproduced_from", "").strip()
+        if value and not MESSAGE_ID.match(value):
+            raise forms.ValidationError("not a message id")
+        return value.upper()
+
+    def clean_properties(self) -> str:
+        props: dict[str, str] = {}
+        for number, line in enumerate(self.cleaned_data.get("properties", "").splitlines(), 1):
+            if not line.strip():
+                continue
+            name, sep, value = line.partition("=")
+            name = name.strip()
+            if not sep or not name:
+                raise forms.ValidationError(f"line {number}: write name=value")
+            if name in SYSTEM_PROPERTIES:
+                raise forms.ValidationError(f"line {number}: {name} is set by the broker or by the fields above")
+            if any(c in name + value for c in "\x01\x02"):
+                raise forms.ValidationError(f"line {number}: control characters are not allowed")
+            props[name] = value
+        self.cleaned_data["property_map"] = props
+        return self.cleaned_data.get("properties", "")
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
@@ -131,24 +159,51 @@ class DateTimeLocalInput(forms.DateTimeInput):
         super().__init__(format="%Y-%m-%dT%H:%M:%S", attrs={"step": "1"})
 
 
+QUEUE_INPUT = "q:"  # the reset form's per-queue inputs: q:<broker>:<queue id>
+
+
 class ResetOffsetForm(LocalTimeLabels, forms.Form):
-    """Reset a group's offsets on a topic: to the earliest or latest message, or to a point in time."""
+    """Reset a group's offsets on a topic: to the earliest or latest message, to a point in time, or to exact
+    offsets for chosen queues (inputs ``q:<broker>:<queue id>``, see :meth:`queue_offsets`)."""
 
     topic = forms.CharField(max_length=127, validators=[_topic])
     mode = forms.ChoiceField(choices=[("earliest", "Earliest retained message"),
                                       ("latest", "Latest (skip everything not consumed yet)"),
-                                      ("time", "A point in time")], initial="time", widget=forms.RadioSelect,
-                             label="Reset to")
+                                      ("time", "A point in time"),
+                                      ("exact", "Exact offsets per queue")], initial="time",
+                             widget=forms.RadioSelect, label="Reset to")
     timestamp = forms.DateTimeField(required=False, widget=DateTimeLocalInput(), label="Time (UTC)",
                                     help_text="the first message stored at or after this time is consumed next")
 
     def clean_timestamp(self) -> Any:
         return _utc(self.cleaned_data.get("timestamp"))
 
+    def queue_offsets(self) -> dict[tuple[str, int], int]:
+        """The per-queue inputs ``q:<broker>:<queue id>`` that hold an offset (blank ones leave the queue as it
+        is); a ValueError names a bad one."""
+        offsets: dict[tuple[str, int], int] = {}
+        for name, raw in self.data.items():
+            if not name.startswith(QUEUE_INPUT) or not str(raw).strip():
+                continue
+            broker, _, queue = name[len(QUEUE_INPUT):].rpartition(":")
+            value = str(raw).strip()
+            if not broker or not queue.isdigit() or not value.isdigit() or len(value) > 19:
+                raise ValueError(f"{broker or '?'}/{queue}: an offset is a whole number >= 0")
+            offsets[(broker, int(queue))] = int(value)
+        return offsets
+
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
         if data.get("mode") == "time" and not data.get("timestamp"):
             self.add_error("timestamp", "give the time to reset to")
+        if data.get("mode") == "exact":
+            try:
+                data["offsets"] = self.queue_offsets()
+            except ValueError as exc:
+                self.add_error(None, str(exc))
+            else:
+                if not data["offsets"]:
+                    self.add_error(None, "enter the offset of at least one queue (blank queues are left as they are)")
         return data
 
 

@@ -3,19 +3,23 @@ and lag per queue, and resetting its offsets on a topic (operator+) with a dry-r
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods
 
+from broker_core.client import ClientError
+from broker_core.protocol.validation import topic_error
 from console.roles import OPERATOR, VIEWER
 from console.selectors.groups import reset_preview
 from console.selectors.topics import check_topic_name
-from console.selectors.ui_groups import group_queues, group_rows, reset_target
+from console.selectors.ui_groups import group_queues, group_rows, reset_queue_rows, reset_target
 from console.services.groups import reset_offset
 from console.views.base import error_page, invalid_group_page, page
-from console.views.forms import GroupForm, ResetOffsetForm
+from console.views.forms import QUEUE_INPUT, GroupForm, ResetOffsetForm
 
 
 @page(VIEWER)
@@ -45,24 +49,45 @@ def group_detail(request: HttpRequest, group: str) -> HttpResponse:
     return render(request, "console/group_detail.html", {"group": group, "topic": topic, "stats": data})
 
 
+def _queue_rows(group: str, topic: str, offsets: dict[tuple[str, int], int] | None = None) -> list[dict[str, Any]]:
+    """The per-queue rows of the exact-offset inputs, or none when ``topic`` is not a valid, existing topic."""
+    if not topic or topic_error(topic):
+        return []
+    try:
+        return reset_queue_rows(group, topic, offsets)
+    except ClientError:  # e.g. the topic does not exist: the form says so when it is submitted
+        return []
+
+
 @page(OPERATOR)
 @require_http_methods(["GET", "POST"])
 def group_reset(request: HttpRequest, group: str) -> HttpResponse:
-    """GET: the form. POST ``step=preview``: the dry run (per queue what is replayed or skipped) and a confirm
-    form carrying the same target. POST ``step=apply`` with ``confirm``: the reset, and what it did."""
+    """GET: the form (with the topic's queues for exact offsets when ``?topic=`` names one). POST
+    ``step=preview``: the dry run (per queue what is replayed or skipped) and a confirm form carrying the same
+    target. POST ``step=apply`` with ``confirm``: the reset, and what it did."""
     if (bad := invalid_group_page(request, group)) is not None:
         return bad
     if request.method == "GET":
-        form = ResetOffsetForm(initial={"topic": request.GET.get("topic", ""), "mode": "time",
+        topic = request.GET.get("topic", "").strip()
+        form = ResetOffsetForm(initial={"topic": topic, "mode": "time",
                                         "timestamp": timezone.localtime().replace(microsecond=0, tzinfo=None)})
-        return render(request, "console/group_reset.html", {"group": group, "form": form})
+        return render(request, "console/group_reset.html",
+                      {"group": group, "form": form, "queue_rows": _queue_rows(group, topic)})
     form = ResetOffsetForm(request.POST)
     if not form.is_valid():
-        return render(request, "console/group_reset.html", {"group": group, "form": form}, status=400)
+        try:
+            typed = form.queue_offsets()
+        except ValueError:
+            typed = {}
+        rows = _queue_rows(group, str(request.POST.get("topic", "")).strip(), typed)
+        return render(request, "console/group_reset.html", {"group": group, "form": form, "queue_rows": rows},
+                      status=400)
     d = form.cleaned_data
-    target = reset_target(d["mode"], d.get("timestamp"))
+    target = reset_target(d["mode"], d.get("timestamp"), d.get("offsets"))
+    exact = [{"input": f"{QUEUE_INPUT}{b}:{q}", "value": o} for (b, q), o in sorted((d.get("offsets") or {}).items())]
     context = {"group": group, "form": form, "topic": d["topic"], "mode": d["mode"],
-               "when": d.get("timestamp")}
+               "when": d.get("timestamp"), "exact": exact,
+               "queue_rows": _queue_rows(group, d["topic"], d.get("offsets"))}
     step = request.POST.get("step", "preview")
     if step == "apply":
         if request.POST.get("confirm") != "yes":

@@ -13,7 +13,7 @@ from django.views.decorators.http import require_http_methods
 from console.roles import OPERATOR, VIEWER, has_role
 from console.selectors import messages as selectors
 from console.selectors.topics import check_topic_name
-from console.selectors.ui_messages import body_views
+from console.selectors.ui_messages import body_views, reproduce_topic
 from console.views.base import page
 from console.views.forms import BrowseForm, MessageSearchForm
 
@@ -49,7 +49,7 @@ def message_detail(request: HttpRequest, msg_id: str) -> HttpResponse:
     data = selectors.message_json(msg, with_body=False)
     return render(request, "console/message_detail.html", {
         "m": data, "body": body_views(msg.body) if can_read else None, "can_read_bodies": can_read,
-        "properties": sorted(data["properties"].items()),
+        "properties": sorted(data["properties"].items()), "reproduce_topic": reproduce_topic(msg),
     })
 
 

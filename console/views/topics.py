@@ -10,7 +10,9 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from console.errors import ApiError
 from console.roles import ADMIN, OPERATOR, VIEWER
+from console.selectors import messages as message_selectors
 from console.selectors import topics as topic_selectors
+from console.selectors.ui_messages import reproduce_initial
 from console.services import messages as message_services
 from console.services import topics as topic_services
 from console.views.base import page
@@ -66,13 +68,21 @@ def topic_detail(request: HttpRequest, name: str) -> HttpResponse:
 
 
 @page(OPERATOR)
-@require_POST
+@require_http_methods(["GET", "POST"])
 def topic_send(request: HttpRequest, name: str) -> HttpResponse:
+    """POST: send the form's message. GET ``?from=<offset id>``: the topic page with the send form pre-filled
+    from that message (body, tags, keys, properties) to re-produce it."""
+    if request.method == "GET":
+        source = message_selectors.message_by_offset_id(request.GET.get("from", "").strip())
+        form = SendMessageForm(initial=reproduce_initial(source))
+        return render(request, "console/topic_detail.html",
+                      {**_detail_context(name), "send_form": form, "reproducing": source.offset_msg_id})
     form = SendMessageForm(request.POST)
     results = None
     status = 400
     if form.is_valid():
-        results = message_services.produce(request.user, name, [form.message()])
+        results = message_services.produce(request.user, name, [form.message()],
+                                           reproduced_from=form.cleaned_data.get("reproduced_from") or None)
         status = 201
         form = SendMessageForm(initial={"tags": form.cleaned_data.get("tags"), "keys": form.cleaned_data.get("keys")})
     return render(request, "console/topic_detail.html",
