@@ -277,3 +277,38 @@ class AdminClient:
         async def go() -> dict[str, Any]:
             return json.loads((await self._call(broker_addr, RequestCode.CHECK_DISK)).body)
         return self._run(go())
+
+    # ------------------------------------------------------------------ segment snapshots (Spark jobs)
+    async def _broker_addr(self, broker_addr_or_name: str) -> str:
+        if ":" in broker_addr_or_name:
+            return broker_addr_or_name
+        addrs = await self._master_addrs(brokers=[broker_addr_or_name])
+        if broker_addr_or_name not in addrs:
+            raise ClientError(int(ResponseCode.SYSTEM_ERROR), f"no broker named {broker_addr_or_name}")
+        return addrs[broker_addr_or_name]
+
+    def snapshot_segments(self, broker_addr_or_name: str, begin_ms: int | None = None, end_ms: int | None = None,
+                          export_dir: str | None = None, *, begin_offset: int | None = None,
+                          end_offset: int | None = None, ttl_ms: int | None = None) -> dict[str, Any]:
+        """Ask a broker to hard-link the CommitLog segments of a store-time and/or physical-offset range into
+        ``<store>/snapshots/<id>/`` (``export_dir``: a name or an absolute path directly under that directory;
+        default a new id). Returns the manifest: ``snapshotId``, ``exportDir``, ``segments`` (each ``path``
+        absolute, ``fileFromOffset``, ``bound`` = bytes readers may read, ``sealed``, ``firstStoreTimestamp``),
+        ``skipped``, ``totalBytes``, ``expiresMs``, ``storeHost``. Call :meth:`release_snapshot` when done;
+        the broker removes it anyway after ``ttl_ms`` (default 2 h)."""
+        header: dict[str, Any] = {k: v for k, v in {
+            "beginTimestamp": begin_ms, "endTimestamp": end_ms, "beginOffset": begin_offset,
+            "endOffset": end_offset, "exportDir": export_dir, "ttlMs": ttl_ms}.items() if v is not None}
+
+        async def go() -> dict[str, Any]:
+            addr = await self._broker_addr(broker_addr_or_name)
+            return json.loads((await self._call(addr, RequestCode.SNAPSHOT_SEGMENTS, header)).body)
+        return self._run(go())
+
+    def release_snapshot(self, broker_addr_or_name: str, snapshot_id: str) -> bool:
+        """Remove a snapshot's links on the broker; False when it was already gone."""
+        async def go() -> bool:
+            addr = await self._broker_addr(broker_addr_or_name)
+            resp = await self._call(addr, RequestCode.RELEASE_SNAPSHOT, {"snapshotId": snapshot_id})
+            return bool(json.loads(resp.body)["released"])
+        return self._run(go())

@@ -50,6 +50,8 @@ class RequestCode(enum.IntEnum):
     GET_DELAY_BACKLOG = 904
     RESEND_DEAD_LETTERS = 907
     REPORT_CONSUME_TRACE = 908
+    SNAPSHOT_SEGMENTS = 909
+    RELEASE_SNAPSHOT = 910
 
 
 class ResponseCode(enum.IntEnum):

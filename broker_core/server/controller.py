@@ -19,7 +19,7 @@ from broker_core.config import BrokerConfig
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
 from broker_core.remoting.client import RemotingClient
 from broker_core.remoting.server import Connection, RemotingServer
-from broker_core.server import admin, consume, pop, produce, retry, transactions
+from broker_core.server import admin, consume, pop, produce, retry, snapshot, transactions
 from broker_core.server.clients import ConsumerManager
 from broker_core.server.locks import RebalanceLockManager
 from broker_core.server.long_polling import PullRequestHoldService
@@ -104,7 +104,8 @@ class BrokerController:
         self.hold = PullRequestHoldService(loop)
         self.store.add_arrival_listener(self.hold.arrived)
         handlers = {**produce.handlers(self), **consume.handlers(self), **admin.handlers(self),
-                    **retry.handlers(self), **pop.handlers(self), **transactions.handlers(self)}
+                    **retry.handlers(self), **pop.handlers(self), **transactions.handlers(self),
+                    **snapshot.handlers(self)}
         self.transactions.load()  # type: ignore[union-attr]
         self.server = RemotingServer(
             f"broker {self.config.broker_name}", handlers, max_frame_bytes=self.limits.max_frame_bytes,

@@ -1,0 +1,151 @@
+"""Running a per-split function over snapshot splits with progress, cancellation and the chain check.
+
+Progress: ``progress(info)`` is called from a polling thread (every ``interval`` s, and once at the end) with
+``{"stages": n, "stages_done": n, "tasks_done": n, "tasks_total": n, "tasks_active": n, "bytes_scanned": n,
+"bytes_total": n, "fraction": 0..1, "phase": "scan" | "reread" | "done"}`` read from Spark's status tracker
+(tasks of the job group) and an accumulator of bytes walked by finished tasks.
+
+Cancellation: every Spark job of a run is in the job group ``job_group`` (``sc.setJobGroup``);
+:func:`cancel` (``sc.cancelJobGroup``) from any thread stops it and the run raises :class:`JobCancelled`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from spark_jobs.segments import Split, SplitStats, chain_breaks, merge_torn, whole_segment_splits
+
+ProgressCallback = Callable[[dict[str, Any]], None]
+SplitFn = Callable[[Split], tuple[SplitStats, list[dict[str, Any]]]]
+
+
+class JobCancelled(RuntimeError):
+    """The job group was cancelled."""
+
+
+def cancel(spark: Any, job_group: str) -> None:
+    """Cancel every running Spark job of ``job_group`` (safe from any thread)."""
+    spark.sparkContext.cancelJobGroup(job_group)
+
+
+class _Poller(threading.Thread):
+    def __init__(self, sc: Any, group: str, callback: ProgressCallback, acc: Any, bytes_total: int,
+                 interval: float) -> None:
+        super().__init__(name=f"progress-{group}", daemon=True)
+        self.sc, self.group, self.callback, self.acc = sc, group, callback, acc
+        self.bytes_total, self.interval = bytes_total, interval
+        self.stop_event = threading.Event()
+        self.phase = "scan"
+
+    def snapshot(self) -> dict[str, Any]:
+        tracker = self.sc.statusTracker()
+        stages = done_stages = tasks_done = tasks_total = active = 0
+        for jid in tracker.getJobIdsForGroup(self.group) or []:
+            job = tracker.getJobInfo(jid)
+            if job is None:
+                continue
+            for sid in job.stageIds:
+                st = tracker.getStageInfo(sid)
+                if st is None:
+                    continue
+                stages += 1
+                tasks_total += st.numTasks
+                tasks_done += st.numCompletedTasks
+                active += st.numActiveTasks
+                done_stages += st.numCompletedTasks >= st.numTasks
+        try:
+            scanned = int(self.acc.value)
+        except Exception:  # noqa: BLE001 - the accumulator is read-only off the driver thread in some versions
+            scanned = 0
+        frac = scanned / self.bytes_total if self.bytes_total else (tasks_done / tasks_total if tasks_total else 0)
+        return {"stages": stages, "stages_done": done_stages, "tasks_done": tasks_done, "tasks_total": tasks_total,
+                "tasks_active": active, "bytes_scanned": scanned, "bytes_total": self.bytes_total,
+                "fraction": round(min(frac, 1.0), 4), "phase": self.phase}
+
+    def run(self) -> None:
+        while not self.stop_event.wait(self.interval):
+            try:
+                self.callback(self.snapshot())
+            except Exception:  # noqa: BLE001 - a failing callback must not kill the job's progress thread
+                pass
+
+
+def run_splits(spark: Any, splits: list[Split], fn: SplitFn, *, progress: ProgressCallback | None = None,
+               job_group: str | None = None, description: str = "broker_core scan",
+               interval: float = 0.5) -> tuple[dict[int, SplitStats], list[dict[str, Any]], list[dict[str, Any]]]:
+    """Run ``fn`` on every split (one Spark task each); re-read segments whose split chain breaks as one split.
+    Returns ``(stats by split index, rows in segment order, torn tails)``."""
+    sc = spark.sparkContext
+    group = job_group or f"broker_core-{uuid.uuid4().hex[:12]}"
+    acc = sc.accumulator(0)
+    bytes_total = sum(s.end - s.start for s in splits)
+    poller = _Poller(sc, group, progress, acc, bytes_total, interval) if progress else None
+    sc.setJobGroup(group, description, interruptOnCancel=True)
+    if poller:
+        poller.start()
+    try:
+        results = _run(sc, splits, fn, acc)
+        stats = {st.index: st for st, _ in results}
+        broken = chain_breaks(splits, stats)
+        if broken:
+            if poller:
+                poller.phase = "reread"
+            again = whole_segment_splits(splits, broken, len(splits))
+            results = [r for r, sp in zip(results, _by_index(splits, results), strict=True)
+                       if sp.path not in broken] + _run(sc, again, fn, acc)
+            splits = [s for s in splits if s.path not in broken] + again
+            stats = {st.index: st for st, _ in results}
+    except Exception as exc:
+        if _was_cancelled(exc):
+            raise JobCancelled(f"job group {group} was cancelled") from None
+        raise
+    finally:
+        if poller:
+            poller.stop_event.set()
+            poller.phase = "done"
+            final = poller.snapshot()
+            final["fraction"] = 1.0
+            try:
+                progress(final)  # type: ignore[misc]
+            except Exception:  # noqa: BLE001 - see _Poller.run
+                pass
+        sc.setLocalProperty("spark.jobGroup.id", None)
+    order = {s.index: (s.path, s.start) for s in splits}
+    rows: list[dict[str, Any]] = []
+    for _st, part in sorted(results, key=lambda r: order[r[0].index]):
+        rows.extend(part)
+    return stats, rows, merge_torn(splits, stats)
+
+
+def _by_index(splits: list[Split], results: list[tuple[SplitStats, list[dict[str, Any]]]]) -> list[Split]:
+    idx = {s.index: s for s in splits}
+    return [idx[st.index] for st, _ in results]
+
+
+def _run(sc: Any, splits: list[Split], fn: SplitFn, acc: Any) -> list[tuple[SplitStats, list[dict[str, Any]]]]:
+    if not splits:
+        return []
+
+    def part(it):  # type: ignore[no-untyped-def]
+        for sp in it:
+            st, rows = fn(sp)
+            acc.add(st.bytes)
+            yield st, rows
+
+    return sc.parallelize(splits, len(splits)).mapPartitions(part).collect()
+
+
+def _was_cancelled(exc: BaseException) -> bool:
+    text = str(exc)
+    return "cancelled" in text.lower() and ("job group" in text.lower() or "SparkException" in text
+                                            or "Job" in text)
+
+
+def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
+    t0 = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - t0

@@ -1,0 +1,96 @@
+"""The SparkSession the jobs use, configured from the environment.
+
+- ``SPARK_MASTER``: the master URL (default ``local[*]``; ``spark://host:7077``, ``yarn``, ``k8s://...``).
+- ``SPARK_APP_NAME`` (default ``broker_core-jobs``), ``SPARK_DRIVER_MEMORY``, ``SPARK_EXECUTOR_MEMORY``,
+  ``SPARK_EXECUTOR_CORES``, ``SPARK_SQL_SHUFFLE_PARTITIONS``: the usual settings by name.
+- ``SPARK_CONF_<ANYTHING>=key=value``: any other Spark setting, e.g.
+  ``SPARK_CONF_1="spark.ui.enabled=false"``.
+- ``SPARK_SHIP_CODE``: ``1`` to ship ``broker_core/codec`` + ``spark_jobs`` to executors as a zip
+  (``addPyFile``); on by default for a non-local master. Under ``spark-submit`` pass the zip with
+  ``--py-files`` instead (``python -m spark_jobs.session --zip dist/jobs.zip`` builds it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+_NAMED = {
+    "SPARK_DRIVER_MEMORY": "spark.driver.memory",
+    "SPARK_EXECUTOR_MEMORY": "spark.executor.memory",
+    "SPARK_EXECUTOR_CORES": "spark.executor.cores",
+    "SPARK_SQL_SHUFFLE_PARTITIONS": "spark.sql.shuffle.partitions",
+}
+
+
+def conf_from_env(env: Mapping[str, str] | None = None) -> tuple[str, dict[str, str]]:
+    """``(master, settings)`` from the environment."""
+    env = os.environ if env is None else env
+    master = env.get("SPARK_MASTER") or "local[*]"
+    conf: dict[str, str] = {}
+    for name, key in _NAMED.items():
+        if env.get(name):
+            conf[key] = env[name]
+    for name, value in sorted(env.items()):
+        if name.startswith("SPARK_CONF_") and "=" in value:
+            k, _, v = value.partition("=")
+            conf[k.strip()] = v.strip()
+    return master, conf
+
+
+def build_code_zip(path: str | os.PathLike[str] | None = None) -> str:
+    """A zip of ``broker_core/__init__.py``, ``broker_core/codec`` and ``spark_jobs``: all executors need."""
+    if path is None:
+        fd, tmp = tempfile.mkstemp(prefix="spark_jobs-", suffix=".zip")
+        os.close(fd)
+        path = tmp
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.write(ROOT / "broker_core" / "__init__.py", "broker_core/__init__.py")
+        for pkg in (ROOT / "broker_core" / "codec", ROOT / "spark_jobs"):
+            for f in sorted(pkg.rglob("*.py")):
+                zf.write(f, str(f.relative_to(ROOT)))
+    return str(path)
+
+
+def build_session(app_name: str | None = None, master: str | None = None,
+                  conf: Mapping[str, str] | None = None, ship_code: bool | None = None) -> Any:
+    """Get or create the SparkSession (the environment first, then ``master``/``conf`` override it)."""
+    from pyspark.sql import SparkSession
+
+    env_master, env_conf = conf_from_env()
+    master = master or env_master
+    settings = {**env_conf, **(conf or {})}
+    if master.startswith("local"):
+        # local workers must run this interpreter (it has the codec on its path), not whatever python3 is
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder.master(master).appName(
+        app_name or os.environ.get("SPARK_APP_NAME") or "broker_core-jobs")
+    for k, v in settings.items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
+    if ship_code is None:
+        ship_code = os.environ.get("SPARK_SHIP_CODE", "") == "1" or not master.startswith("local")
+    if ship_code and not getattr(spark.sparkContext, "_broker_core_shipped", False):
+        spark.sparkContext.addPyFile(build_code_zip())
+        spark.sparkContext._broker_core_shipped = True
+    return spark
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m spark_jobs.session",
+                                 description="Build the zip of code executors need (for spark-submit --py-files).")
+    ap.add_argument("--zip", required=True, help="where to write the zip")
+    args = ap.parse_args(argv)
+    print(build_code_zip(args.zip))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Record filters and the per-split scan the jobs run on executors."""
