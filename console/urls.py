@@ -7,7 +7,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from console.api.health import HealthView
-from console.views import audit, cluster, dashboard, dlq, groups, messages, preferences, topics, users
+from console.views import audit, cluster, dashboard, dlq, groups, jobs, messages, preferences, topics, users
 
 pages = [
     path("", dashboard.dashboard, name="dashboard"),
@@ -31,6 +31,10 @@ pages = [
     path("dlq/<str:group>/resend-all/", dlq.dlq_resend_all, name="dlq-resend-all-page"),
     path("dlq/<str:group>/export.<str:fmt>", dlq.dlq_export, name="dlq-export-page"),
     path("jobs/<str:job_id>/", dlq.job_detail, name="job-page"),
+    path("scheduled-jobs/", jobs.job_list, name="scheduled-job-list-page"),
+    path("scheduled-jobs/<str:name>/", jobs.job_detail, name="scheduled-job-page"),
+    path("scheduled-jobs/<str:name>/run/", jobs.job_run_now, name="scheduled-job-run-page"),
+    path("scheduled-jobs/<str:name>/schedule/", jobs.job_schedule, name="scheduled-job-schedule-page"),
     path("audit/", audit.audit_log, name="audit-page"),
     path("settings/", preferences.preferences, name="preferences-page"),
     path("users/", users.user_list, name="user-list-page"),

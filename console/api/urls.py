@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from console.api import alerts, audit, dlq, groups, jobs, messages, preferences, topics, users
+from console.api import alerts, audit, dlq, groups, jobs, jobs_schedule, messages, preferences, topics, users
 
 urlpatterns = [
     path("topics/", topics.TopicListView.as_view(), name="topic-list"),
@@ -35,6 +35,10 @@ urlpatterns = [
     path("alert-rules/<int:rule_id>/silence/", alerts.AlertRuleSilenceView.as_view(), name="alert-rule-silence"),
     path("alerts/", alerts.AlertListView.as_view(), name="alert-list"),
     path("alerts/<int:alert_id>/resolve/", alerts.AlertResolveView.as_view(), name="alert-resolve"),
+    path("scheduled-jobs/", jobs_schedule.ScheduledJobListView.as_view(), name="scheduled-job-list"),
+    path("scheduled-jobs/<str:name>/", jobs_schedule.ScheduledJobView.as_view(), name="scheduled-job-detail"),
+    path("scheduled-jobs/<str:name>/runs/", jobs_schedule.ScheduledJobRunsView.as_view(), name="scheduled-job-runs"),
+    path("scheduled-jobs/<str:name>/run/", jobs_schedule.ScheduledJobRunNowView.as_view(), name="scheduled-job-run"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
 ]
