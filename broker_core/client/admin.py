@@ -146,6 +146,21 @@ class AdminClient:
             return {"offsetTable": rows, "totalLag": sum(r["lag"] for r in rows), "online": sorted(online)}
         return self._run(go())
 
+    def consumer_connections(self, group: str) -> list[dict[str, Any]]:
+        """The online clients of ``group`` as they registered with the masters (one row per client, merged over
+        brokers): ``clientId``, ``clientAddr``, ``consumeType`` (PUSH...), ``messageModel`` (CLUSTERING or
+        BROADCASTING), ``consumeFromWhere``, ``consumeOrderly`` (None when the client does not say),
+        ``subscriptions`` ({topic: expression}) and ``brokers`` (the brokers it heartbeats to)."""
+        async def go() -> list[dict[str, Any]]:
+            clients: dict[str, dict[str, Any]] = {}
+            for name, addr in sorted((await self._master_addrs()).items()):
+                resp = await self._call(addr, RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": group})
+                for c in json.loads(resp.body)["connections"]:
+                    row = clients.setdefault(c["clientId"], {**c, "brokers": []})
+                    row["brokers"].append(name)
+            return [clients[k] for k in sorted(clients)]
+        return self._run(go())
+
     def reset_offset(self, group: str, topic: str, *, timestamp_ms: int | None = None,
                      offsets: dict[tuple[str, int], int] | None = None) -> dict[tuple[str, int], int]:
         """Reset by time (``timestamp_ms``; 0 = earliest, -1 = latest) or to exact ``{(broker, queue): offset}``.

@@ -307,7 +307,7 @@ class PushConsumer(_ConsumerBase):
     def _heartbeat_data(self) -> dict[str, object]:
         return {"consumerDataSet": [{
             "groupName": self.group, "consumeType": "PUSH", "messageModel": self.message_model,
-            "consumeFromWhere": _FROM_WIRE[self.consume_from],
+            "consumeFromWhere": _FROM_WIRE[self.consume_from], "consumeOrderly": self.orderly,
             "subscriptionDataSet": [{"topic": s.topic, "subString": s.expression}
                                     for s in self.subscriptions.values()]}]}
 

@@ -114,6 +114,10 @@ def handlers(ctl: BrokerController) -> dict[int, object]:
             "offsetTable": rows, "totalLag": sum(int(r["lag"]) for r in rows),  # type: ignore[call-overload]
             "online": ctl.consumers.client_ids(group)}))
 
+    async def consumer_connections(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        group = str_field(cmd.header, "consumerGroup")
+        return cmd.response(ResponseCode.SUCCESS, body=_json({"connections": ctl.consumers.connections(group)}))
+
     async def reset_offset(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         h = cmd.header
         group, topic = str_field(h, "group"), str_field(h, "topic")
@@ -167,6 +171,7 @@ def handlers(ctl: BrokerController) -> dict[int, object]:
         RequestCode.GET_ALL_TOPIC_CONFIG: all_topics, RequestCode.GET_BROKER_RUNTIME_INFO: runtime,
         RequestCode.VIEW_MESSAGE_BY_ID: view_by_id, RequestCode.QUERY_MESSAGE: query,
         RequestCode.GET_TOPIC_STATS_INFO: topic_stats, RequestCode.GET_CONSUME_STATS: consume_stats,
+        RequestCode.GET_CONSUMER_CONNECTION_LIST: consumer_connections,
         RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: reset_offset, RequestCode.CLEAN_EXPIRED_FILES: clean,
         RequestCode.CHECK_DISK: disk,
     }

@@ -27,6 +27,7 @@ class ConsumerInfo:
     consume_from_where: str = "CONSUME_FROM_LAST_OFFSET"
     subscriptions: dict[str, str] = field(default_factory=dict)  # topic -> expression
     last_heartbeat: float = field(default_factory=time.monotonic)
+    consume_orderly: bool | None = None  # as the client reports it (None: the client does not say)
 
 
 class ConsumerManager:
@@ -45,15 +46,18 @@ class ConsumerManager:
             members = self.groups.setdefault(group, {})
             info = members.get(client_id)
             subs = {str(s["topic"]): str(s.get("subString", "*")) for s in c.get("subscriptionDataSet", [])}
+            orderly = c.get("consumeOrderly")
             if info is None or info.conn is not conn:
                 members[client_id] = ConsumerInfo(client_id, conn, str(c.get("consumeType", "PUSH")),
                                                   str(c.get("messageModel", "CLUSTERING")),
-                                                  str(c.get("consumeFromWhere", "CONSUME_FROM_LAST_OFFSET")), subs)
+                                                  str(c.get("consumeFromWhere", "CONSUME_FROM_LAST_OFFSET")), subs,
+                                                  consume_orderly=None if orderly is None else bool(orderly))
                 if info is None:
                     changed.append(group)
             else:
                 info.subscriptions = subs
                 info.last_heartbeat = time.monotonic()
+                info.consume_orderly = None if orderly is None else bool(orderly)
         conn.attributes["client_id"] = client_id
         return changed
 
@@ -88,6 +92,16 @@ class ConsumerManager:
 
     def client_ids(self, group: str) -> list[str]:
         return sorted(self.groups.get(group, {}))
+
+    def connections(self, group: str) -> list[dict[str, Any]]:
+        """Each online client of ``group`` as it registered: consume type, message model, where it starts,
+        whether it consumes orderly, its subscriptions, address and seconds since its last heartbeat."""
+        now = time.monotonic()
+        return [{"clientId": cid, "clientAddr": info.conn.remote, "consumeType": info.consume_type,
+                 "messageModel": info.message_model, "consumeFromWhere": info.consume_from_where,
+                 "consumeOrderly": info.consume_orderly, "subscriptions": dict(info.subscriptions),
+                 "lastHeartbeatAgoMs": int((now - info.last_heartbeat) * 1000)}
+                for cid, info in sorted(self.groups.get(group, {}).items())]
 
     def notify_changed(self, group: str) -> None:
         cmd = RemotingCommand.request(NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": group}, oneway=True)

@@ -18,15 +18,45 @@ GROUP_AUDIT_ACTIONS = ("message.ack", "message.nack", "group.reset_offset", "dlq
 RETRY_TOPIC, DLQ_TOPIC, CONSOLE_AUDIT = "retry_topic", "dlq_topic", "console_audit"
 
 
+def _summary(values: set[Any]) -> Any:
+    if not values:
+        return None
+    return next(iter(values)) if len(values) == 1 else "mixed"
+
+
+def consume_mode(clients: list[dict[str, Any]]) -> dict[str, Any]:
+    """How ``group`` consumes, from its online clients' registrations: ``message_model`` (CLUSTERING or
+    BROADCASTING), ``consume_type`` (PUSH; pull and receive/ack clients do not register), ``orderly`` ("orderly",
+    "concurrently", or None when the clients do not say); each is "mixed" when clients differ and None when
+    no client is online. ``label`` is the three in a line, for pages."""
+    model = _summary({c["message_model"] for c in clients})
+    kind = _summary({c["consume_type"] for c in clients})
+    orderly = _summary({c["consume_orderly"] for c in clients if c["consume_orderly"] is not None})
+    order = {True: "orderly", False: "concurrently"}.get(orderly, orderly) if orderly is not None else None
+    label = " · ".join(str(v) for v in (model, kind, order) if v) if clients else "no client online"
+    return {"message_model": model, "consume_type": kind, "orderly": order, "label": label}
+
+
+def consumer_clients(group: str) -> list[dict[str, Any]]:
+    """The online clients of ``group`` as they registered (``AdminClient.consumer_connections``)."""
+    return [{"client_id": c["clientId"], "client_addr": c.get("clientAddr"), "consume_type": c.get("consumeType"),
+             "message_model": c.get("messageModel"), "consume_from_where": c.get("consumeFromWhere"),
+             "consume_orderly": c.get("consumeOrderly"), "subscriptions": c.get("subscriptions", {}),
+             "brokers": c.get("brokers", []), "last_heartbeat_ago_ms": c.get("lastHeartbeatAgoMs")}
+            for c in broker_client.admin().consumer_connections(group)]
+
+
 def consume_stats(group: str, topic: str | None) -> dict[str, Any]:
-    """Per-queue committed offset and lag of ``group`` (on ``topic``, or every topic), total lag, clients."""
+    """Per-queue committed offset and lag of ``group`` (on ``topic``, or every topic), total lag, clients (ids in
+    ``online``; registrations in ``clients``) and the group's ``consume_mode``."""
     data = broker_client.admin().consume_stats(group, topic or None)
+    clients = consumer_clients(group)
     queues = [{"broker_name": r["brokerName"], "topic": r.get("topic", topic), "queue_id": r["queueId"],
                "min_offset": r.get("minOffset"), "max_offset": r.get("maxOffset"),
                "consumer_offset": r.get("consumerOffset"), "lag": r.get("lag", 0),
                "last_timestamp": iso_ms(r.get("lastTimestamp", 0))} for r in data["offsetTable"]]
     return {"group": group, "topic": topic or None, "total_lag": data["totalLag"], "online": data["online"],
-            "queues": queues}
+            "clients": clients, "consume_mode": consume_mode(clients), "queues": queues}
 
 
 def known_groups() -> dict[str, list[str]]:
@@ -60,8 +90,9 @@ def list_groups(search: str = "") -> list[dict[str, Any]]:
     until it appears in one of those ways; ``GET /consumer-groups/{group}/`` still shows it.
 
     Per group, ``AdminClient.consume_stats(group)`` (every master, every topic the group has committed offsets
-    on) gives ``topics``, ``total_lag`` and the ``online`` client ids; when a broker refuses that request the
-    three are None and ``error`` says why.
+    on) gives ``topics``, ``total_lag`` and the ``online`` client ids, and the clients' registrations its
+    ``consume_mode`` (see :func:`consume_mode`); when a broker refuses those requests they are None and
+    ``error`` says why.
     """
     needle = search.lower()
     admin = broker_client.admin()
@@ -72,12 +103,14 @@ def list_groups(search: str = "") -> list[dict[str, Any]]:
         row: dict[str, Any] = {"group": group, "sources": sources, "has_dlq": DLQ_TOPIC in sources}
         try:
             stats = admin.consume_stats(group)
+            clients = consumer_clients(group)
         except ClientError as exc:
-            row.update(topics=None, total_lag=None, online=None, online_count=None, error=str(exc))
+            row.update(topics=None, total_lag=None, online=None, online_count=None, consume_mode=None,
+                       error=str(exc))
         else:
             row.update(topics=sorted({r.get("topic", "") for r in stats["offsetTable"]}),
                        total_lag=stats["totalLag"], online=stats["online"], online_count=len(stats["online"]),
-                       error=None)
+                       consume_mode=consume_mode(clients), error=None)
         rows.append(row)
     return rows
 
