@@ -7,7 +7,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from console.api.health import HealthView
-from console.views import audit, cluster, dashboard, dlq, groups, jobs, messages, preferences, topics, users
+from console.views import alerts, audit, cluster, dashboard, dlq, groups, jobs, messages, preferences, topics, users
 
 pages = [
     path("", dashboard.dashboard, name="dashboard"),
@@ -35,6 +35,12 @@ pages = [
     path("scheduled-jobs/<str:name>/", jobs.job_detail, name="scheduled-job-page"),
     path("scheduled-jobs/<str:name>/run/", jobs.job_run_now, name="scheduled-job-run-page"),
     path("scheduled-jobs/<str:name>/schedule/", jobs.job_schedule, name="scheduled-job-schedule-page"),
+    path("alerts/", alerts.alert_list, name="alert-list-page"),
+    path("alerts/rules/new/", alerts.alert_rule_create, name="alert-rule-create-page"),
+    path("alerts/rules/<int:rule_id>/edit/", alerts.alert_rule_edit, name="alert-rule-edit-page"),
+    path("alerts/rules/<int:rule_id>/silence/", alerts.alert_rule_silence, name="alert-rule-silence-page"),
+    path("alerts/rules/<int:rule_id>/delete/", alerts.alert_rule_delete, name="alert-rule-delete-page"),
+    path("alerts/<int:alert_id>/resolve/", alerts.alert_resolve, name="alert-resolve-page"),
     path("audit/", audit.audit_log, name="audit-page"),
     path("settings/", preferences.preferences, name="preferences-page"),
     path("users/", users.user_list, name="user-list-page"),

@@ -4,6 +4,7 @@ hand. Each change is audited (``alert_rule.create`` / ``.update`` / ``.delete`` 
 
 from __future__ import annotations
 
+import math
 from datetime import timedelta
 from typing import Any
 
@@ -15,6 +16,21 @@ from console.alerts.models import Alert, AlertRule
 from console.alerts.selectors import RULE_FIELDS, alert_json, get_alert, get_rule, rule_json
 from console.errors import ApiError
 from console.services.audit import record
+
+MAX_THRESHOLD = 1e15
+
+
+def check_threshold(kind: str, threshold: float) -> str | None:
+    """Why ``threshold`` does not fit ``kind`` (None when it does)."""
+    if not math.isfinite(threshold) or threshold < 0 or threshold > MAX_THRESHOLD:
+        return "threshold must be a finite number from 0"
+    if kind == AlertRule.DISK_RATIO and not 0 < threshold <= 1:
+        return "a disk_ratio threshold is a ratio in (0, 1], e.g. 0.85"
+    if kind in (AlertRule.GROUP_LAG_MESSAGES, AlertRule.DLQ_GROWTH) and threshold < 1:
+        return "a lag or DLQ growth threshold is at least 1 message"
+    if kind == AlertRule.GROUP_LAG_SECONDS and threshold <= 0:
+        return "a lag threshold in seconds must be above 0"
+    return None
 
 
 def _check_name(name: str, rule_id: int | None = None) -> None:

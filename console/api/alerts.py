@@ -5,7 +5,6 @@ Viewers read; operators and admins change. Every change is audited (see :mod:`co
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from django.core.validators import URLValidator
@@ -17,25 +16,12 @@ from rest_framework.response import Response
 from console.alerts import rules as rule_services
 from console.alerts import selectors
 from console.alerts.models import Alert, AlertRule
+from console.alerts.rules import MAX_THRESHOLD, check_threshold
 from console.api.base import RoleAPIView, validated
 from console.roles import OPERATOR, VIEWER
 
 KINDS = [k for k, _ in AlertRule.KINDS]
 STATES = [s for s, _ in Alert.STATES]
-MAX_THRESHOLD = 1e15
-
-
-def check_threshold(kind: str, threshold: float) -> str | None:
-    """Why ``threshold`` does not fit ``kind`` (None when it does)."""
-    if not math.isfinite(threshold) or threshold < 0 or threshold > MAX_THRESHOLD:
-        return "threshold must be a finite number from 0"
-    if kind == AlertRule.DISK_RATIO and not 0 < threshold <= 1:
-        return "a disk_ratio threshold is a ratio in (0, 1], e.g. 0.85"
-    if kind in (AlertRule.GROUP_LAG_MESSAGES, AlertRule.DLQ_GROWTH) and threshold < 1:
-        return "a lag or DLQ growth threshold is at least 1 message"
-    if kind == AlertRule.GROUP_LAG_SECONDS and threshold <= 0:
-        return "a lag threshold in seconds must be above 0"
-    return None
 
 
 class AlertRuleSerializer(serializers.Serializer):
