@@ -217,20 +217,28 @@ def _record_steps(r: dict[str, Any], depth: int) -> list[dict[str, Any]]:
     topic, props = r["topic"], r["properties"]
     base = {"msgId": r["uniq_key"] or r["offset_msg_id"], "depth": depth, "source": "commitlog",
             "reconsumeTimes": r["reconsume_times"], "record": _coords(r), "costMs": 0, "group": "", "extra": {}}
-    if topic.startswith(RETRY_PREFIX):
-        return [{**base, "type": "retry", "timestamp": r["store_timestamp"], "group": topic[len(RETRY_PREFIX):],
-                 "topic": props.get("RETRY_TOPIC", topic),
+    real = props.get("REAL_TOPIC", "")
+    if topic == SCHEDULE_TOPIC and real.startswith(RETRY_PREFIX):  # sent back: waits its delay level first
+        return [{**base, "type": "retry", "timestamp": r["store_timestamp"], "group": real[len(RETRY_PREFIX):],
+                 "topic": props.get("RETRY_TOPIC", real),
                  "extra": {"delayLevel": int(props.get(PROPERTY_DELAY_TIME_LEVEL, 0) or 0)}}]
+    if topic.startswith(RETRY_PREFIX):  # the delay is over: the copy consumers of the group pull
+        return [{**base, "type": "delivered-after-delay", "timestamp": r["store_timestamp"],
+                 "group": topic[len(RETRY_PREFIX):], "topic": props.get("RETRY_TOPIC", topic)}]
     if topic.startswith(DLQ_PREFIX):
         return [{**base, "type": "dead-lettered", "timestamp": r["store_timestamp"], "group": topic[len(DLQ_PREFIX):],
                  "topic": props.get("DLQ_ORIGIN_TOPIC", topic), "status": props.get("DLQ_REASON", "")}]
     if topic == SCHEDULE_TOPIC:
-        return [{**base, "type": "delayed", "timestamp": r["store_timestamp"], "topic": props.get("REAL_TOPIC", "")}]
+        return [{**base, "type": "delayed", "timestamp": r["store_timestamp"], "topic": real}]
     steps = [{**base, "type": "stored", "timestamp": r["store_timestamp"], "topic": topic}]
     if r["reconsume_times"] == 0 and depth == 0:
         steps.insert(0, {**base, "type": "produced", "timestamp": r["born_timestamp"], "topic": topic,
                          "extra": {"bornHost": r["born_host"]}})
     return steps
+
+
+def _match_group(type_: str, group: str) -> str:
+    return group if type_ in ("retry", "dead-lettered") else ""
 
 
 def build_timeline(records: list[dict[str, Any]], events: list[dict[str, Any]],
@@ -244,7 +252,8 @@ def build_timeline(records: list[dict[str, Any]], events: list[dict[str, Any]],
             if st["type"] == "produced" or (st["msgId"], st["type"]) not in traced:
                 steps.append(st)
             else:
-                by_kind.setdefault((st["msgId"], st["type"], st["group"]), []).append(st["record"])
+                by_kind.setdefault((st["msgId"], st["type"], _match_group(st["type"], st["group"])),
+                                   []).append(st["record"])
     for e in events:
         mid = e["msgId"]
         step = {"type": e["type"], "timestamp": e["timestamp"], "msgId": mid, "depth": depth_of.get(mid, 0),
@@ -252,7 +261,7 @@ def build_timeline(records: list[dict[str, Any]], events: list[dict[str, Any]],
                 "reconsumeTimes": e.get("reconsumeTimes", 0), "costMs": e.get("costMs", 0),
                 "status": e.get("status", ""), "extra": e.get("extra", {}), "broker": e.get("broker", ""),
                 "record": None, "event": e.get("_coords")}
-        pool = by_kind.get((mid, e["type"], e.get("group", "") if e["type"] != "stored" else ""))
+        pool = by_kind.get((mid, e["type"], _match_group(e["type"], e.get("group", ""))))
         if pool:
             step["record"] = pool.pop(0)
         steps.append(step)
@@ -277,9 +286,11 @@ def build_timeline(records: list[dict[str, Any]], events: list[dict[str, Any]],
 
 
 def summarize_groups(timeline: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per consumer group, the asked message's deliveries, outcomes, retries, dead letter and resends (the
+    resent copies' own steps are in the timeline with ``depth`` >= 1)."""
     out: dict[str, dict[str, Any]] = {}
     for s in timeline:
-        if not s["group"]:
+        if not s["group"] or s["depth"]:
             continue
         g = out.setdefault(s["group"], {"delivered": 0, "consumed": 0, "reconsumeLater": 0, "retries": [],
                                         "deadLettered": False, "deadLetteredAt": None, "resent": []})
