@@ -187,7 +187,7 @@ def _notify(rule: AlertRule, alert: Alert, event: str, now: datetime, report: Ev
     notes = notifications.send(rule, alert, event)
     report.notifications += len(notes)
     report.notification_failures += sum(1 for n in notes if not n.ok)
-    if event != notifications.RESOLVED:
+    if notes and event != notifications.RESOLVED:  # a rule without channels keeps history only
         alert.last_notified_at = now
         alert.save(update_fields=["last_notified_at"])
 
