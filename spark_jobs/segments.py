@@ -196,6 +196,8 @@ def finish(buf: Any, split: Split, stats: SplitStats, pos: int) -> None:
     """Record why a walk ended at ``pos`` (and a torn tail)."""
     why = classify_stop(buf, pos, split.bound)
     stats.stop = why
+    if why == STOP_BLANK:
+        stats.bytes += split.bound - pos  # the filler is walked too: a split's bytes add up to the bound
     if why not in (STOP_BLANK, STOP_BOUND, STOP_END, STOP_SPLIT):
         stats.torn = {"segment": split.segment, "pos": pos, "phyOffset": split.file_from_offset + pos,
                       "reason": why, "bytes": split.bound - pos}
