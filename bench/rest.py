@@ -5,8 +5,8 @@ Setup (not timed): a temp dir holding a name server + one broker (subprocesses, 
 dir), a fresh SQLite database (``DJANGO_DB_PATH`` + ``manage.py migrate``), a superuser and its DRF token, and
 ``manage.py runserver --noreload --insecure 127.0.0.1:<free port>`` with ``BROKER_CORE_NAMESRV`` pointing at the
 name server. runserver is Django's threaded development server (one thread per connection, no worker
-processes): it is the only WSGI server in the pinned requirements, so these figures are what that server gives,
-not what a production server (gunicorn/uwsgi with several workers) would. Every request is authenticated with
+processes); ``--server gunicorn`` serves the same application with gunicorn's gthread workers (``--workers`` x
+``--server-threads``), as ``make run`` does. Every request is authenticated with
 ``Authorization: Token <key>``; produce requests are written to the audit log, as in production.
 
 Connections: ``--connection keep-alive`` (default) gives each client thread one persistent ``requests`` session;
@@ -125,6 +125,10 @@ class Stack:
             raise RuntimeError(f"manage.py {' '.join(args[:1])} failed:\n{done.stderr.decode(errors='replace')}")
         return done.stdout.decode()
 
+    server = "runserver"
+    workers = 4
+    threads = 8
+
     def start_console(self, timeout: float = 60.0) -> None:
         self._manage("migrate", "--noinput")
         out = self._manage("shell", "-c", TOKEN_SCRIPT)
@@ -132,8 +136,12 @@ class Stack:
         port = free_port()
         log = open(self.tmp / "runserver.log", "wb")
         self.logs.append(log)
-        proc = subprocess.Popen([sys.executable, "manage.py", "runserver", "--noreload", "--insecure",
-                                 f"127.0.0.1:{port}"], cwd=ROOT, env=self.env, stdout=log, stderr=log)
+        if self.server == "gunicorn":  # as the Procfile's web line runs it
+            cmd = [sys.executable, "-m", "gunicorn", "console.wsgi:application", "--bind", f"127.0.0.1:{port}",
+                   "--workers", str(self.workers), "--worker-class", "gthread", "--threads", str(self.threads)]
+        else:
+            cmd = [sys.executable, "manage.py", "runserver", "--noreload", "--insecure", f"127.0.0.1:{port}"]
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=self.env, stdout=log, stderr=log)
         self.procs.append(proc)
         self.url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + timeout
@@ -338,6 +346,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--connection", choices=("keep-alive", "close"), default="keep-alive",
                         help="keep-alive: one persistent connection per client thread (default); close: a new TCP "
                              "connection per request (sidesteps runserver's Nagle/delayed-ACK stall, see the probe)")
+    parser.add_argument("--server", choices=("runserver", "gunicorn"), default="runserver",
+                        help="runserver (Django's threaded development server) or gunicorn (gthread workers, as "
+                             "`make run` serves the console)")
+    parser.add_argument("--workers", type=int, default=4, help="gunicorn worker processes (4)")
+    parser.add_argument("--server-threads", type=int, default=8, help="threads per gunicorn worker (8)")
     parser.add_argument("--skip", choices=("batched", "single", "lookup"), action="append", default=[],
                         help="leave a row out (repeatable)")
     args = parser.parse_args(argv)
@@ -348,11 +361,15 @@ def main(argv: list[str] | None = None) -> int:
     body = text_body(args.body_size, rng)
     print(f"# bench.rest: {args.body_size} B UTF-8 bodies, {args.threads} client threads, Python "
           f"{sys.version.split()[0]}, {os.cpu_count()} CPUs")
-    print("# server: Django's threaded development server (manage.py runserver --noreload --insecure), the only "
-          "WSGI server in the pinned requirements; client, console, broker and name server share this machine",
-          flush=True)
+    if args.server == "gunicorn":
+        print(f"# server: gunicorn, {args.workers} worker processes x {args.server_threads} threads (gthread); "
+              "client, console, broker and name server share this machine", flush=True)
+    else:
+        print("# server: Django's threaded development server (manage.py runserver --noreload --insecure); client, "
+              "console, broker and name server share this machine", flush=True)
 
     stack = Stack()
+    stack.server, stack.workers, stack.threads = args.server, args.workers, args.server_threads
     results: list[str] = []
     try:
         stack.start_broker()
