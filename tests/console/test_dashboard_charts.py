@@ -10,7 +10,7 @@ from django.contrib.auth.models import Group, User
 from django.test import Client
 from django.utils import timezone
 
-from console.monitoring.models import BrokerSample, TopicSample
+from console.monitoring.models import BrokerSample, LagSample, TopicSample
 from console.selectors import monitoring_charts as charts
 
 pytestmark = pytest.mark.integration
@@ -76,3 +76,13 @@ def _viewer_get(page_range: str) -> str:
 def test_dashboard_without_samples_says_so(db: None):
     page = _viewer().get("/?range=bogus").content.decode()
     assert 'data-testid="chart-rates-empty"' in page and 'aria-current="page">last 1h' in page
+
+
+def test_group_page_charts_its_sampled_lag_per_topic(db: None, topic: str):
+    now = timezone.now()
+    for minutes, lag in ((30, 5), (10, 12)):
+        LagSample.objects.create(timestamp=now - timedelta(minutes=minutes), group="charted-group", topic=topic,
+                                 lag=lag, lag_seconds=3.0)
+    page = _viewer().get("/groups/charted-group/").content.decode()
+    chart = page.split('data-testid="chart-lag"')[1].split("</figure>")[0]
+    assert f'data-series="{topic}"' in chart and "<polyline" in chart and "12" in chart
