@@ -37,7 +37,9 @@ class Job(models.Model):
     """
 
     PENDING, RUNNING, DONE, FAILED = "pending", "running", "done", "failed"
-    STATUSES = [(s, s) for s in (PENDING, RUNNING, DONE, FAILED)]
+    # Spark jobs: the console asks for a cancel (cancelling); the worker stops the Spark job (cancelled)
+    CANCELLING, CANCELLED = "cancelling", "cancelled"
+    STATUSES = [(s, s) for s in (PENDING, RUNNING, DONE, FAILED, CANCELLING, CANCELLED)]
 
     kind = models.CharField(max_length=64, db_index=True)
     target = models.CharField(max_length=300, blank=True)
