@@ -151,3 +151,7 @@ CELERY_RESULT_BACKEND = os.environ.get("CELERY_RESULT_BACKEND", CELERY_BROKER_UR
 CELERY_TIMEZONE = os.environ.get("TZ", "UTC")
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_TASK_ACKS_LATE = True
+# Spark jobs (search, trace) run on workers consuming the "spark" queue (Procfile's spark worker), so a long scan
+# never blocks the scheduled jobs; results (JSON lines, CSV, trace.json) go to SPARK_RESULTS_DIR/<job id>/.
+CELERY_TASK_ROUTES = {"workers.spark_*": {"queue": "spark"}}
+SPARK_RESULTS_DIR = Path(os.environ.get("SPARK_RESULTS_DIR", BASE_DIR / "var" / "spark-results"))

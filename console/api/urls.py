@@ -5,7 +5,19 @@ from __future__ import annotations
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from console.api import alerts, audit, dlq, groups, jobs, jobs_schedule, messages, preferences, topics, users
+from console.api import (
+    alerts,
+    audit,
+    dlq,
+    groups,
+    jobs,
+    jobs_schedule,
+    messages,
+    preferences,
+    spark_jobs,
+    topics,
+    users,
+)
 
 urlpatterns = [
     path("topics/", topics.TopicListView.as_view(), name="topic-list"),
@@ -39,6 +51,16 @@ urlpatterns = [
     path("scheduled-jobs/<str:name>/", jobs_schedule.ScheduledJobView.as_view(), name="scheduled-job-detail"),
     path("scheduled-jobs/<str:name>/runs/", jobs_schedule.ScheduledJobRunsView.as_view(), name="scheduled-job-runs"),
     path("scheduled-jobs/<str:name>/run/", jobs_schedule.ScheduledJobRunNowView.as_view(), name="scheduled-job-run"),
+    path("search-jobs/", spark_jobs.SearchJobListView.as_view(), name="search-job-list"),
+    path("search-jobs/<str:job_id>/", spark_jobs.SearchJobView.as_view(), name="search-job-detail"),
+    path("search-jobs/<str:job_id>/results/", spark_jobs.SearchJobResultsView.as_view(), name="search-job-results"),
+    path("search-jobs/<str:job_id>/export.<str:fmt>", spark_jobs.SearchJobExportView.as_view(),
+         name="search-job-export"),
+    path("search-jobs/<str:job_id>/cancel/", spark_jobs.SearchJobCancelView.as_view(), name="search-job-cancel"),
+    path("trace-jobs/", spark_jobs.TraceJobListView.as_view(), name="trace-job-list"),
+    path("trace-jobs/<str:job_id>/", spark_jobs.TraceJobView.as_view(), name="trace-job-detail"),
+    path("trace-jobs/<str:job_id>/results/", spark_jobs.TraceJobResultsView.as_view(), name="trace-job-results"),
+    path("trace-jobs/<str:job_id>/cancel/", spark_jobs.TraceJobCancelView.as_view(), name="trace-job-cancel"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
 ]
