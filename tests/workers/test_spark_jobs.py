@@ -1,0 +1,146 @@
+"""The console's Spark jobs run in-process by the real service (:func:`workers.spark_jobs_service.run_job`) with the
+suite's one local SparkSession, against the workers suite's two real brokers (``broker-a``, ``broker-r``):
+snapshots through the SDK, search/trace per broker, progress and counts on the Job row, result files with the
+broker and coordinates of each record, snapshots released, cancel, failures recorded.
+
+``transactional_db``: the engine's progress thread writes the row through its own database connection.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from broker_core.client import AdminClient, Message, Producer
+from console.models import Job
+from console.services import spark_jobs as console_jobs
+from tests.integration.cluster import Cluster
+from tests.spark.conftest import spark  # noqa: F401 - the suite's one session-scoped SparkSession
+from tests.workers.conftest import make_topic
+from workers.spark_jobs_service import run_job
+
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("transactional_db")]
+
+
+@pytest.fixture(autouse=True)
+def _results_dir(settings, tmp_path: Path) -> Path:  # type: ignore[no-untyped-def]
+    settings.SPARK_RESULTS_DIR = tmp_path / "spark-results"
+    return settings.SPARK_RESULTS_DIR
+
+
+def _snapshots_left(cluster: Cluster) -> list[str]:
+    return [p.name for b in cluster.brokers.values() for p in (b.store_dir / "snapshots").glob("*")]
+
+
+def _job(kind: str, params: dict[str, Any]) -> Job:
+    return Job.objects.create(kind=kind, target="test", params=params)
+
+
+def test_search_job_over_every_broker(spark: Any, cluster: Cluster, sdk_admin: AdminClient,  # noqa: F811
+                                      producer: Producer, unique: Callable[[str], str], settings) -> None:  # type: ignore[no-untyped-def]
+    topics = {b: make_topic(sdk_admin, unique(f"Search-{b}"), b, queues=2) for b in ("broker-a", "broker-r")}
+    begin_ms = int(time.time() * 1000) - 1000
+    needle = unique("order")
+    planted: dict[str, set[str]] = {b: set() for b in topics}
+    for broker, topic in topics.items():
+        for i in range(60):
+            body = json.dumps({"order": {"id": f"{needle}-{i}" if i % 10 == 3 else f"o-{i}"}, "pad": "x" * 200})
+            sent = producer.send(Message(topic, body.encode(), tags="t", keys=f"k{i}"))
+            if i % 10 == 3:
+                planted[broker].add(sent.offset_msg_id)
+    job = _job(console_jobs.SEARCH_KIND, {"spec": console_jobs.check_search_spec(
+        {"topics": list(topics.values()), "begin_ms": begin_ms, "body_contains": needle}), "brokers": []})
+
+    assert run_job(job.pk, spark=spark) == {"job": job.pk, "status": "done"}
+    job.refresh_from_db()
+    r = job.result
+    assert job.status == Job.DONE and job.finished is not None
+    assert r["scanned"] == 120 and r["matched"] == 12 and r["rows"] == 12 and r["truncated"] is False
+    assert set(r["brokers"]) == {"broker-a", "broker-r"}
+    assert r["brokers"]["broker-a"]["matched"] == 6 and r["brokers"]["broker-r"]["matched"] == 6
+    p = r["progress"]
+    assert p["fraction"] == 1.0 and p["phase"] == "done" and p["brokers_done"] == 2 and p["bytes_scanned"] > 0
+    assert job.total >= 2 and job.progress == job.total and p["tasks_total"] == job.total
+    rows = [json.loads(line) for line in Path(r["files"]["jsonl"]).read_text().splitlines()]
+    got = {b: {row["offset_msg_id"] for row in rows if row["broker"] == b} for b in topics}
+    assert got == planted
+    assert all(row["topic"] == topics[row["broker"]] and "queue_offset" in row and needle in row["body_text"]
+               for row in rows)
+    csv_lines = Path(r["files"]["csv"]).read_text().splitlines()
+    assert csv_lines[0].startswith("broker,topic,") and len(csv_lines) == 13
+    assert Path(r["files"]["jsonl"]).parent == Path(settings.SPARK_RESULTS_DIR) / str(job.pk)
+    assert _snapshots_left(cluster) == []
+    # a second delivery of the same task does nothing
+    assert run_job(job.pk, spark=spark)["status"] == "skipped"
+
+
+def test_search_limit_keeps_exact_counts(spark: Any, cluster: Cluster, sdk_admin: AdminClient,  # noqa: F811
+                                         producer: Producer, unique: Callable[[str], str]) -> None:
+    topic = make_topic(sdk_admin, unique("Limit"), "broker-a")
+    for i in range(20):
+        producer.send(Message(topic, b"same body", keys=f"k{i}"))
+    job = _job(console_jobs.SEARCH_KIND, {"spec": console_jobs.check_search_spec(
+        {"topics": [topic], "body_contains": "same", "limit": 5}), "brokers": ["broker-a"]})
+    run_job(job.pk, spark=spark)
+    job.refresh_from_db()
+    assert (job.status, job.result["matched"], job.result["rows"], job.result["truncated"]) == (
+        Job.DONE, 20, 5, True)
+    assert list(job.result["brokers"]) == ["broker-a"]
+
+
+def test_trace_job_by_key_carries_the_broker(spark: Any, cluster: Cluster, sdk_admin: AdminClient,  # noqa: F811
+                                             producer: Producer, unique: Callable[[str], str]) -> None:
+    topic = make_topic(sdk_admin, unique("Trace"), "broker-r")
+    key = unique("trace-key")
+    sent = producer.send(Message(topic, b"traced", keys=key))
+    job = _job(console_jobs.TRACE_KIND, {"msg_id": None, "key": key, "begin_ms": None, "end_ms": None,
+                                         "brokers": []})
+    assert run_job(job.pk, spark=spark)["status"] == "done"
+    job.refresh_from_db()
+    trace = json.loads(Path(job.result["files"]["trace"]).read_text())
+    types = [(s["type"], s["broker"]) for s in trace["timeline"]]
+    assert ("produced", "broker-r") in types and ("stored", "broker-r") in types
+    assert sent.msg_id in trace["ids"]
+    assert [(r["broker"], r["offset_msg_id"]) for r in trace["records"]] == [("broker-r", sent.offset_msg_id)]
+    assert job.result["steps"] == len(trace["timeline"]) and job.result["progress"]["fraction"] == 1.0
+    assert _snapshots_left(cluster) == []
+
+
+def test_cancel_while_running_and_while_pending(spark: Any, cluster: Cluster, sdk_admin: AdminClient,  # noqa: F811
+                                                producer: Producer, unique: Callable[[str], str]) -> None:
+    topic = make_topic(sdk_admin, unique("Cancel"), "broker-a")
+    producer.send(Message(topic, b"x" * 100))
+    job = _job(console_jobs.SEARCH_KIND, {"spec": {"body_contains": "never-there"}, "brokers": []})
+
+    def cancel_once_running() -> None:  # what the console's cancel button does, as soon as the job runs
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if Job.objects.filter(pk=job.pk, status=Job.RUNNING).update(status=Job.CANCELLING):
+                return
+            time.sleep(0.005)
+
+    t = threading.Thread(target=cancel_once_running)
+    t.start()
+    assert run_job(job.pk, spark=spark)["status"] == "cancelled"
+    t.join()
+    job.refresh_from_db()
+    assert job.status == Job.CANCELLED and job.finished is not None and "cancelled" in job.result["error"]
+    assert _snapshots_left(cluster) == []
+    # the session still works after a cancel
+    pending = _job(console_jobs.SEARCH_KIND, {"spec": {"topics": [topic]}, "brokers": ["broker-a"]})
+    console_jobs.cancel(None, pending)
+    assert run_job(pending.pk, spark=spark)["status"] == "skipped"
+    assert Job.objects.get(pk=pending.pk).status == Job.CANCELLED
+
+
+def test_failures_are_recorded(spark: Any, cluster: Cluster) -> None:  # noqa: F811
+    job = _job(console_jobs.SEARCH_KIND, {"spec": {}, "brokers": ["no-such-broker"]})
+    assert run_job(job.pk, spark=spark)["status"] == "failed"
+    job.refresh_from_db()
+    assert job.status == Job.FAILED and "no-such-broker" in job.result["error"] and job.finished is not None
