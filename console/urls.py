@@ -7,7 +7,21 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from console.api.health import HealthView
-from console.views import alerts, audit, cluster, dashboard, dlq, groups, jobs, messages, preferences, topics, users
+from console.views import (
+    alerts,
+    audit,
+    cluster,
+    dashboard,
+    dlq,
+    groups,
+    jobs,
+    messages,
+    preferences,
+    search,
+    topics,
+    trace,
+    users,
+)
 
 pages = [
     path("", dashboard.dashboard, name="dashboard"),
@@ -41,6 +55,13 @@ pages = [
     path("alerts/rules/<int:rule_id>/silence/", alerts.alert_rule_silence, name="alert-rule-silence-page"),
     path("alerts/rules/<int:rule_id>/delete/", alerts.alert_rule_delete, name="alert-rule-delete-page"),
     path("alerts/<int:alert_id>/resolve/", alerts.alert_resolve, name="alert-resolve-page"),
+    path("search/", search.search, name="search-page"),
+    path("search/jobs/<str:job_id>/", search.search_job, name="search-job-page"),
+    path("search/jobs/<str:job_id>/cancel/", search.search_job_cancel, name="search-job-cancel-page"),
+    path("search/jobs/<str:job_id>/export.<str:fmt>", search.search_job_export, name="search-job-export-page"),
+    path("trace/", trace.trace, name="trace-page"),
+    path("trace/jobs/<str:job_id>/", trace.trace_job, name="trace-job-page"),
+    path("trace/jobs/<str:job_id>/cancel/", trace.trace_job_cancel, name="trace-job-cancel-page"),
     path("audit/", audit.audit_log, name="audit-page"),
     path("settings/", preferences.preferences, name="preferences-page"),
     path("users/", users.user_list, name="user-list-page"),

@@ -15,6 +15,7 @@ from django.conf import settings
 
 from console.errors import ApiError, not_found
 from console.models import Job
+from console.selectors.messages import iso_ms
 from console.services.spark_jobs import SEARCH_KIND, TRACE_KIND
 
 BODY_FIELDS = ("body_text", "body_base64")
@@ -101,7 +102,10 @@ def trace_lanes(trace: dict[str, Any]) -> list[dict[str, Any]]:
     """The timeline split per lane for the page: the producer side ("" group) first, then each group."""
     lanes: dict[str, list[dict[str, Any]]] = {}
     for step in trace.get("timeline", []):
-        lanes.setdefault(step.get("group") or "", []).append(step)
+        record = step.get("record") or {}
+        lanes.setdefault(step.get("group") or "", []).append(
+            {**step, "at": iso_ms(int(step.get("timestamp") or 0)), "offset_msg_id": record.get("offset_msg_id"),
+             "new_msg_id": (step.get("extra") or {}).get("newMsgId")})
     order = sorted(lanes, key=lambda g: (g != "", g))
     groups = trace.get("groups", {})
     return [{"group": g, "steps": lanes[g], "summary": groups.get(g)} for g in order]

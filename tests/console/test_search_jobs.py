@@ -1,0 +1,209 @@
+"""Search and trace jobs in the console without a worker: REST (spec checks, roles, paging, bodies per role,
+exports, cancel, a Redis that cannot be reached) and the pages. Finished jobs are arranged as the worker leaves
+them (a Job row + its result files); the real worker path is tests/workers/test_spark_jobs.py and the browser
+test tests/e2e/test_search_page.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import Group, User
+from django.test import Client
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from console.models import AuditEvent, Job
+from tests.integration.cluster import free_port
+
+OFFSET_ID = "7F00000100002A9F0000000000000000"
+
+
+@pytest.fixture(autouse=True)
+def _results_dir(settings, tmp_path: Path) -> Path:  # type: ignore[no-untyped-def]
+    settings.SPARK_RESULTS_DIR = tmp_path / "spark-results"
+    return settings.SPARK_RESULTS_DIR
+
+
+def _done_search(results_dir: Path, rows: int = 7) -> Job:
+    job = Job.objects.create(kind="spark.search", target="body_contains=x", status=Job.DONE,
+                             finished=timezone.now(), params={"spec": {"body_contains": "x"}, "brokers": []},
+                             progress=4, total=4)
+    out = results_dir / str(job.pk)
+    out.mkdir(parents=True)
+    lines = [json.dumps({"broker": "broker-a", "topic": "T", "queue_id": 0, "queue_offset": i, "phy_offset": i * 100,
+                         "offset_msg_id": OFFSET_ID, "keys": [f"k{i}"], "tags": "t",
+                         "store_timestamp": 1_700_000_000_000, "body_text": f"x{i}", "body_base64": "eA=="})
+             for i in range(rows)]
+    (out / "results.jsonl").write_text("\n".join(lines) + "\n")
+    (out / "results.csv").write_text("broker,topic\n" + "broker-a,T\n" * rows)
+    job.result = {"scanned": 100, "matched": rows + 3, "rows": rows, "truncated": True, "records_read": 120,
+                  "bytes_scanned": 5000, "segments": 1, "elapsed_s": 0.5,
+                  "files": {"jsonl": str(out / "results.jsonl"), "csv": str(out / "results.csv")},
+                  "progress": {"fraction": 1.0, "tasks_done": 4, "tasks_total": 4, "stages": 1, "stages_done": 1,
+                               "bytes_scanned": 5000, "bytes_total": 5000, "phase": "done"}}
+    job.save()
+    return job
+
+
+def _done_trace(results_dir: Path) -> Job:
+    job = Job.objects.create(kind="spark.trace", target="ABC", status=Job.DONE, finished=timezone.now(),
+                             params={"msg_id": "ABC", "key": None}, result={"steps": 3, "scanned": 10, "passes": 2})
+    out = results_dir / str(job.pk)
+    out.mkdir(parents=True)
+    rec = {"offset_msg_id": OFFSET_ID, "segment": "0", "pos": 0}
+    timeline = [
+        {"type": "produced", "timestamp": 1_700_000_000_000, "msgId": "ABC", "depth": 0, "group": "", "topic": "T",
+         "broker": "broker-a", "costMs": 0, "record": rec, "extra": {}},
+        {"type": "retry", "timestamp": 1_700_000_000_100, "msgId": "ABC", "depth": 0, "group": "g1", "topic": "T",
+         "broker": "broker-a", "costMs": 0, "record": rec, "extra": {"delayLevel": 3}, "delayLevel": 3,
+         "delayMs": 900},
+        {"type": "resent", "timestamp": 1_700_000_001_000, "msgId": "ABC", "depth": 0, "group": "g1", "topic": "T",
+         "broker": "broker-a", "costMs": 12, "record": None, "extra": {"newMsgId": "DEF"}}]
+    (out / "trace.json").write_text(json.dumps({"msg_id": "ABC", "ids": ["ABC", "DEF"], "timeline": timeline,
+                                                "groups": {"g1": {"delivered": 1, "consumed": 0, "retries": [{}],
+                                                                  "deadLettered": True, "resent": ["DEF"]}},
+                                                "records": []}))
+    return job
+
+
+@pytest.mark.parametrize("spec, message", [
+    ({"body_regex": "(unclosed"}, "body_regex: not a valid regular expression"),
+    ({"body_regex_bytes": "[z-a]"}, "body_regex_bytes: not a valid regular expression"),
+    ({"body_contains_hex": "zz"}, "body_contains_hex: not a hex string"),
+    ({"body_contains": "a", "body_contains_hex": "61"}, "not both"),
+    ({"json_path": "$", "json_equals": 1}, "json_path"),
+    ({"json_path": "$.a"}, "json_path needs json_equals"),
+    ({"begin_ms": 10, "end_ms": 5}, "end_ms is before begin_ms"),
+    ({"topics": "notalist"}, "topics"),
+    ({"limit": 0}, "limit"),
+])
+def test_bad_specs_are_400_with_a_clear_message(operator: APIClient, spec: dict[str, Any], message: str) -> None:
+    resp = operator.post("/api/v1/search-jobs/", spec, format="json")
+    assert resp.status_code == 400, resp.content
+    assert message in resp.json()["detail"], resp.json()
+    assert not Job.objects.filter(kind="spark.search").exists()
+
+
+def test_start_roles_and_state(operator: APIClient, viewer: APIClient, nobody: APIClient) -> None:
+    spec = {"topics": ["T"], "body_regex": r"order-\d+", "properties": {"region": "eu"}, "json_path": "$.a.b",
+            "json_equals": {"x": [1, 2]}, "begin_ms": 1, "end_ms": 2}
+    assert viewer.post("/api/v1/search-jobs/", spec, format="json").status_code == 403
+    assert nobody.post("/api/v1/search-jobs/", spec, format="json").status_code == 403
+    resp = operator.post("/api/v1/search-jobs/", spec, format="json")
+    assert resp.status_code == 202, resp.content
+    body = resp.json()
+    assert body["status"] == "pending" and body["running"] is True and body["kind"] == "spark.search"
+    job = Job.objects.get(pk=body["id"])
+    assert job.params["spec"]["json_equals"] == {"x": [1, 2]} and job.params["spec"]["properties"] == {"region": "eu"}
+    assert AuditEvent.objects.filter(action="spark.search").exists()
+    got = viewer.get(f"/api/v1/search-jobs/{job.pk}/").json()
+    assert got["status"] == "pending" and got["progress"]["percent"] == 0
+    assert viewer.get(f"/api/v1/search-jobs/{job.pk}/results/").status_code == 409  # not done yet
+    assert viewer.get(f"/api/v1/trace-jobs/{job.pk}/").status_code == 404  # a search is not a trace
+    assert viewer.get("/api/v1/search-jobs/x1/").status_code == 404
+
+
+def test_redis_down_fails_the_job_instead_of_a_5xx(operator: APIClient, settings,  # type: ignore[no-untyped-def]
+                                                   django_capture_on_commit_callbacks) -> None:
+    settings.CELERY_BROKER_URL = f"redis://127.0.0.1:{free_port()}/0"
+    with django_capture_on_commit_callbacks(execute=True):
+        resp = operator.post("/api/v1/search-jobs/", {"body_contains": "x"}, format="json")
+    assert resp.status_code == 202
+    job = Job.objects.get(pk=resp.json()["id"])
+    assert job.status == Job.FAILED and "could not queue" in job.result["error"]
+
+
+def test_results_paging_bodies_per_role_and_exports(operator: APIClient, viewer: APIClient,
+                                                    _results_dir: Path) -> None:
+    job = _done_search(_results_dir)
+    page = operator.get(f"/api/v1/search-jobs/{job.pk}/results/?offset=2&limit=3").json()
+    assert (page["count"], page["matched"], page["truncated"], page["next_offset"]) == (7, 10, True, 5)
+    assert [r["queue_offset"] for r in page["results"]] == [2, 3, 4]
+    assert page["results"][0]["broker"] == "broker-a" and page["results"][0]["body_text"] == "x2"
+    last = viewer.get(f"/api/v1/search-jobs/{job.pk}/results/?offset=5&limit=50").json()
+    assert [r["queue_offset"] for r in last["results"]] == [5, 6] and last["next_offset"] is None
+    assert "body_text" not in last["results"][0] and "body_base64" not in last["results"][0]
+    assert viewer.get(f"/api/v1/search-jobs/{job.pk}/results/?limit=0").status_code == 400
+    state = viewer.get(f"/api/v1/search-jobs/{job.pk}/").json()
+    assert state["progress"]["percent"] == 100 and state["summary"]["matched"] == 10 and "files" not in state["summary"]
+    csv = operator.get(f"/api/v1/search-jobs/{job.pk}/export.csv")
+    assert csv.status_code == 200 and b"".join(csv.streaming_content).startswith(b"broker,topic")
+    assert operator.get(f"/api/v1/search-jobs/{job.pk}/export.jsonl").status_code == 200
+    assert operator.get(f"/api/v1/search-jobs/{job.pk}/export.xml").status_code == 404
+    assert viewer.get(f"/api/v1/search-jobs/{job.pk}/export.csv").status_code == 403
+
+
+def test_cancel(operator: APIClient, viewer: APIClient, _results_dir: Path) -> None:
+    pending = Job.objects.create(kind="spark.search", target="t", params={"spec": {}})
+    running = Job.objects.create(kind="spark.trace", target="t", status=Job.RUNNING, params={"key": "k"})
+    assert viewer.post(f"/api/v1/search-jobs/{pending.pk}/cancel/").status_code == 403
+    resp = operator.post(f"/api/v1/search-jobs/{pending.pk}/cancel/")
+    assert resp.status_code == 200 and resp.json()["status"] == "cancelled" and resp.json()["running"] is False
+    resp = operator.post(f"/api/v1/trace-jobs/{running.pk}/cancel/")
+    assert resp.json()["status"] == "cancelling" and resp.json()["running"] is True
+    done = _done_search(_results_dir)
+    resp = operator.post(f"/api/v1/search-jobs/{done.pk}/cancel/")
+    assert resp.status_code == 409 and resp.json()["error"] == "job_ended"
+    assert AuditEvent.objects.filter(action="spark.search.cancel").count() == 1
+
+
+def test_trace_jobs(operator: APIClient, viewer: APIClient, _results_dir: Path) -> None:
+    assert operator.post("/api/v1/trace-jobs/", {}, format="json").status_code == 400
+    assert viewer.post("/api/v1/trace-jobs/", {"msg_id": "ABC"}, format="json").status_code == 403
+    resp = operator.post("/api/v1/trace-jobs/", {"key": "order-1", "begin_ms": 5}, format="json")
+    assert resp.status_code == 202 and resp.json()["params"]["key"] == "order-1"
+    job = _done_trace(_results_dir)
+    res = viewer.get(f"/api/v1/trace-jobs/{job.pk}/results/").json()
+    assert [s["type"] for s in res["timeline"]] == ["produced", "retry", "resent"]
+    assert res["groups"]["g1"]["deadLettered"] is True and res["ids"] == ["ABC", "DEF"]
+
+
+def _page_client(role: str) -> Client:
+    user = User.objects.create_user(f"page-{role}", password="pw")
+    user.groups.add(Group.objects.get(name=role))
+    c = Client()
+    c.force_login(user)
+    return c
+
+
+def test_search_pages(_results_dir: Path) -> None:
+    op, viewer = _page_client("operator"), _page_client("viewer")
+    page = viewer.get("/search/")
+    assert page.status_code == 200 and b'data-testid="search-form"' not in page.content
+    assert viewer.post("/search/", {"body": "x", "body_mode": "contains"}).status_code == 403
+    bad = op.post("/search/", {"body": "(oops", "body_mode": "regex"})
+    assert bad.status_code == 400 and b"not a valid regular expression" in bad.content
+    ok = op.post("/search/", {"topics": "A, B", "body": "6f72", "body_mode": "contains_hex", "properties": "region=eu",
+                              "json_path": "$.n", "json_value": "42"})
+    assert ok.status_code == 302
+    job = Job.objects.get(kind="spark.search")
+    assert job.params["spec"]["topics"] == ["A", "B"] and job.params["spec"]["body_contains_hex"] == "6f72"
+    assert job.params["spec"]["json_equals"] == 42 and job.params["spec"]["properties"] == {"region": "eu"}
+    pending = op.get(ok["Location"])
+    assert b'data-progress-url="/api/v1/search-jobs/' in pending.content and b"progress.js" in pending.content
+    assert b'data-testid="cancel"' in pending.content
+    done = _done_search(_results_dir)
+    html = viewer.get(f"/search/jobs/{done.pk}/").content.decode()
+    assert "10 matched of 100 scanned" in html and f"/messages/{OFFSET_ID}/" in html and "progress.js" not in html
+    assert "export.csv" not in html and "x3" not in html  # viewers: no bodies, no exports
+    html = op.get(f"/search/jobs/{done.pk}/").content.decode()
+    assert "export.csv" in html and "x3" in html
+    assert op.get(f"/search/jobs/{done.pk}/export.jsonl").status_code == 200
+
+
+def test_trace_pages(_results_dir: Path) -> None:
+    op, viewer = _page_client("operator"), _page_client("viewer")
+    page = viewer.get("/trace/?key=order-1")
+    assert page.status_code == 200 and b"give the topic" in page.content and b"full-trace" not in page.content
+    page = op.get("/trace/?key=order-1")
+    assert b'data-testid="full-trace"' in page.content
+    ok = op.post("/trace/", {"key": "order-1"})
+    assert ok.status_code == 302 and Job.objects.get(kind="spark.trace").params["key"] == "order-1"
+    job = _done_trace(_results_dir)
+    html = viewer.get(f"/trace/jobs/{job.pk}/").content.decode()
+    assert html.count('data-testid="trace-lane"') == 2 and 'data-type="retry"' in html
+    assert "redelivered after 900 ms" in html and "cost 12 ms" in html and "?msg_id=DEF" in html
+    assert "dead-lettered" in html and f"/messages/{OFFSET_ID}/" in html
