@@ -161,6 +161,21 @@ class AdminClient:
             return [clients[k] for k in sorted(clients)]
         return self._run(go())
 
+    def group_list(self) -> dict[str, dict[str, Any]]:
+        """Every consumer group a master knows (``GET_ALL_SUBSCRIPTIONGROUP_CONFIG``), merged over masters:
+        ``{group: {"brokers": [...], "offsetTopics": [...], "online": clients summed over brokers}}``."""
+        async def go() -> dict[str, dict[str, Any]]:
+            groups: dict[str, dict[str, Any]] = {}
+            for name, addr in sorted((await self._master_addrs()).items()):
+                resp = await self._call(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, {})
+                for group, data in json.loads(resp.body)["groups"].items():
+                    row = groups.setdefault(group, {"brokers": [], "offsetTopics": [], "online": 0})
+                    row["brokers"].append(name)
+                    row["offsetTopics"] = sorted(set(row["offsetTopics"]) | set(data["offsetTopics"]))
+                    row["online"] += int(data["online"])
+            return dict(sorted(groups.items()))
+        return self._run(go())
+
     def reset_offset(self, group: str, topic: str, *, timestamp_ms: int | None = None,
                      offsets: dict[tuple[str, int], int] | None = None) -> dict[tuple[str, int], int]:
         """Reset by time (``timestamp_ms``; 0 = earliest, -1 = latest) or to exact ``{(broker, queue): offset}``.

@@ -118,6 +118,15 @@ def handlers(ctl: BrokerController) -> dict[int, object]:
         group = str_field(cmd.header, "consumerGroup")
         return cmd.response(ResponseCode.SUCCESS, body=_json({"connections": ctl.consumers.connections(group)}))
 
+    def all_groups(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """Every consumer group this broker knows: a subscription group config (created on first pull or
+        heartbeat), committed offsets, or online clients."""
+        committed = ctl.offsets.groups()
+        names = set(ctl.groups.table) | set(committed) | {g for g, m in ctl.consumers.groups.items() if m}
+        return cmd.response(ResponseCode.SUCCESS, body=_json({"groups": {
+            g: {"subscriptionGroup": g in ctl.groups.table, "offsetTopics": committed.get(g, []),
+                "online": len(ctl.consumers.groups.get(g, {}))} for g in sorted(names)}}))
+
     async def reset_offset(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         h = cmd.header
         group, topic = str_field(h, "group"), str_field(h, "topic")
@@ -172,6 +181,7 @@ def handlers(ctl: BrokerController) -> dict[int, object]:
         RequestCode.VIEW_MESSAGE_BY_ID: view_by_id, RequestCode.QUERY_MESSAGE: query,
         RequestCode.GET_TOPIC_STATS_INFO: topic_stats, RequestCode.GET_CONSUME_STATS: consume_stats,
         RequestCode.GET_CONSUMER_CONNECTION_LIST: consumer_connections,
+        RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: all_groups,
         RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: reset_offset, RequestCode.CLEAN_EXPIRED_FILES: clean,
         RequestCode.CHECK_DISK: disk,
     }

@@ -109,6 +109,14 @@ class ConsumerOffsetManager:
     def topics_of(self, group: str) -> list[str]:
         return sorted(k.split("@", 1)[0] for k in self.table if k.split("@", 1)[1] == group)
 
+    def groups(self) -> dict[str, list[str]]:
+        """``{group: [topics it committed offsets on]}`` for every group in the table."""
+        out: dict[str, list[str]] = {}
+        for k in list(self.table):
+            topic, group = k.split("@", 1)
+            out.setdefault(group, []).append(topic)
+        return {g: sorted(t) for g, t in out.items()}
+
     def remove_topic(self, topic: str) -> None:
         with self._lock:
             for k in [k for k in self.table if k.split("@", 1)[0] == topic]:

@@ -15,7 +15,7 @@ from console.selectors.messages import iso_ms
 
 # Audit actions whose target names a group (``<group>`` or ``<group>/<topic>``).
 GROUP_AUDIT_ACTIONS = ("message.ack", "message.nack", "group.reset_offset", "dlq.resend")
-RETRY_TOPIC, DLQ_TOPIC, CONSOLE_AUDIT = "retry_topic", "dlq_topic", "console_audit"
+BROKER, RETRY_TOPIC, DLQ_TOPIC, CONSOLE_AUDIT = "broker", "retry_topic", "dlq_topic", "console_audit"
 
 
 def _summary(values: set[Any]) -> Any:
@@ -63,6 +63,9 @@ def known_groups() -> dict[str, list[str]]:
     """``{group: [sources]}`` for every group the cluster or this console shows evidence of (see
     :func:`list_groups`)."""
     found: dict[str, list[str]] = {}
+    for group in broker_client.admin().group_list():
+        if not group_error(group):
+            found.setdefault(group, []).append(BROKER)
     for name in broker_client.admin().topic_list():
         for prefix, source in ((RETRY_GROUP_TOPIC_PREFIX, RETRY_TOPIC), (DLQ_GROUP_TOPIC_PREFIX, DLQ_TOPIC)):
             if name.startswith(prefix) and not group_error(name[len(prefix):]):
@@ -78,16 +81,14 @@ def known_groups() -> dict[str, list[str]]:
 def list_groups(search: str = "") -> list[dict[str, Any]]:
     """Consumer groups, sorted by name, filtered by a case-insensitive substring, with lag and online clients.
 
-    How the list is derived: the broker protocol has no "list every group" request (brokers keep committed
-    offsets per group, but nothing the SDK can call enumerates them), so a group is listed when there is
-    evidence of it, named in ``sources``:
+    How the list is derived, each reason named in ``sources``:
 
+    - ``broker``: a master knows the group (``AdminClient.group_list``: a subscription group config created on
+      its first pull or heartbeat, committed offsets, or online clients),
     - ``retry_topic``: a ``%RETRY%<group>`` topic exists (a member of the group sent a message back), or
     - ``dlq_topic``: a ``%DLQ%<group>`` topic exists (the group has dead-lettered a message), or
-    - ``console_audit``: this console successfully acked, nacked, reset offsets or resent dead letters for it.
-
-    A group that only ever committed offsets through other clients, and never retried, is therefore missing
-    until it appears in one of those ways; ``GET /consumer-groups/{group}/`` still shows it.
+    - ``console_audit``: this console successfully acked, nacked, reset offsets or resent dead letters for it
+      (a group whose broker state is gone, e.g. after a broker was replaced).
 
     Per group, ``AdminClient.consume_stats(group)`` (every master, every topic the group has committed offsets
     on) gives ``topics``, ``total_lag`` and the ``online`` client ids, and the clients' registrations its

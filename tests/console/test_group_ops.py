@@ -9,6 +9,7 @@ from typing import Any
 
 from rest_framework.test import APIClient
 
+from broker_core.client import PullConsumer
 from console.models import AuditEvent
 from tests.console.test_groups_dlq import _make_dead_letter
 from tests.integration.cluster import Cluster
@@ -51,12 +52,28 @@ def test_group_list_sources_lag_and_online(cluster: Cluster, operator: APIClient
     dead = rows[dead_group]
     assert "dlq_topic" in dead["sources"] and dead["has_dlq"] is True and dead["error"] is None
     acking = rows[acking_group]
-    assert acking["sources"] == ["console_audit"] and acking["has_dlq"] is False
+    assert "console_audit" in acking["sources"] and acking["has_dlq"] is False
     assert topic in acking["topics"] and isinstance(acking["total_lag"], int)
     assert acking["online_count"] == len(acking["online"])
 
     found = viewer.get("/api/v1/consumer-groups/", {"search": acking_group.upper()}).json()["results"]
     assert [r["group"] for r in found] == [acking_group]
+
+
+def test_a_group_that_only_committed_offsets_is_listed_from_the_broker(
+        cluster: Cluster, viewer: APIClient, topic: str, unique: Callable[[str], str]) -> None:
+    """No retry topic, no DLQ, nothing done through the console: the broker's own group table lists it."""
+    group = unique("pullonly")
+    assert group not in {r["group"] for r in viewer.get("/api/v1/consumer-groups/").json()["results"]}
+    consumer = PullConsumer(group, cluster.namesrv).start()
+    try:
+        mq = consumer.fetch_queues(topic)[0]
+        consumer.commit_offset(mq, 0)
+    finally:
+        consumer.shutdown()
+    rows = {r["group"]: r for r in viewer.get("/api/v1/consumer-groups/").json()["results"]}
+    assert rows[group]["sources"] == ["broker"] and rows[group]["has_dlq"] is False
+    assert topic in rows[group]["topics"]
 
 
 def test_nack_makes_messages_visible_again(operator: APIClient, viewer: APIClient, topic: str,
