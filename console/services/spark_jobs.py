@@ -104,9 +104,9 @@ def _send(task: str, job_id: int) -> None:
         Job.objects.filter(pk=job_id, status=Job.PENDING).update(
             status=Job.FAILED, finished=timezone.now(), result={"error": f"could not queue the job: {exc}"})
         return
-    job = Job.objects.filter(pk=job_id).only("result").first()
-    if job is not None:
-        Job.objects.filter(pk=job_id).update(result={**job.result, "task_id": task_id})
+    job = Job.objects.filter(pk=job_id, status=Job.PENDING).only("result").first()
+    if job is not None:  # once a worker has claimed the job, the row's result is the worker's to write
+        Job.objects.filter(pk=job_id, status=Job.PENDING).update(result={**job.result, "task_id": task_id})
 
 
 def cancel(user: Any, job: Job) -> Job:

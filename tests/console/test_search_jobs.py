@@ -15,8 +15,9 @@ from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from broker_core.client import Message, Producer
 from console.models import AuditEvent, Job
-from tests.integration.cluster import free_port
+from tests.integration.cluster import Cluster, free_port
 
 OFFSET_ID = "7F00000100002A9F0000000000000000"
 
@@ -207,3 +208,21 @@ def test_trace_pages(_results_dir: Path) -> None:
     assert html.count('data-testid="trace-lane"') == 2 and 'data-type="retry"' in html
     assert "redelivered after 900 ms" in html and "cost 12 ms" in html and "?msg_id=DEF" in html
     assert "dead-lettered" in html and f"/messages/{OFFSET_ID}/" in html
+
+
+def test_trace_page_answers_from_the_index_first(topic: str, cluster: Cluster) -> None:
+    producer = Producer("trace-page-producers", cluster.namesrv).start()
+    try:
+        sent = producer.send(Message(topic, b"hello", keys="trace-page-key"))
+    finally:
+        producer.shutdown()
+    op = _page_client("operator")
+    html = op.get(f"/trace/?msg_id={sent.offset_msg_id}").content.decode()
+    assert 'data-testid="trace-index"' in html and f"/messages/{sent.offset_msg_id}/" in html
+    # the full scan follows the unique id (it survives retries, the DLQ and resends)
+    assert f'name="msg_id" value="{sent.msg_id}"' in html
+    html = op.get(f"/trace/?topic={topic}&key=trace-page-key").content.decode()
+    assert sent.offset_msg_id in html and 'name="key" value="trace-page-key"' in html
+    html = op.get("/trace/?msg_id=" + "0" * 32).content.decode()
+    assert "The index has no answer" in html and 'data-testid="full-trace"' in html
+    assert f'href="/trace/?msg_id={sent.offset_msg_id}"' in op.get(f"/messages/{sent.offset_msg_id}/").content.decode()
