@@ -144,3 +144,43 @@ def test_failures_are_recorded(spark: Any, cluster: Cluster) -> None:  # noqa: F
     assert run_job(job.pk, spark=spark)["status"] == "failed"
     job.refresh_from_db()
     assert job.status == Job.FAILED and "no-such-broker" in job.result["error"] and job.finished is not None
+
+
+def test_cancel_stops_a_running_spark_job(spark: Any, cluster: Cluster, sdk_admin: AdminClient,  # noqa: F811
+                                          producer: Producer, unique: Callable[[str], str]) -> None:
+    """A regex with catastrophic backtracking keeps the Spark task busy for minutes; the cancel requested once the
+    progress shows the scan running reaches Spark through the progress callback and the job ends cancelled."""
+    topic = make_topic(sdk_admin, unique("Slow"), "broker-a")
+    producer.send(Message(topic, b"a" * 34 + b"!"))
+    job = _job(console_jobs.SEARCH_KIND, {"spec": console_jobs.check_search_spec(
+        {"topics": [topic], "body_regex": "^(a+)+$"}), "brokers": ["broker-a"]})
+    asked: list[float] = []
+
+    def cancel_once_scanning() -> None:
+        from django.db import OperationalError, connection
+
+        deadline = time.monotonic() + 120
+        try:
+            while time.monotonic() < deadline and not asked:
+                try:
+                    row = Job.objects.filter(pk=job.pk).values("status", "result").first() or {}
+                    if (row.get("result") or {}).get("progress", {}).get("phase") == "scan" and \
+                            Job.objects.filter(pk=job.pk, status=Job.RUNNING).update(status=Job.CANCELLING):
+                        asked.append(time.monotonic())
+                except OperationalError:  # SQLite's shared in-memory test database: a table locked for a moment
+                    pass
+                time.sleep(0.05)
+        finally:
+            connection.close()
+
+    t = threading.Thread(target=cancel_once_scanning)
+    t.start()
+    result = run_job(job.pk, spark=spark)
+    ended = time.monotonic()
+    t.join()
+    assert asked, "the scan never showed progress"
+    assert result["status"] == "cancelled"
+    assert ended - asked[0] < 30
+    job.refresh_from_db()
+    assert job.status == Job.CANCELLED and job.result["progress"]["phase"] in ("scan", "done")
+    assert _snapshots_left(cluster) == []
