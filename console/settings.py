@@ -98,7 +98,13 @@ if os.environ.get("DATABASE_URL"):
 else:
     _db_path = Path(os.environ.get("DJANGO_DB_PATH", BASE_DIR / "var" / "console.sqlite3"))
     _db_path.parent.mkdir(parents=True, exist_ok=True)
-    DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": str(_db_path)}}
+    # WAL: readers never wait for the writer, and a commit appends to the log instead of rewriting the journal
+    # (synchronous=NORMAL: durable at checkpoints; a power cut may lose the last commits, never corrupt).
+    # IMMEDIATE transactions take the write lock up front, so concurrent web/worker/beat processes wait for it
+    # (up to ``timeout`` s) instead of failing with "database is locked" on a lock upgrade.
+    DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": str(_db_path), "OPTIONS": {
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        "transaction_mode": "IMMEDIATE", "timeout": 20}}}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 LANGUAGE_CODE = "en-us"
