@@ -1,4 +1,5 @@
-"""``GET /healthz`` (no authentication): 200 when the database and every broker answer, else 503."""
+"""``GET /healthz`` (no authentication): 200 when the database and every broker answer, else 503; Redis is
+reported alongside (see :func:`console.selectors.health.health`)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from console.selectors.health import health
 
 
 class HealthView(APIView):
-    """The web app, database and per-broker status."""
+    """The web app, database, Redis and per-broker status."""
 
     authentication_classes: list[type] = []
     permission_classes = [AllowAny]

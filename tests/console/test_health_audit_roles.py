@@ -11,12 +11,22 @@ from console.models import AuditEvent
 from console.roles import role_of
 from console.services.audit import record
 from console.settings import database_from_url
+from tests.integration.cluster import free_port
+from tests.workers.conftest import redis_url  # noqa: F401 - the real redis-server fixture
 
 
-def test_healthz_ok_without_auth(cluster) -> None:  # type: ignore[no-untyped-def]
+def test_healthz_ok_without_auth(cluster, redis_url: str, settings) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+    settings.CELERY_BROKER_URL = redis_url
     resp = APIClient().get("/healthz")
     assert resp.status_code == 200, resp.json()
-    assert resp.json() == {"web": "ok", "database": "ok", "brokers": {"broker-a": "ok"}}
+    assert resp.json() == {"web": "ok", "database": "ok", "redis": "ok", "brokers": {"broker-a": "ok"}}
+
+
+def test_healthz_reports_redis_down_without_failing(cluster, settings) -> None:  # type: ignore[no-untyped-def]
+    settings.CELERY_BROKER_URL = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
+    resp = APIClient().get("/healthz")
+    assert resp.status_code == 200, resp.json()
+    assert resp.json()["redis"].startswith("error") and resp.json()["brokers"] == {"broker-a": "ok"}
 
 
 def test_healthz_503_when_the_name_server_is_down(broker_down: str) -> None:
