@@ -36,8 +36,9 @@ def run_json(run: JobRun) -> dict[str, Any]:
 
 
 def headline(counts: dict[str, Any]) -> list[tuple[str, Any]]:
-    """The counts worth showing in a table cell, in a fixed order."""
-    return [(k, counts[k]) for k in HEADLINE_COUNTS if k in counts]
+    """The counts worth showing in a table cell, in a fixed order; ratios as percentages (``91.2%``)."""
+    return [(k, f"{counts[k] * 100:.1f}%" if k.endswith("ratio") and isinstance(counts[k], float) else counts[k])
+            for k in HEADLINE_COUNTS if k in counts]
 
 
 def schedule_json(task: PeriodicTask) -> dict[str, Any]:

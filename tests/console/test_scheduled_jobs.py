@@ -15,7 +15,7 @@ from rest_framework.test import APIClient
 
 from console.models import AuditEvent
 from console.monitoring.models import BrokerSample, JobRun
-from console.selectors.monitoring import disk_alerts
+from console.selectors.monitoring import disk_alerts, headline
 from tests.integration.cluster import free_port
 from workers.schedule import install_schedules
 
@@ -141,3 +141,8 @@ def test_red_disk_banner_while_the_newest_reading_is_past_the_refusal_ratio(inst
     BrokerSample.objects.create(timestamp=timezone.now(), broker="broker-b", disk_ratio=0.97)
     assert [a["broker"] for a in disk_alerts()] == ["broker-b"]
     assert "broker broker-b: 97.0% used" in viewer.get("/settings/").content.decode()
+
+
+def test_run_headlines_show_ratios_as_percentages() -> None:
+    assert headline({"state": "ok", "disk_ratio": 0.0991227, "files_deleted": 2, "other": 1}) == [
+        ("files_deleted", 2), ("disk_ratio", "9.9%"), ("state", "ok")]
