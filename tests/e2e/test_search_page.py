@@ -9,13 +9,10 @@ The worker builds its SparkSession on the first job (about 10 s on this machine)
 
 from __future__ import annotations
 
-import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser
@@ -23,31 +20,12 @@ from playwright.sync_api import Browser
 from broker_core.client import AdminClient, Message, Producer
 from tests.conftest import ROOT
 from tests.e2e.conftest import shot
-from tests.integration.cluster import Cluster, free_port, wait_until
-from tests.workers.conftest import manage, redis_url, worker_env  # noqa: F401 - redis_url: the real redis fixture
+from tests.integration.cluster import Cluster, free_port, http_up, stop_process, wait_until
+from tests.workers.conftest import celery_worker, manage, redis_url, worker_env  # noqa: F401 - redis_url: the real redis fixture
 from workers.celery import app
 
 pytestmark = pytest.mark.integration
-CELERY = str(Path(sys.executable).parent / "celery")
 PASSWORD = "search-page-pw"
-
-
-def _stop(proc: subprocess.Popen) -> None:  # type: ignore[type-arg]
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-def _up(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as resp:
-            return resp.status < 500
-    except OSError:
-        return False
 
 
 @pytest.fixture(scope="module")
@@ -62,20 +40,15 @@ def console_url(tmp_path_factory: pytest.TempPathFactory, redis_url: str,  # noq
     manage(env, "ensure_admin")
     app.conf.update(broker_url=redis_url, result_backend=redis_url)
     port, hostname = free_port(), f"spark-{tmp.name}@localhost"
-    procs = [
-        subprocess.Popen([CELERY, "-A", "workers.celery", "worker", "-Q", "spark", "--pool=solo", "-n", hostname,
-                          "--without-gossip", "--without-mingle", "-l", "info"], cwd=ROOT, env=env,
-                         stdout=open(tmp / "worker.log", "ab"), stderr=subprocess.STDOUT),
-        subprocess.Popen([sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"], cwd=ROOT,
-                         env=env, stdout=open(tmp / "web.log", "ab"), stderr=subprocess.STDOUT)]
-    try:
-        wait_until(lambda: bool(app.control.ping(destination=[hostname], timeout=2.0)), timeout=120,
-                   what="the spark worker to answer pings")
-        wait_until(lambda: _up(f"http://127.0.0.1:{port}/login/"), timeout=120, what="the console to answer")
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        for proc in reversed(procs):
-            _stop(proc)
+    with celery_worker(env, tmp / "worker.log", hostname, app, queues="spark"):
+        web = subprocess.Popen([sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"],
+                               cwd=ROOT, env=env, stdout=open(tmp / "web.log", "ab"), stderr=subprocess.STDOUT)
+        try:
+            url = f"http://127.0.0.1:{port}"
+            wait_until(lambda: http_up(f"{url}/login/"), timeout=120, what="the console to answer")
+            yield url
+        finally:
+            stop_process(web)
 
 
 def test_search_from_the_page_progress_to_100_and_open_a_result(

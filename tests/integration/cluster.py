@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,26 @@ def wait_until(cond: Callable[[], bool], timeout: float = 60.0, what: str = "con
             return
         time.sleep(0.05)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def stop_process(proc: subprocess.Popen, timeout: float = 60) -> None:  # type: ignore[type-arg]
+    """SIGTERM a child that still runs and wait ``timeout`` seconds for it, then SIGKILL it."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def http_up(url: str) -> bool:
+    """Whether ``url`` answers a GET with a status below 500 (a server that is up, whatever the page)."""
+    try:
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            return resp.status < 500
+    except OSError:
+        return False
 
 
 def _start(args: list[str], log_path: Path) -> tuple[subprocess.Popen, int]:  # type: ignore[type-arg]

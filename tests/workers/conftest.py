@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from itertools import count
 from pathlib import Path
 
@@ -25,13 +25,15 @@ django.setup()
 
 import pytest  # noqa: E402
 import redis  # noqa: E402
+from celery import Celery  # noqa: E402
 
 from broker_core.client import AdminClient, Producer  # noqa: E402
 from console import broker_client  # noqa: E402
 from tests.conftest import ROOT  # noqa: E402
-from tests.integration.cluster import Cluster, free_port, wait_until  # noqa: E402 - re-exported
+from tests.integration.cluster import Cluster, free_port, stop_process, wait_until  # noqa: E402 - re-exported
 
 REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
+CELERY = str(Path(sys.executable).parent / "celery")
 LEVELS_MS = [100 * (i + 1) for i in range(18)]
 # Fast delay levels, and no delay-level tick of the broker's own: only the deliver task delivers.
 DELAY_CONF = "messageDelayLevel=" + " ".join(f"{ms}ms" for ms in LEVELS_MS) + "\nscheduleDeliverIntervalMs=0\n"
@@ -72,8 +74,7 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield url
     finally:
         client.close()
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=30)
+        stop_process(proc, timeout=30)
 
 
 @pytest.fixture(scope="session")
@@ -129,3 +130,22 @@ def manage(env: dict[str, str], *args: str) -> str:
                          text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
     return out.stdout
+
+
+@contextmanager
+def celery_worker(env: dict[str, str], log_path: Path, hostname: str, app: Celery,
+                  queues: str | None = None) -> Iterator[subprocess.Popen]:  # type: ignore[type-arg]
+    """A real ``celery worker`` subprocess (solo pool, no gossip/mingle, named ``hostname``, consuming ``queues``
+    if given, else the default queue) logging to ``log_path``; yielded once ``app`` reaches it by ping, stopped
+    on exit."""
+    queue_args = ["-Q", queues] if queues else []
+    proc = subprocess.Popen([CELERY, "-A", "workers.celery", "worker", *queue_args, "--pool=solo", "-n", hostname,
+                             "--without-gossip", "--without-mingle", "-l", "info"],
+                            cwd=ROOT, env=env, stdout=open(log_path, "ab"), stderr=subprocess.STDOUT)
+    try:
+        wait_until(lambda: proc.poll() is not None or bool(app.control.ping(destination=[hostname], timeout=2.0)),
+                   timeout=120, what=f"the worker {hostname} to answer pings")
+        assert proc.poll() is None, log_path.read_text()[-3000:]
+        yield proc
+    finally:
+        stop_process(proc)

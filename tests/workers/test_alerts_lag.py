@@ -7,10 +7,8 @@ real ``celery worker`` subprocess on a real redis-server (``workers.sample_lag``
 from __future__ import annotations
 
 import json
-import signal
 import sqlite3
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,10 +21,9 @@ from console.alerts.models import Alert, AlertRule
 from console.alerts.services import evaluate
 from console.models import AuditEvent
 from console.monitoring.models import JobRun, LagSample
-from tests.conftest import ROOT
 from tests.console.test_alerts import WebhookReceiver
-from tests.integration.cluster import Cluster, wait_until
-from tests.workers.conftest import make_topic, manage, worker_env
+from tests.integration.cluster import Cluster
+from tests.workers.conftest import celery_worker, make_topic, manage, worker_env
 from workers import services, tasks
 from workers.celery import app
 
@@ -130,27 +127,8 @@ def worker(tmp_path_factory: pytest.TempPathFactory, redis_url: str, cluster: Cl
     manage(env, "migrate", "--noinput")
     app.conf.update(broker_url=redis_url, result_backend=redis_url)
     hostname = f"alerts-test-{tmp.name}@localhost"
-    log_path = tmp / "worker.log"
-    proc = subprocess.Popen(
-        [str(Path(sys.executable).parent / "celery"), "-A", "workers.celery", "worker", "--pool=solo",
-         "-n", hostname, "--without-gossip", "--without-mingle", "-l", "info"],
-        cwd=ROOT, env=env, stdout=open(log_path, "ab"), stderr=subprocess.STDOUT)
-    w = Worker(proc, hostname, env, tmp / "worker.sqlite3")
-
-    def alive() -> bool:
-        return proc.poll() is not None or bool(app.control.ping(destination=[hostname], timeout=2.0))
-
-    try:
-        wait_until(alive, timeout=120, what="the worker to answer pings")
-        assert proc.poll() is None, log_path.read_text()[-3000:]
-        yield w
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    with celery_worker(env, tmp / "worker.log", hostname, app) as proc:
+        yield Worker(proc, hostname, env, tmp / "worker.sqlite3")
 
 
 def test_through_the_worker_the_beat_tasks_fire_and_resolve_the_lag_alert(worker: Worker, group: Group,

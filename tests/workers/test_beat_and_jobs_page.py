@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -31,28 +30,17 @@ import pytest
 from broker_core.client import AdminClient, MessageQueue, PullConsumer
 from tests.conftest import ROOT
 from tests.e2e.conftest import ARTIFACTS, browser  # noqa: F401 - browser: the headless Chromium fixture
-from tests.integration.cluster import Cluster, free_port, wait_until
-from tests.workers.conftest import LEVELS_MS, make_topic, manage, worker_env
+from tests.integration.cluster import Cluster, free_port, http_up, stop_process, wait_until
+from tests.workers.conftest import CELERY, LEVELS_MS, celery_worker, make_topic, manage, worker_env
 from workers.celery import app
 
 pytestmark = pytest.mark.integration
-CELERY = str(Path(sys.executable).parent / "celery")
 PASSWORD = "beat-and-jobs-pw"
 TICK_S = 1.0  # the delayed-delivery entry's interval
 # "Beat stopped for a minute": a minute is longer than RocketMQ's levels 1-4 (1 s, 5 s, 10 s, 30 s), i.e. every
 # message sent meanwhile becomes overdue. With this broker's levels 1-4 at 100-400 ms, a stop of 3 s is the same
 # situation (7.5x the longest level) without making the suite wait a minute.
 BEAT_STOP_S = 3.0
-
-
-def _stop(proc: subprocess.Popen) -> None:  # type: ignore[type-arg]
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 @dataclass
@@ -71,7 +59,7 @@ class Stack:
             cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT)
 
     def stop_beat(self) -> None:
-        _stop(self.procs.pop("beat"))
+        stop_process(self.procs.pop("beat"))
 
     def runs(self, job: str, broker: str) -> list[dict[str, Any]]:
         with sqlite3.connect(self.db_path, timeout=30) as db:
@@ -87,14 +75,6 @@ class Stack:
                                               "Content-Type": "application/json"})
         with urllib.request.urlopen(req, timeout=60) as resp:
             return json.loads(resp.read())
-
-
-def _up(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as resp:
-            return resp.status < 500
-    except OSError:
-        return False
 
 
 @pytest.fixture(scope="module")
@@ -114,21 +94,16 @@ def stack(tmp_path_factory: pytest.TempPathFactory, redis_url: str, cluster: Clu
     port = free_port()
     s = Stack(env, tmp, db_path, f"http://127.0.0.1:{port}", token)
     hostname = f"beat-stack-{tmp.name}@localhost"
-    s.procs["worker"] = subprocess.Popen(
-        [CELERY, "-A", "workers.celery", "worker", "--pool=solo", "-n", hostname, "--without-gossip",
-         "--without-mingle", "-l", "info"], cwd=ROOT, env=env, stdout=open(tmp / "worker.log", "ab"),
-        stderr=subprocess.STDOUT)
-    s.procs["web"] = subprocess.Popen(
-        [sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"], cwd=ROOT, env=env,
-        stdout=open(tmp / "web.log", "ab"), stderr=subprocess.STDOUT)
-    try:
-        wait_until(lambda: bool(app.control.ping(destination=[hostname], timeout=2.0)), timeout=120,
-                   what="the worker to answer pings")
-        wait_until(lambda: _up(f"{s.base_url}/login/"), timeout=120, what="the console to answer")
-        yield s
-    finally:
-        for proc in reversed(list(s.procs.values())):
-            _stop(proc)
+    with celery_worker(env, tmp / "worker.log", hostname, app):
+        s.procs["web"] = subprocess.Popen(
+            [sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"], cwd=ROOT, env=env,
+            stdout=open(tmp / "web.log", "ab"), stderr=subprocess.STDOUT)
+        try:
+            wait_until(lambda: http_up(f"{s.base_url}/login/"), timeout=120, what="the console to answer")
+            yield s
+        finally:
+            for proc in reversed(list(s.procs.values())):
+                stop_process(proc)
 
 
 def _delivered(cluster: Cluster, topic: str) -> list[Any]:

@@ -21,7 +21,6 @@ from broker_core.client import AdminClient, Message, Producer
 from console.models import Job
 from console.services import spark_jobs as console_jobs
 from tests.integration.cluster import Cluster
-from tests.spark.conftest import spark  # noqa: F401 - the suite's one session-scoped SparkSession
 from tests.workers.conftest import make_topic
 from workers.spark_jobs_service import run_job
 
@@ -42,7 +41,7 @@ def _job(kind: str, params: dict[str, Any]) -> Job:
     return Job.objects.create(kind=kind, target="test", params=params)
 
 
-def test_search_job_over_every_broker(spark: Any, cluster: Cluster, sdk_admin: AdminClient,  # noqa: F811
+def test_search_job_over_every_broker(spark: Any, cluster: Cluster, sdk_admin: AdminClient,
                                       producer: Producer, unique: Callable[[str], str], settings) -> None:  # type: ignore[no-untyped-def]
     topics = {b: make_topic(sdk_admin, unique(f"Search-{b}"), b, queues=2) for b in ("broker-a", "broker-r")}
     begin_ms = int(time.time() * 1000) - 1000
@@ -80,7 +79,7 @@ def test_search_job_over_every_broker(spark: Any, cluster: Cluster, sdk_admin: A
     assert run_job(job.pk, spark=spark)["status"] == "skipped"
 
 
-def test_search_limit_keeps_exact_counts(spark: Any, cluster: Cluster, sdk_admin: AdminClient,  # noqa: F811
+def test_search_limit_keeps_exact_counts(spark: Any, cluster: Cluster, sdk_admin: AdminClient,
                                          producer: Producer, unique: Callable[[str], str]) -> None:
     topic = make_topic(sdk_admin, unique("Limit"), "broker-a")
     for i in range(20):
@@ -94,7 +93,7 @@ def test_search_limit_keeps_exact_counts(spark: Any, cluster: Cluster, sdk_admin
     assert list(job.result["brokers"]) == ["broker-a"]
 
 
-def test_trace_job_by_key_carries_the_broker(spark: Any, cluster: Cluster, sdk_admin: AdminClient,  # noqa: F811
+def test_trace_job_by_key_carries_the_broker(spark: Any, cluster: Cluster, sdk_admin: AdminClient,
                                              producer: Producer, unique: Callable[[str], str]) -> None:
     topic = make_topic(sdk_admin, unique("Trace"), "broker-r")
     key = unique("trace-key")
@@ -112,7 +111,7 @@ def test_trace_job_by_key_carries_the_broker(spark: Any, cluster: Cluster, sdk_a
     assert _snapshots_left(cluster) == []
 
 
-def test_cancel_while_running_and_while_pending(spark: Any, cluster: Cluster, sdk_admin: AdminClient,  # noqa: F811
+def test_cancel_while_running_and_while_pending(spark: Any, cluster: Cluster, sdk_admin: AdminClient,
                                                 producer: Producer, unique: Callable[[str], str]) -> None:
     topic = make_topic(sdk_admin, unique("Cancel"), "broker-a")
     producer.send(Message(topic, b"x" * 100))
@@ -139,14 +138,14 @@ def test_cancel_while_running_and_while_pending(spark: Any, cluster: Cluster, sd
     assert Job.objects.get(pk=pending.pk).status == Job.CANCELLED
 
 
-def test_failures_are_recorded(spark: Any, cluster: Cluster) -> None:  # noqa: F811
+def test_failures_are_recorded(spark: Any, cluster: Cluster) -> None:
     job = _job(console_jobs.SEARCH_KIND, {"spec": {}, "brokers": ["no-such-broker"]})
     assert run_job(job.pk, spark=spark)["status"] == "failed"
     job.refresh_from_db()
     assert job.status == Job.FAILED and "no-such-broker" in job.result["error"] and job.finished is not None
 
 
-def test_cancel_stops_a_running_spark_job(spark: Any, cluster: Cluster, sdk_admin: AdminClient,  # noqa: F811
+def test_cancel_stops_a_running_spark_job(spark: Any, cluster: Cluster, sdk_admin: AdminClient,
                                           producer: Producer, unique: Callable[[str], str]) -> None:
     """A regex with catastrophic backtracking keeps the Spark task busy for minutes; the cancel requested once the
     progress shows the scan running reaches Spark through the progress callback and the job ends cancelled."""

@@ -5,10 +5,8 @@ with sqlite3. Tasks are applied with ``.delay()``, never eagerly."""
 from __future__ import annotations
 
 import json
-import signal
 import sqlite3
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,9 +15,8 @@ from typing import Any
 import pytest
 
 from broker_core.client import AdminClient, Message, MessageQueue, Producer, PullConsumer
-from tests.conftest import ROOT
 from tests.integration.cluster import Cluster, wait_until
-from tests.workers.conftest import make_topic, manage, worker_env
+from tests.workers.conftest import celery_worker, make_topic, manage, worker_env
 from workers import tasks
 from workers.celery import app
 from workers.locks import job_lock
@@ -60,22 +57,8 @@ def worker(tmp_path_factory: pytest.TempPathFactory, redis_url: str, cluster: Cl
     app.conf.update(broker_url=redis_url, result_backend=redis_url)  # this process sends and reads results
     hostname = f"workers-test-{tmp.name}@localhost"
     log_path = tmp / "worker.log"
-    proc = subprocess.Popen(
-        [str(Path(sys.executable).parent / "celery"), "-A", "workers.celery", "worker", "--pool=solo",
-         "-n", hostname, "--without-gossip", "--without-mingle", "-l", "info"],
-        cwd=ROOT, env=env, stdout=open(log_path, "ab"), stderr=subprocess.STDOUT)
-    w = Worker(proc, hostname, tmp / "worker.sqlite3", log_path)
-    try:
-        wait_until(lambda: proc.poll() is not None or w.alive(), timeout=120, what="the worker to answer pings")
-        assert proc.poll() is None, log_path.read_text()[-3000:]
-        yield w
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    with celery_worker(env, log_path, hostname, app) as proc:
+        yield Worker(proc, hostname, tmp / "worker.sqlite3", log_path)
 
 
 def result(async_result: Any) -> dict[str, Any]:
