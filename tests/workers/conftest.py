@@ -142,6 +142,11 @@ def celery_worker(env: dict[str, str], log_path: Path, hostname: str, app: Celer
     proc = subprocess.Popen([CELERY, "-A", "workers.celery", "worker", *queue_args, "--pool=solo", "-n", hostname,
                              "--without-gossip", "--without-mingle", "-l", "info"],
                             cwd=ROOT, env=env, stdout=open(log_path, "ab"), stderr=subprocess.STDOUT)
+    # app.conf.update(broker_url=...) does not reach the connection and producer pools this process already made
+    # (each test module that imports redis_url gets its own redis-server): drop them so the ping goes to the
+    # Redis the worker uses, not the previous one.
+    app._pool = None
+    app.amqp._producer_pool = None
     try:
         wait_until(lambda: proc.poll() is not None or bool(app.control.ping(destination=[hostname], timeout=2.0)),
                    timeout=120, what=f"the worker {hostname} to answer pings")
