@@ -12,10 +12,9 @@ from console.roles import role_of
 from console.services.audit import record
 from console.settings import database_from_url
 from tests.integration.cluster import free_port
-from tests.workers.conftest import redis_url  # noqa: F401 - the real redis-server fixture
 
 
-def test_healthz_ok_without_auth(cluster, redis_url: str, settings) -> None:  # type: ignore[no-untyped-def]  # noqa: F811
+def test_healthz_ok_without_auth(cluster, redis_url: str, settings) -> None:  # type: ignore[no-untyped-def]
     settings.CELERY_BROKER_URL = redis_url
     resp = APIClient().get("/healthz")
     assert resp.status_code == 200, resp.json()

@@ -21,7 +21,7 @@ from broker_core.client import AdminClient, Message, Producer
 from tests.conftest import ROOT
 from tests.e2e.conftest import shot
 from tests.integration.cluster import Cluster, free_port, http_up, stop_process, wait_until
-from tests.workers.conftest import celery_worker, manage, redis_url, worker_env  # noqa: F401 - redis_url: the real redis fixture
+from tests.workers.conftest import celery_worker, manage, worker_env
 from workers.celery import app
 
 pytestmark = pytest.mark.integration
@@ -29,7 +29,7 @@ PASSWORD = "search-page-pw"
 
 
 @pytest.fixture(scope="module")
-def console_url(tmp_path_factory: pytest.TempPathFactory, redis_url: str,  # noqa: F811
+def console_url(tmp_path_factory: pytest.TempPathFactory, redis_url: str,
                 cluster: Cluster) -> Iterator[str]:
     tmp = tmp_path_factory.mktemp("search-stack")
     env = {**worker_env(redis_url, cluster.namesrv, tmp / "console.sqlite3"), "DJANGO_SUPERUSER_USERNAME": "admin",

@@ -7,7 +7,6 @@ Django is configured here as in the console tests; the in-process tests use pyte
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -24,15 +23,13 @@ import django
 django.setup()
 
 import pytest  # noqa: E402
-import redis  # noqa: E402
 from celery import Celery  # noqa: E402
 
 from broker_core.client import AdminClient, Producer  # noqa: E402
 from console import broker_client  # noqa: E402
 from tests.conftest import ROOT  # noqa: E402
-from tests.integration.cluster import Cluster, free_port, stop_process, wait_until  # noqa: E402 - re-exported
+from tests.integration.cluster import Cluster, stop_process, wait_until  # noqa: E402 - re-exported
 
-REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
 CELERY = str(Path(sys.executable).parent / "celery")
 LEVELS_MS = [100 * (i + 1) for i in range(18)]
 # Fast delay levels, and no delay-level tick of the broker's own: only the deliver task delivers.
@@ -43,38 +40,6 @@ RETENTION_CONF = ("mapedFileSizeCommitLog=65536\ncleanResourceInterval=0\nfileRe
                   "deleteCommitLogFilesInterval=0\ndeleteWhen=" + ";".join(f"{h:02d}" for h in range(24)) + "\n")
 _names = count()
 
-
-
-@pytest.fixture(scope="session")
-def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A real redis-server on a free port, in a temp dir, nothing persisted."""
-    tmp = tmp_path_factory.mktemp("redis")
-    for _attempt in range(3):  # the free port may be taken between bind and redis' own bind
-        port = free_port()
-        proc = subprocess.Popen([REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                                 "--appendonly", "no", "--dir", str(tmp)],
-                                stdout=open(tmp / "redis.log", "ab"), stderr=subprocess.STDOUT)
-        url = f"redis://127.0.0.1:{port}/0"
-        client = redis.Redis.from_url(url)
-
-        def up(proc: subprocess.Popen = proc, client: redis.Redis = client) -> bool:  # type: ignore[type-arg]
-            if proc.poll() is not None:
-                return True
-            try:
-                return bool(client.ping())
-            except redis.ConnectionError:
-                return False
-
-        wait_until(up, timeout=30, what="redis-server to answer")
-        if proc.poll() is None:
-            break
-    else:
-        raise RuntimeError(f"redis-server did not start: {(tmp / 'redis.log').read_text()[-2000:]}")
-    try:
-        yield url
-    finally:
-        client.close()
-        stop_process(proc, timeout=30)
 
 
 @pytest.fixture(scope="session")

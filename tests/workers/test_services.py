@@ -16,8 +16,8 @@ from broker_core.client import AdminClient, Message, MessageQueue, Producer, Pul
 from broker_core.codec.message_id import decode_offset_msg_id
 from console.models import AuditEvent
 from console.monitoring.models import JobRun, LagSample
-from tests.integration.cluster import Cluster, wait_until
-from tests.workers.conftest import free_port, make_topic
+from tests.integration.cluster import Cluster, free_port, wait_until
+from tests.workers.conftest import make_topic
 from workers import schedule, services
 from workers.locks import job_lock
 
