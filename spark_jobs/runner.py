@@ -11,6 +11,8 @@ Cancellation: every Spark job of a run is in the job group ``job_group`` (``sc.s
 
 from __future__ import annotations
 
+import heapq
+import os
 import threading
 import time
 import uuid
@@ -77,7 +79,8 @@ class _Poller(threading.Thread):
 def run_splits(spark: Any, splits: list[Split], fn: SplitFn, *, progress: ProgressCallback | None = None,
                job_group: str | None = None, description: str = "broker_core scan",
                interval: float = 0.5) -> tuple[dict[int, SplitStats], list[dict[str, Any]], list[dict[str, Any]]]:
-    """Run ``fn`` on every split (one Spark task each); re-read segments whose split chain breaks as one split.
+    """Run ``fn`` on every split (in :func:`balanced_tasks` groups); re-read segments whose split chain breaks as
+    one split.
     Returns ``(stats by split index, rows in segment order, torn tails)``."""
     sc = spark.sparkContext
     group = job_group or f"broker_core-{uuid.uuid4().hex[:12]}"
@@ -126,17 +129,36 @@ def _by_index(splits: list[Split], results: list[tuple[SplitStats, list[dict[str
     return [idx[st.index] for st, _ in results]
 
 
+TASKS_PER_CORE = int(os.environ.get("SPARK_JOBS_TASKS_PER_CORE", "2"))
+
+
+def balanced_tasks(splits: list[Split], tasks: int) -> list[list[Split]]:
+    """Group ``splits`` into at most ``tasks`` lists of about equal bytes (largest split first, each to the
+    lightest list), each list in segment order. Fewer, even tasks than one per split: in local mode every task
+    costs a scheduling round trip, and a lone small last split would otherwise run in a round of its own."""
+    bins: list[tuple[int, int, list[Split]]] = [(0, i, []) for i in range(max(1, min(tasks, len(splits))))]
+    heapq.heapify(bins)
+    for sp in sorted(splits, key=lambda s: s.end - s.start, reverse=True):
+        size, i, members = heapq.heappop(bins)
+        members.append(sp)
+        heapq.heappush(bins, (size + sp.end - sp.start, i, members))
+    return [sorted(m, key=lambda s: (s.path, s.start)) for _, _, m in sorted(bins, key=lambda b: b[1]) if m]
+
+
 def _run(sc: Any, splits: list[Split], fn: SplitFn, acc: Any) -> list[tuple[SplitStats, list[dict[str, Any]]]]:
+    """One Spark task per group of :func:`balanced_tasks` (``TASKS_PER_CORE`` per core of the context)."""
     if not splits:
         return []
 
     def part(it):  # type: ignore[no-untyped-def]
-        for sp in it:
-            st, rows = fn(sp)
-            acc.add(st.bytes)
-            yield st, rows
+        for group in it:
+            for sp in group:
+                st, rows = fn(sp)
+                acc.add(st.bytes)
+                yield st, rows
 
-    return sc.parallelize(splits, len(splits)).mapPartitions(part).collect()
+    groups = balanced_tasks(splits, sc.defaultParallelism * TASKS_PER_CORE)
+    return sc.parallelize(groups, len(groups)).mapPartitions(part).collect()
 
 
 def _was_cancelled(exc: BaseException) -> bool:

@@ -36,7 +36,7 @@ from broker_core.codec.message import (
     decode_record,
 )
 
-DEFAULT_SPLIT_BYTES = 64 * 1024 * 1024
+DEFAULT_SPLIT_BYTES = 128 * 1024 * 1024
 _MAGIC_BYTES = struct.pack(">I", MESSAGE_MAGIC_CODE)
 _SIZE_MAGIC = struct.Struct(">iI")
 _LONG = struct.Struct(">q")

@@ -126,7 +126,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json-equals", help="value at --json-path (parsed as JSON when it is JSON, else a string)")
     ap.add_argument("--msg-id", help="unique key or offset message id")
     ap.add_argument("--limit", type=int, help="rows to keep (counts stay exact)")
-    ap.add_argument("--split-mib", type=int, default=DEFAULT_SPLIT_BYTES >> 20, help="bytes per task, MiB")
+    ap.add_argument("--split-mib", type=int, default=DEFAULT_SPLIT_BYTES >> 20,
+                    help="bytes per split (a Spark task runs a group of splits), MiB")
     ap.add_argument("--out", required=True, help="output directory: results.jsonl, results.csv, summary.json")
     args = ap.parse_args(argv)
     spec = SearchSpec(topics=args.topic, begin_ms=args.begin_ms, end_ms=args.end_ms, key=args.key, tag=args.tag,
