@@ -7,6 +7,7 @@ from typing import Any
 from celery import Task, shared_task
 
 from workers import services
+from workers.tasks.alerts import evaluate_alerts
 
 RETRY = {"autoretry_for": (ConnectionError, TimeoutError), "retry_backoff": True, "retry_backoff_max": 300,
          "retry_jitter": True, "max_retries": 5}
@@ -45,7 +46,12 @@ def deliver_delayed(self: Task, broker: str | None = None, addr: str | None = No
 
 @shared_task(name="workers.sample_lag", **RETRY)
 def sample_lag() -> dict[str, Any]:
-    return services.summary(services.run_sampling())
+    """Sample, then queue an alert evaluation so lag and DLQ rules see the new samples at once rather than at
+    the alerts' own next tick (up to a minute later)."""
+    out = services.summary(services.run_sampling())
+    if out["outcome"] == "ok":
+        evaluate_alerts.delay()
+    return out
 
 
 @shared_task(name="workers.prune")
