@@ -142,10 +142,30 @@ def _targets(job: Job) -> dict[str, str]:
     return addrs
 
 
-def _claim(job_id: int) -> Job | None:
+def _claim(job_id: int, worker: str | None) -> Job | None:
     if not Job.objects.filter(pk=job_id, status=Job.PENDING).update(status=Job.RUNNING):
         return None
-    return Job.objects.get(pk=job_id)
+    job = Job.objects.get(pk=job_id)
+    if worker:
+        job.result = {**job.result, "worker": worker}
+        job.save(update_fields=["result"])
+    return job
+
+
+def fail_orphaned(worker: str) -> list[int]:
+    """Mark failed the Spark jobs that ``worker`` (a Celery worker's hostname) claimed and never finished: it
+    died or was killed mid-job. Called when that worker starts again; jobs of other workers are left alone.
+    Their snapshots expire on the broker by themselves. Returns the job ids."""
+    stale = Job.objects.filter(kind__in=(SEARCH_KIND, TRACE_KIND), status__in=(Job.RUNNING, Job.CANCELLING),
+                               result__worker=worker)
+    ids = sorted(stale.values_list("pk", flat=True))
+    for job in Job.objects.filter(pk__in=ids):
+        error = f"the worker {worker} stopped while this job ran (found when it started again)"
+        Job.objects.filter(pk=job.pk).update(status=Job.FAILED, finished=timezone.now(),
+                                             result={**job.result, "error": error})
+    if ids:
+        log.warning("spark jobs %s of worker %s were orphaned: marked failed", ids, worker)
+    return ids
 
 
 def _finish(job_id: int, status: str, extra: dict[str, Any], progress: _Progress | None) -> None:
@@ -161,9 +181,10 @@ def _finish(job_id: int, status: str, extra: dict[str, Any], progress: _Progress
     Job.objects.filter(pk=job_id).update(status=status, finished=timezone.now(), result=result, **fields)
 
 
-def run_job(job_id: int, spark: Any = None) -> dict[str, Any]:
-    """Run the pending Spark job ``job_id``; returns ``{"job", "status"}`` (or ``skipped``)."""
-    job = _claim(job_id)
+def run_job(job_id: int, spark: Any = None, worker: str | None = None) -> dict[str, Any]:
+    """Run the pending Spark job ``job_id`` (on the Celery worker named ``worker``, recorded in the job's result
+    for :func:`fail_orphaned`); returns ``{"job", "status"}`` (or ``skipped``)."""
+    job = _claim(job_id, worker)
     if job is None:
         return {"job": job_id, "status": "skipped"}
     progress: _Progress | None = None

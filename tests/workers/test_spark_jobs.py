@@ -16,13 +16,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from celery.signals import worker_ready
 
 from broker_core.client import AdminClient, Message, Producer
 from console.models import Job
 from console.services import spark_jobs as console_jobs
 from tests.integration.cluster import Cluster
 from tests.workers.conftest import make_topic
-from workers.spark_jobs_service import run_job
+from workers.spark_jobs_service import SEARCH_KIND, TRACE_KIND, fail_orphaned, run_job
+from workers.tasks import spark as spark_tasks
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("transactional_db")]
 
@@ -56,9 +58,10 @@ def test_search_job_over_every_broker(spark: Any, cluster: Cluster, sdk_admin: A
     job = _job(console_jobs.SEARCH_KIND, {"spec": console_jobs.check_search_spec(
         {"topics": list(topics.values()), "begin_ms": begin_ms, "body_contains": needle}), "brokers": []})
 
-    assert run_job(job.pk, spark=spark) == {"job": job.pk, "status": "done"}
+    assert run_job(job.pk, spark=spark, worker="spark@test") == {"job": job.pk, "status": "done"}
     job.refresh_from_db()
     r = job.result
+    assert r["worker"] == "spark@test"
     assert job.status == Job.DONE and job.finished is not None
     assert r["scanned"] == 120 and r["matched"] == 12 and r["rows"] == 12 and r["truncated"] is False
     assert set(r["brokers"]) == {"broker-a", "broker-r"}
@@ -183,3 +186,21 @@ def test_cancel_stops_a_running_spark_job(spark: Any, cluster: Cluster, sdk_admi
     job.refresh_from_db()
     assert job.status == Job.CANCELLED and job.result["progress"]["phase"] in ("scan", "done")
     assert _snapshots_left(cluster) == []
+
+
+def test_a_restarted_worker_fails_the_jobs_its_previous_life_left_running() -> None:
+    mine = [Job.objects.create(kind=kind, target="t", status=status, result={"worker": "spark@a", "progress": {}})
+            for kind, status in ((SEARCH_KIND, Job.RUNNING), (TRACE_KIND, Job.CANCELLING))]
+    others = [Job.objects.create(kind=SEARCH_KIND, target="t", status=Job.RUNNING, result={"worker": "spark@b"}),
+              Job.objects.create(kind=SEARCH_KIND, target="t", status=Job.PENDING),
+              Job.objects.create(kind=SEARCH_KIND, target="t", status=Job.DONE, result={"worker": "spark@a"}),
+              Job.objects.create(kind="dlq.resend", target="t", status=Job.RUNNING, result={"worker": "spark@a"})]
+    # what Celery sends when the worker is up (the sender is its consumer); the receiver connects on import
+    assert spark_tasks.fail_orphaned_jobs is not None
+    worker_ready.send(sender=type("Consumer", (), {"hostname": "spark@a"})())
+    for job in mine:
+        job.refresh_from_db()
+        assert job.status == Job.FAILED and "spark@a stopped" in job.result["error"] and job.finished is not None
+        assert job.result["progress"] == {}  # what the job had recorded is kept
+    assert [Job.objects.get(pk=j.pk).status for j in others] == [j.status for j in others]
+    assert fail_orphaned("spark@a") == []  # nothing left to fail
