@@ -28,27 +28,57 @@ def jsonable(row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+class ResultWriter:
+    """Streams rows to a JSON lines file and/or a CSV file (either path may be None). ``extra_columns`` lead
+    the CSV (e.g. ``broker``); their values are given per row to :meth:`write`. Use as a context manager."""
+
+    def __init__(self, jsonl_path: str | os.PathLike[str] | None = None, csv_path: str | os.PathLike[str] | None = None,
+                 extra_columns: tuple[str, ...] = ()) -> None:
+        self._files: list[Any] = []
+        self._jsonl = self._open(jsonl_path) if jsonl_path else None
+        self._csv = None
+        if csv_path:
+            self._csv = csv.DictWriter(self._open(csv_path, newline=""), [*extra_columns, *CSV_COLUMNS],
+                                       extrasaction="ignore")
+            self._csv.writeheader()
+
+    def _open(self, path: str | os.PathLike[str], newline: str | None = None) -> Any:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        f = open(path, "w", encoding="utf-8", newline=newline)
+        self._files.append(f)
+        return f
+
+    def write(self, row: dict[str, Any], **extra: Any) -> None:
+        r = {**extra, **jsonable(row)}
+        if self._jsonl is not None:
+            self._jsonl.write(json.dumps(r, ensure_ascii=False, separators=(",", ":"), default=str) + "\n")
+        if self._csv is not None:
+            self._csv.writerow({**r, "keys": " ".join(r.get("keys") or []),
+                                "properties": json.dumps(r.get("properties") or {}, ensure_ascii=False)})
+
+    def close(self) -> None:
+        for f in self._files:
+            f.close()
+
+    def __enter__(self) -> ResultWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 def write_jsonl(rows: Iterable[dict[str, Any]], path: str | os.PathLike[str]) -> str:
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    with open(p, "w", encoding="utf-8") as f:
+    with ResultWriter(jsonl_path=path) as w:
         for row in rows:
-            f.write(json.dumps(jsonable(row), ensure_ascii=False, separators=(",", ":")) + "\n")
-    return str(p)
+            w.write(row)
+    return str(path)
 
 
 def write_csv(rows: Iterable[dict[str, Any]], path: str | os.PathLike[str]) -> str:
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    with open(p, "w", newline="", encoding="utf-8") as f:
-        w = csv.DictWriter(f, CSV_COLUMNS, extrasaction="ignore")
-        w.writeheader()
+    with ResultWriter(csv_path=path) as w:
         for row in rows:
-            r = jsonable(row)
-            r["keys"] = " ".join(r.get("keys") or [])
-            r["properties"] = json.dumps(r.get("properties") or {}, ensure_ascii=False)
-            w.writerow(r)
-    return str(p)
+            w.write(row)
+    return str(path)
 
 
 def read_jsonl(path: str | os.PathLike[str], offset: int = 0, limit: int | None = None) -> list[dict[str, Any]]:

@@ -19,7 +19,6 @@ or cancelled does nothing). One SparkSession per worker process, built on first 
 
 from __future__ import annotations
 
-import csv
 import json
 import logging
 import shutil
@@ -34,7 +33,7 @@ from django.utils import timezone
 
 from console import broker_client
 from console.models import Job
-from spark_jobs.output import CSV_COLUMNS, jsonable
+from spark_jobs.output import ResultWriter
 from spark_jobs.runner import JobCancelled, cancel
 
 log = logging.getLogger(__name__)
@@ -241,18 +240,13 @@ def _run_search(job: Job, targets: dict[str, str], spark: Any, progress: _Progre
     totals = {"scanned": 0, "matched": 0, "records_read": 0, "bytes_scanned": 0, "segments": 0, "rows": 0}
     t0 = time.monotonic()
     jsonl_path, csv_path = out / "results.jsonl", out / "results.csv"
-    with open(jsonl_path, "w", encoding="utf-8") as jf, open(csv_path, "w", newline="", encoding="utf-8") as cf:
-        writer = csv.DictWriter(cf, ["broker", *CSV_COLUMNS], extrasaction="ignore")
-        writer.writeheader()
+    with ResultWriter(jsonl_path, csv_path, extra_columns=("broker",)) as writer:
 
         def one(name: str, manifest: dict[str, Any]) -> None:
             res = run_search(spark, manifest, spec, progress=progress, job_group=progress.group)
             keep = res.rows[:max(0, limit - totals["rows"])]
             for row in keep:
-                r = {"broker": name, **jsonable(row)}
-                jf.write(json.dumps(r, ensure_ascii=False, separators=(",", ":"), default=str) + "\n")
-                writer.writerow({**r, "keys": " ".join(r.get("keys") or []),
-                                 "properties": json.dumps(r.get("properties") or {}, ensure_ascii=False)})
+                writer.write(row, broker=name)
             per_broker[name] = {**res.summary(), "rows": len(keep), "snapshot": manifest.get("snapshotId")}
             for k in ("scanned", "matched", "records_read", "bytes_scanned", "segments"):
                 totals[k] += int(getattr(res, k))
