@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from broker_core.client import AdminClient, Producer  # noqa: E402
 from broker_core.config import BrokerConfig  # noqa: E402
 from broker_core.store import MessageStore  # noqa: E402
 from broker_core.store.clock import ManualClock  # noqa: E402
@@ -108,3 +109,19 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     finally:
         client.close()
         stop_process(proc, timeout=30)
+
+
+@pytest.fixture(scope="module")
+def admin(cluster: Any) -> Iterator[AdminClient]:
+    """An SDK admin client on the module's (or suite's) ``cluster`` fixture: real name server and brokers."""
+    a = AdminClient(cluster.namesrv).start()
+    yield a
+    a.shutdown()
+
+
+@pytest.fixture(scope="module")
+def producer(cluster: Any) -> Iterator[Producer]:
+    """An SDK producer on the module's (or suite's) ``cluster`` fixture."""
+    p = Producer("it-producers", cluster.namesrv).start()
+    yield p
+    p.shutdown()

@@ -34,20 +34,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         c.close()
 
 
-@pytest.fixture(scope="module")
-def admin(cluster: Cluster) -> Iterator[AdminClient]:
-    a = AdminClient(cluster.namesrv).start()
-    yield a
-    a.shutdown()
-
-
-@pytest.fixture(scope="module")
-def producer(cluster: Cluster) -> Iterator[Producer]:
-    p = Producer("spark-producers", cluster.namesrv).start()
-    yield p
-    p.shutdown()
-
-
 def test_source_reads_the_brokers_records_and_nothing_past_the_bound(spark, cluster: Cluster, admin: AdminClient,
                                                                      producer: Producer):
     admin.create_topic("Src", 4, 4)
