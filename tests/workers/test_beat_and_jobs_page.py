@@ -22,6 +22,7 @@ import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -120,16 +121,26 @@ def _delivered(cluster: Cluster, topic: str) -> list[Any]:
         c.shutdown()
 
 
+def _due_ms(admin: AdminClient, offset_msg_id: str, level: int) -> int:
+    """When a delayed message became due: its SCHEDULE_TOPIC_XXXX record's store time plus its level's delay."""
+    return admin.view_message(offset_msg_id).store_timestamp + LEVELS_MS[level - 1]
+
+
+def _ms(sqlite_time: str) -> int:
+    return int(datetime.fromisoformat(sqlite_time).replace(tzinfo=UTC).timestamp() * 1000)
+
+
 def _level(key: str) -> int:
     return int(key.split("-L")[1].split("-")[0])
 
 
-def _send_levels(stack: Stack, topic: str, tag: str) -> list[str]:
+def _send_levels(stack: Stack, topic: str, tag: str) -> dict[str, str]:
+    """Four messages at each of levels 1-4 through the REST API: ``{key: offset id of the stored record}``."""
     keys = [f"{tag}-L{level}-{i}" for level in (1, 2, 3, 4) for i in range(4)]
     body = {"messages": [{"body": k, "keys": [k], "delay_level": _level(k)} for k in keys]}
     results = stack.api("POST", f"/api/v1/topics/{topic}/messages/", body)["results"]
     assert len(results) == len(keys)
-    return keys
+    return {k: r["offset_msg_id"] for k, r in zip(keys, results, strict=True)}
 
 
 def test_beat_delivers_delayed_levels_within_a_tick_and_after_a_stop_each_overdue_message_once(
@@ -141,11 +152,18 @@ def test_beat_delivers_delayed_levels_within_a_tick_and_after_a_stop_each_overdu
                what="beat-driven delivery of the first 16 delayed messages")
     got = _delivered(cluster, topic)
     assert sorted(m.properties["KEYS"] for m in got) == sorted(first)
-    # how late each one was: stored in the topic vs born + its level's delay
-    late_s = [(m.store_timestamp - m.born_timestamp - LEVELS_MS[_level(m.properties["KEYS"]) - 1]) / 1000
-              for m in got]
+    # "within one tick": each message was delivered by the first delivery run that started once it was due
+    # (an ordering of events, not a speed threshold); the figures are printed for the notes
+    runs = [(_ms(r["started"]), _ms(r["finished"])) for r in stack.runs("deliver_delayed", "broker-a")]
+    late_s = []
+    for m in got:
+        key = m.properties["KEYS"]
+        due = _due_ms(sdk_admin, first[key], _level(key))
+        first_after_due = min((r for r in runs if r[0] >= due), default=None)
+        assert first_after_due is not None and m.store_timestamp <= first_after_due[1] + 1, (
+            key, due, m.store_timestamp, first_after_due)  # +1: millisecond rounding
+        late_s.append((m.store_timestamp - due) / 1000)
     print(f"delivery after due: max {max(late_s):.2f} s, mean {sum(late_s) / len(late_s):.2f} s (tick {TICK_S} s)")
-    assert max(late_s) <= TICK_S + 2.0, late_s  # one tick, plus generous slack for beat -> worker hops
 
     stack.stop_beat()
     time.sleep(6)  # deliver tasks already queued expire after 5 s (the entry's expire_seconds): none left
@@ -165,7 +183,7 @@ def test_beat_delivers_delayed_levels_within_a_tick_and_after_a_stop_each_overdu
     wait_until(lambda: len(stack.runs("deliver_delayed", "broker-a")) >= runs_at_catch_up + 3, timeout=60,
                what="three more delivery ticks (a duplicate would show up in them)")
     keys = [m.properties["KEYS"] for m in _delivered(cluster, topic)]
-    assert sorted(keys) == sorted(first + second)  # each exactly once
+    assert sorted(keys) == sorted([*first, *second])  # each exactly once
     runs = stack.runs("deliver_delayed", "broker-a")[runs_before:]
     assert sum(r["counts"].get("delivered", 0) for r in runs) == len(second)
     assert max(r["counts"].get("oldest_overdue_ms", 0) for r in runs) >= BEAT_STOP_S * 1000 - 500
