@@ -1,5 +1,6 @@
 """REST API benchmark (issue 5's targets): the console's ``/api/v1/`` served by Django in front of a real name
-server and broker, driven over HTTP from this process. ``PYTHONPATH=. .venv/bin/python -m bench.rest --help``.
+server and broker, driven over HTTP from this process (rows 1-2: from its client processes).
+``PYTHONPATH=. .venv/bin/python -m bench.rest --help``.
 
 Setup (not timed): a temp dir holding a name server + one broker (subprocesses, ASYNC_FLUSH, store in the temp
 dir), a fresh SQLite database (``DJANGO_DB_PATH`` + ``manage.py migrate``), a superuser and its DRF token, and
@@ -9,7 +10,20 @@ processes); ``--server gunicorn`` serves the same application with gunicorn's gt
 ``--server-threads``), as ``make run`` does. Every request is authenticated with
 ``Authorization: Token <key>``; produce requests are written to the audit log, as in production.
 
-Connections: ``--connection keep-alive`` (default) gives each client thread one persistent ``requests`` session;
+Client: ``--client raw`` (default) is a minimal HTTP/1.1 client on plain sockets (``RawHTTP``, TCP_NODELAY): each
+row's request (request line, ``Host``, ``Authorization: Token``, ``Content-Type: application/json``,
+``Content-Length``, body) is encoded once and sent as is on every request (produce bodies are fixed; the server
+assigns new message ids); it reads the status line, the headers up to CRLFCRLF and then exactly Content-Length
+bytes (chunked bodies, and bodies ended by the server closing, are read too). In rows 1 and 2 each of the
+``--threads`` connections is driven by its own process (multiprocessing, spawn), released together by a barrier,
+so client connections do not share a GIL. Why: the client shares the 2 CPUs with the server it measures, and a
+``requests`` call costs about 1.4 ms of client CPU per request against about 0.13 ms for the raw client (serial
+single-message produce, measured once), CPU the server could not use. ``--client requests`` keeps the former
+client: ``requests`` sessions in ``--threads`` threads of this process. Either client checks every reply as
+before (status 201 and the number of returned results for produce; status 200 and the returned message's key
+for the lookup, both from the parsed JSON) and counts the failures.
+
+Connections: ``--connection keep-alive`` (default) gives each client one persistent connection;
 ``--connection close`` opens a new TCP connection per request. A probe before the rows prints ``GET /healthz``
 on both. runserver does not set TCP_NODELAY and sends a reply's headers and body in separate ``send()`` calls,
 so on a reused connection every reply waits ~40 ms for the client's delayed ACK (Nagle); a new connection per
@@ -18,7 +32,7 @@ request avoids that stall (and pays a TCP handshake instead), showing what the a
 Rows (timed with ``time.perf_counter``):
 
 1. ``rest_produce_batched``: ``POST /api/v1/topics/T/messages/`` with ``--batch`` (100) messages per request,
-   ``--body-size`` (1024) byte UTF-8 text bodies, ``--threads`` (4) client threads; msg/s = messages / wall time
+   ``--body-size`` (1024) byte UTF-8 text bodies, ``--threads`` (4) client connections; msg/s = messages / wall time
    from the first request to the last reply. Target >= 20,000 msg/s.
 2. ``rest_produce_single``: the same endpoint with one message per request; requests/s. Target >= 1,000 req/s.
 3. ``rest_lookup_by_key``: ``GET /api/v1/messages/?topic=T&key=K`` for random keys among ``--index-messages``
@@ -36,8 +50,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import multiprocessing
 import os
 import random
+import select
 import shutil
 import signal
 import socket
@@ -49,6 +65,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from queue import Empty
 from typing import IO, Any
 
 import requests
@@ -183,6 +200,188 @@ class Stack:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
+# ---------------------------------------------------------------------------------------------------- raw client
+class RawHTTP:
+    """A minimal HTTP/1.1 client on one plain socket (TCP_NODELAY): ``request`` sends pre-encoded request bytes
+    and reads one response (status line, headers up to CRLFCRLF, then exactly Content-Length body bytes, a
+    chunked body, or a body delimited by the server closing). The connection is kept alive unless ``close`` is
+    set (the request must then carry ``Connection: close``) or the server answers ``Connection: close``; a kept
+    connection idle for over half a second is checked for a server-side close (gunicorn's keep-alive timeout is
+    2 s) before it is reused."""
+
+    def __init__(self, host: str, port: int, close: bool = False, timeout: float = 60.0) -> None:
+        self.addr = (host, port)
+        self.close_each = close
+        self.timeout = timeout
+        self.sock: socket.socket | None = None
+        self.buf = bytearray()
+        self.idle_since = 0.0
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+        self.buf.clear()
+
+    def request(self, data: bytes) -> tuple[int, bytes]:
+        """Send ``data`` (a whole request); return (status, body)."""
+        sock = self.sock
+        if sock is not None and time.monotonic() - self.idle_since > 0.5 and select.select([sock], [], [], 0)[0]:
+            self.close()  # readable while idle: the server closed it (or sent something unasked)
+            sock = None
+        if sock is None:
+            sock = socket.create_connection(self.addr, timeout=self.timeout)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self.sock = sock
+        sock.sendall(data)
+        status, body, keep = self._read_response(sock)
+        if keep and not self.close_each:
+            self.idle_since = time.monotonic()
+        else:
+            self.close()
+        return status, body
+
+    def _fill(self, sock: socket.socket) -> None:
+        chunk = sock.recv(262144)
+        if not chunk:
+            raise ConnectionError("the server closed the connection before the response was complete")
+        self.buf += chunk
+
+    def _line(self, sock: socket.socket) -> bytes:
+        while (eol := self.buf.find(b"\r\n")) < 0:
+            self._fill(sock)
+        line = bytes(self.buf[:eol])
+        del self.buf[:eol + 2]
+        return line
+
+    def _read_response(self, sock: socket.socket) -> tuple[int, bytes, bool]:
+        buf = self.buf
+        while (end := buf.find(b"\r\n\r\n")) < 0:
+            self._fill(sock)
+        head = buf[:end].decode("latin-1").split("\r\n")
+        del buf[:end + 4]
+        version, _, rest = head[0].partition(" ")
+        if not version.startswith("HTTP/1.") or not rest[:3].isdigit():
+            raise ConnectionError(f"not an HTTP/1.x status line: {head[0]!r}")
+        status = int(rest[:3])
+        headers = {}
+        for line in head[1:]:
+            name, _, value = line.partition(":")
+            headers[name.strip().lower()] = value.strip().lower()
+        keep = version == "HTTP/1.1" and "close" not in headers.get("connection", "")
+        if "chunked" in headers.get("transfer-encoding", ""):
+            out = bytearray()
+            while size := int(self._line(sock).split(b";", 1)[0], 16):
+                while len(buf) < size + 2:
+                    self._fill(sock)
+                out += buf[:size]
+                del buf[:size + 2]
+            while self._line(sock):  # trailers, up to the empty line
+                pass
+            return status, bytes(out), keep
+        if "content-length" in headers:
+            n = int(headers["content-length"])
+            while len(buf) < n:
+                self._fill(sock)
+            body = bytes(buf[:n])
+            del buf[:n]
+            return status, body, keep
+        if status in (204, 304) or status < 200:
+            return status, b"", keep
+        while chunk := sock.recv(262144):  # no length: the body runs until the server closes
+            buf += chunk
+        body = bytes(buf)
+        buf.clear()
+        return status, body, False
+
+
+def encode_request(method: str, path: str, stack_url: str, token: str, body: bytes | None = None,
+                   close: bool = False) -> bytes:
+    """The whole request as bytes: request line, Host, ``Authorization: Token``, JSON content headers, body."""
+    lines = [f"{method} {path} HTTP/1.1", f"Host: {stack_url.split('://', 1)[-1]}", f"Authorization: Token {token}",
+             "Accept: application/json"]
+    if body is not None:
+        lines += ["Content-Type: application/json", f"Content-Length: {len(body)}"]
+    if close:
+        lines.append("Connection: close")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (body or b"")
+
+
+def host_port(url: str) -> tuple[str, int]:
+    host, _, port = url.split("://", 1)[-1].rpartition(":")
+    return host, int(port)
+
+
+def raw_produce_worker(index: int, url: str, data: bytes, per_request: int, close: bool, warmup: int, n: int,
+                       barrier: Any, results: Any) -> None:
+    """One client process of the raw produce rows: ``warmup`` untimed requests, the shared barrier, then ``n``
+    timed requests on one connection; puts (index, t0, t1, failed, first error, exception) on ``results``.
+    ``t0``/``t1`` are ``time.perf_counter()`` (CLOCK_MONOTONIC, the same clock in every process on Linux)."""
+    failed, first_error, t0, t1 = 0, [""], 0.0, 0.0
+    try:
+        conn = RawHTTP(*host_port(url), close=close)
+
+        def call() -> bool:
+            status, body = conn.request(data)
+            if status == 201 and len(json.loads(body)["results"]) == per_request:
+                return True
+            if not first_error[0]:
+                first_error[0] = f"{status} {body[:300].decode(errors='replace')}"
+            return False
+
+        for _ in range(warmup):  # connection, route, producer; not timed
+            call()
+        barrier.wait(timeout=600)
+        t0 = time.perf_counter()
+        for _ in range(n):
+            if not call():
+                failed += 1
+        t1 = time.perf_counter()
+        conn.close()
+        results.put((index, t0, t1, failed, first_error[0], None))
+    except BaseException as exc:  # noqa: BLE001 -- reported by the parent
+        barrier.abort()
+        results.put((index, t0, t1, failed, first_error[0], repr(exc)))
+
+
+def run_raw_processes(procs: int, requests_per_proc: int, url: str, data: bytes, per_request: int, close: bool,
+                      warmup: int) -> tuple[float, int, str]:
+    """Run ``raw_produce_worker`` in ``procs`` spawned processes released together; return (wall seconds from the
+    first timed request to the last reply, failed requests, first failure's status and body)."""
+    ctx = multiprocessing.get_context("spawn")  # no fork of a parent that ran SDK threads
+    barrier = ctx.Barrier(procs + 1)
+    queue = ctx.Queue()
+    pool = [ctx.Process(target=raw_produce_worker, daemon=True,
+                        args=(i, url, data, per_request, close, warmup, requests_per_proc, barrier, queue))
+            for i in range(procs)]
+    for p in pool:
+        p.start()
+    try:
+        try:
+            barrier.wait(timeout=600)
+        except threading.BrokenBarrierError:
+            pass  # a worker failed in its warm-up; its error is on the queue
+        outs = []
+        while len(outs) < procs:
+            try:
+                outs.append(queue.get(timeout=1))
+            except Empty:
+                dead = [p for p in pool if p.exitcode not in (None, 0)]
+                if dead and queue.empty():
+                    raise RuntimeError(f"a client process exited with {dead[0].exitcode} without a result") from None
+        for p in pool:
+            p.join(timeout=30)
+    finally:
+        for p in pool:
+            if p.is_alive():
+                p.terminate()
+    errors = [o[5] for o in outs if o[5]]
+    if errors:
+        raise RuntimeError(f"a client process failed: {errors[0]}")
+    first_error = next((o[4] for o in sorted(outs) if o[4]), "")
+    return max(o[2] for o in outs) - min(o[1] for o in outs), sum(o[3] for o in outs), first_error
+
+
 # ---------------------------------------------------------------------------------------------------- workloads
 def text_body(size: int, rng: random.Random) -> str:
     """``size`` bytes of printable ASCII (valid UTF-8, nothing JSON needs to escape)."""
@@ -224,25 +423,46 @@ def run_threads(threads: int, requests_per_thread: int,
     return dt, sum(failures)
 
 
-def probe(stack: Stack, rounds: int = 20) -> tuple[float, float]:
+def probe(stack: Stack, client: str, rounds: int = 20) -> tuple[float, float]:
     """p50 ms of ``GET /healthz`` on one keep-alive connection and on a new connection per request."""
     out = []
     for close in (False, True):
-        session = stack.session(close)
         samples = []
-        for _ in range(rounds):
-            t0 = time.perf_counter()
-            session.get(stack.url + "/healthz", timeout=30).raise_for_status()
-            samples.append((time.perf_counter() - t0) * 1000)
+        if client == "raw":
+            conn = RawHTTP(*host_port(stack.url), close=close)
+            data = encode_request("GET", "/healthz", stack.url, stack.token, close=close)
+            for _ in range(rounds):
+                t0 = time.perf_counter()
+                status, body = conn.request(data)
+                samples.append((time.perf_counter() - t0) * 1000)
+                if status != 200:
+                    raise RuntimeError(f"GET /healthz: {status} {body[:300]!r}")
+            conn.close()
+        else:
+            session = stack.session(close)
+            for _ in range(rounds):
+                t0 = time.perf_counter()
+                session.get(stack.url + "/healthz", timeout=30).raise_for_status()
+                samples.append((time.perf_counter() - t0) * 1000)
         out.append(nearest_rank(sorted(samples), 0.5))
     return out[0], out[1]
 
 
 def rest_produce(stack: Stack, topic: str, per_request: int, requests_per_thread: int, threads: int, body: str,
-                 warmup: int, close: bool) -> dict[str, float]:
-    """POST ``per_request`` messages per request from ``threads`` keep-alive sessions."""
+                 warmup: int, close: bool, client: str) -> dict[str, float]:
+    """POST ``per_request`` messages per request from ``threads`` clients (``requests`` sessions in threads, or
+    raw connections in processes), each on its own connection."""
     payload = json.dumps({"messages": [{"body": body, "body_encoding": "utf-8"}] * per_request}).encode()
     url = f"{stack.url}/api/v1/topics/{topic}/messages/"
+    if client == "raw":
+        data = encode_request("POST", f"/api/v1/topics/{topic}/messages/", stack.url, stack.token, payload, close)
+        dt, failed, error = run_raw_processes(threads, requests_per_thread, stack.url, data, per_request, close,
+                                              warmup)
+        n_req = threads * requests_per_thread
+        if error:
+            print(f"  first failed request: {error}", flush=True)
+        return {"seconds": dt, "requests": n_req, "failed": failed, "req_per_s": n_req / dt,
+                "msg_per_s": (n_req - failed) * per_request / dt}
     first_error: list[str] = []
 
     def make_call() -> Callable[[], bool]:
@@ -293,10 +513,12 @@ def fill_indexed(namesrv: str, topic: str, n: int, body: bytes, batch: int = 256
 
 
 def rest_lookup(stack: Stack, topic: str, n_indexed: int, lookups: int, warmup: int, seed: int,
-                close: bool) -> dict[str, float]:
-    """Single-threaded ``GET /messages/?topic=&key=`` for random keys; latency per request."""
+                close: bool, client: str) -> dict[str, float]:
+    """Single-threaded ``GET /messages/?topic=&key=`` for random keys; latency per request (keys are ``k<i>``,
+    nothing to URL-encode)."""
     rng = random.Random(seed)
     session = stack.session(close)
+    conn = RawHTTP(*host_port(stack.url), close=close)
     url = f"{stack.url}/api/v1/messages/"
     samples: list[float] = []
     wrong = 0
@@ -304,18 +526,24 @@ def rest_lookup(stack: Stack, topic: str, n_indexed: int, lookups: int, warmup: 
     for i in range(warmup + lookups):
         key = f"k{rng.randrange(n_indexed)}"
         t0 = time.perf_counter()
-        resp = session.get(url, params={"topic": topic, "key": key}, timeout=60)
+        if client == "raw":
+            status, text = conn.request(encode_request("GET", f"/api/v1/messages/?topic={topic}&key={key}",
+                                                       stack.url, stack.token, close=close))
+        else:
+            resp = session.get(url, params={"topic": topic, "key": key}, timeout=60)
+            status, text = resp.status_code, resp.content
         dt = time.perf_counter() - t0
-        ok = resp.status_code == 200
+        ok = status == 200
         if ok:
-            results = resp.json()["results"]
+            results = json.loads(text)["results"]
             ok = len(results) == 1 and key in (results[0]["keys"] or [])
         if i < warmup:
             continue
         samples.append(dt * 1000)
         if not ok:
             wrong += 1
-            first_error = first_error or f"{resp.status_code} {resp.text[:300]}"
+            first_error = first_error or f"{status} {text[:300].decode(errors='replace')}"
+    conn.close()
     if first_error:
         print(f"  first failed lookup: {first_error}", flush=True)
     samples.sort()
@@ -332,7 +560,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.rest", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--body-size", type=int, default=1024, help="message body bytes, UTF-8 text (1024)")
-    parser.add_argument("--threads", type=int, default=4, help="client threads of the throughput rows (4)")
+    parser.add_argument("--threads", type=int, default=4,
+                        help="concurrent client connections of the throughput rows (4): threads with --client "
+                             "requests, processes with --client raw")
     parser.add_argument("--batch", type=int, default=100, help="messages per request of row 1 (100)")
     parser.add_argument("--batch-requests", type=int, default=100,
                         help="row 1: requests per client thread (100, i.e. 40,000 messages with 4 threads)")
@@ -346,6 +576,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--connection", choices=("keep-alive", "close"), default="keep-alive",
                         help="keep-alive: one persistent connection per client thread (default); close: a new TCP "
                              "connection per request (sidesteps runserver's Nagle/delayed-ACK stall, see the probe)")
+    parser.add_argument("--client", choices=("raw", "requests"), default="raw",
+                        help="raw: a minimal HTTP/1.1 client on plain sockets, one process per connection in the "
+                             "throughput rows (default); requests: `requests` sessions in threads of this process")
     parser.add_argument("--server", choices=("runserver", "gunicorn"), default="runserver",
                         help="runserver (Django's threaded development server) or gunicorn (gthread workers, as "
                              "`make run` serves the console)")
@@ -359,7 +592,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("sizes and counts must be >= 1 (warmup >= 0)")
     rng = random.Random(args.seed)
     body = text_body(args.body_size, rng)
-    print(f"# bench.rest: {args.body_size} B UTF-8 bodies, {args.threads} client threads, Python "
+    clients = "raw HTTP/1.1 client processes" if args.client == "raw" else "`requests` client threads"
+    print(f"# bench.rest: {args.body_size} B UTF-8 bodies, {args.threads} {clients}, Python "
           f"{sys.version.split()[0]}, {os.cpu_count()} CPUs")
     if args.server == "gunicorn":
         print(f"# server: gunicorn, {args.workers} worker processes x {args.server_threads} threads (gthread); "
@@ -375,7 +609,7 @@ def main(argv: list[str] | None = None) -> int:
         stack.start_broker()
         stack.start_console()
         print(f"# console {stack.url}, name server {stack.namesrv}, temp dir {stack.tmp}", flush=True)
-        keep_ms, close_ms = probe(stack)
+        keep_ms, close_ms = probe(stack, args.client)
         print(f"# probe GET /healthz p50: {keep_ms:.1f} ms on a keep-alive connection, {close_ms:.1f} ms on a new "
               f"connection per request; measuring with --connection {args.connection}", flush=True)
         if keep_ms > close_ms + 20:
@@ -389,7 +623,7 @@ def main(argv: list[str] | None = None) -> int:
 
         if "batched" not in args.skip:
             r = rest_produce(stack, "BenchRestBatch", args.batch, args.batch_requests, args.threads, body,
-                             args.warmup, close)
+                             args.warmup, close, args.client)
             line = (f"1. REST produce, {args.batch} msgs/request      {r['msg_per_s']:>10,.0f} msg/s  "
                     f"({r['req_per_s']:,.1f} req/s, {r['requests']:,.0f} requests in {r['seconds']:.1f} s, "
                     f"{r['failed']:.0f} failed)  target >= 20,000 msg/s: "
@@ -399,7 +633,7 @@ def main(argv: list[str] | None = None) -> int:
 
         if "single" not in args.skip:
             r = rest_produce(stack, "BenchRestSingle", 1, args.single_requests, args.threads, body, args.warmup,
-                             close)
+                             close, args.client)
             line = (f"2. REST produce, 1 msg/request         {r['req_per_s']:>10,.0f} req/s  "
                     f"({r['requests']:,.0f} requests in {r['seconds']:.1f} s, {r['failed']:.0f} failed)  "
                     f"target >= 1,000 req/s: {verdict(r['req_per_s'] >= 1_000 and not r['failed'])}")
@@ -412,7 +646,7 @@ def main(argv: list[str] | None = None) -> int:
             fill_s = fill_indexed(stack.namesrv, "BenchRestLookup", args.index_messages, body.encode())
             print(f"# filled and indexed in {fill_s:.1f} s ({args.index_messages / fill_s:,.0f} msg/s)", flush=True)
             r = rest_lookup(stack, "BenchRestLookup", args.index_messages, args.lookups, args.warmup, args.seed,
-                            close)
+                            close, args.client)
             line = (f"3. REST lookup by key among {args.index_messages:,} msgs   p50 {r['p50_ms']:.2f} ms  p99 "
                     f"{r['p99_ms']:.2f} ms  (mean {r['mean_ms']:.2f}, max {r['max_ms']:.2f}, {r['lookups']:.0f} "
                     f"lookups, {r['failed']:.0f} failed)  target p99 < 50 ms: "
