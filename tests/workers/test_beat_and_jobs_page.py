@@ -38,10 +38,9 @@ from workers.celery import app
 pytestmark = pytest.mark.integration
 PASSWORD = "beat-and-jobs-pw"
 TICK_S = 1.0  # the delayed-delivery entry's interval
-# "Beat stopped for a minute": a minute is longer than RocketMQ's levels 1-4 (1 s, 5 s, 10 s, 30 s), i.e. every
-# message sent meanwhile becomes overdue. With this broker's levels 1-4 at 100-400 ms, a stop of 3 s is the same
-# situation (7.5x the longest level) without making the suite wait a minute.
-BEAT_STOP_S = 3.0
+# "Beat stopped for a minute", as the issue says: every message sent meanwhile (levels 1-4 are 100-400 ms on
+# this broker) is overdue by most of that minute when beat restarts.
+BEAT_STOP_S = 60.0
 
 
 @dataclass
