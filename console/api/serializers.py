@@ -7,6 +7,7 @@ import binascii
 from typing import Any
 
 from rest_framework import serializers
+from rest_framework.validators import ProhibitSurrogateCharactersValidator
 
 from broker_core.protocol.validation import group_error, topic_error
 from console.selectors.groups import ResetTarget
@@ -46,10 +47,20 @@ class TopicUpdateSerializer(serializers.Serializer):
         return attrs
 
 
+class BodyField(serializers.CharField):
+    """A message body: DRF's CharField without its surrogate validator, which scans every character in a Python
+    loop (about 0.15 ms a KiB, 15 ms for a 100-message request); lone surrogates are refused by the UTF-8 encode
+    in :meth:`OutgoingMessageSerializer.validate` instead, at C speed."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.validators = [v for v in self.validators if not isinstance(v, ProhibitSurrogateCharactersValidator)]
+
+
 class OutgoingMessageSerializer(serializers.Serializer):
     """One message of a produce request; ``validate`` turns it into an :class:`OutgoingMessage`."""
 
-    body = serializers.CharField(trim_whitespace=False, allow_blank=False)
+    body = BodyField(trim_whitespace=False, allow_blank=False)
     body_encoding = serializers.ChoiceField(choices=("utf-8", "base64"), default="utf-8")
     tags = serializers.CharField(required=False, allow_blank=True, max_length=255)
     keys = serializers.ListField(child=serializers.CharField(max_length=255), required=False, max_length=64)
@@ -63,7 +74,12 @@ class OutgoingMessageSerializer(serializers.Serializer):
             except (binascii.Error, ValueError):
                 raise serializers.ValidationError({"body": "body is not valid base64"}) from None
         else:
-            body = attrs["body"].encode("utf-8")
+            try:
+                body = attrs["body"].encode("utf-8")
+            except UnicodeEncodeError as exc:
+                bad = ord(attrs["body"][exc.start])
+                raise serializers.ValidationError(
+                    {"body": f"body is not valid text: lone surrogate U+{bad:X} at character {exc.start}"}) from None
         if not body:
             raise serializers.ValidationError({"body": "body is empty"})
         if len(body) > MAX_BODY_BYTES:

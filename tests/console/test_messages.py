@@ -56,6 +56,12 @@ def test_viewer_sees_metadata_but_no_body(operator: APIClient, viewer: APIClient
 def test_produce_bad_input(operator: APIClient, topic: str) -> None:
     bad64 = produce(operator, topic, {"body": "***not base64***", "body_encoding": "base64"})
     assert bad64.status_code == 400 and "base64" in bad64.json()["detail"]
+    url = f"/api/v1/topics/{topic}/messages/"  # raw JSON: "\ud800" escapes a lone surrogate, which is not text
+    surrogate = operator.post(url, '{"messages": [{"body": "ok \\ud800 not"}]}', content_type="application/json")
+    assert surrogate.status_code == 400 and "U+D800 at character 3" in surrogate.json()["detail"]
+    bad64_text = operator.post(url, '{"messages": [{"body": "\\ud800", "body_encoding": "base64"}]}',
+                               content_type="application/json")
+    assert bad64_text.status_code == 400 and "base64" in bad64_text.json()["detail"]
     big = produce(operator, topic, {"body": "x" * (MAX_BODY_BYTES + 1)})
     assert big.status_code == 400 and "limit" in big.json()["detail"]
     assert produce(operator, topic).status_code == 400  # no messages
