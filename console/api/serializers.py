@@ -67,6 +67,16 @@ class OutgoingMessageSerializer(serializers.Serializer):
     properties = serializers.DictField(child=serializers.CharField(allow_blank=True), required=False)
     delay_level = serializers.IntegerField(min_value=0, max_value=18, default=0)
 
+    def to_internal_value(self, data: Any) -> Any:
+        """Fast path for the commonest message, ``{"body": "<non-empty text>"}`` (optionally with
+        ``"body_encoding": "utf-8"``): the attributes DRF's fields would produce for it, without running six
+        field validations per message (about a third of a 100-message request's time). Anything else takes the
+        full path, so every error is DRF's own."""
+        if (isinstance(data, dict) and isinstance(data.get("body"), str) and data["body"]
+                and data.keys() <= {"body", "body_encoding"} and data.get("body_encoding", "utf-8") == "utf-8"):
+            return {"body": data["body"], "body_encoding": "utf-8", "delay_level": 0}
+        return super().to_internal_value(data)
+
     def validate(self, attrs: dict[str, Any]) -> OutgoingMessage:  # type: ignore[override]
         if attrs["body_encoding"] == "base64":
             try:

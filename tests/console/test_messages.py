@@ -5,8 +5,10 @@ from __future__ import annotations
 import base64
 from typing import Any
 
+import pytest
 from rest_framework.test import APIClient
 
+from console.api.serializers import OutgoingMessageSerializer
 from console.models import AuditEvent
 from console.services.messages import MAX_BODY_BYTES
 
@@ -88,3 +90,18 @@ def test_message_lookup_bad_input(operator: APIClient, topic: str) -> None:
     assert operator.get("/api/v1/messages/", {"topic": topic}).status_code == 400  # key required
     assert operator.get("/api/v1/messages/", {"topic": "bad$", "key": "k"}).status_code == 400
     assert operator.get("/api/v1/messages/", {"topic": topic, "key": "k", "begin": "yesterday"}).status_code == 400
+
+
+@pytest.mark.parametrize("body", ["plain", "ünïcode ✓", " spaces kept "])
+def test_the_fast_path_for_plain_bodies_equals_the_full_validation(body: str) -> None:
+    fast = OutgoingMessageSerializer(data={"body": body})
+    full = OutgoingMessageSerializer(data={"body": body, "body_encoding": "utf-8", "delay_level": 0, "keys": []})
+    assert fast.is_valid() and full.is_valid(), (fast.errors, full.errors)
+    assert fast.validated_data == full.validated_data
+
+
+@pytest.mark.parametrize("data", [{"body": ""}, {"body": 5}, {"body": "x", "body_encoding": "base64"}, {"body": None}])
+def test_other_bodies_take_drf_s_full_path(data: dict) -> None:  # type: ignore[type-arg]
+    fast = OutgoingMessageSerializer(data=data)
+    full = OutgoingMessageSerializer(data={**data, "delay_level": 0})
+    assert fast.is_valid() == full.is_valid() and fast.errors == full.errors
