@@ -133,13 +133,18 @@ def make_user(transactional_db: None) -> Callable[[str], User]:
 @pytest.fixture
 def login(base_url: str) -> Callable[[Page, User], None]:
     def do(page: Page, user: User) -> None:
-        page.goto(f"{base_url}/login/")
-        page.get_by_label("Username").fill(user.get_username())
-        page.get_by_label("Password").fill(PASSWORD)
-        page.get_by_role("button", name="Log in").click()
-        page.wait_for_url(f"{base_url}/")
+        log_in(page, base_url, user.get_username(), PASSWORD)
 
     return do
+
+
+def log_in(page: Page, base_url: str, username: str, password: str) -> None:
+    """Sign in through the login form of the console at ``base_url`` and land on the dashboard."""
+    page.goto(f"{base_url}/login/")
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("Password").fill(password)
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url(f"{base_url}/")
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from playwright.sync_api import Browser
 
 from broker_core.client import AdminClient, Message, Producer
 from tests.conftest import ROOT
-from tests.e2e.conftest import shot
+from tests.e2e.conftest import log_in, shot
 from tests.integration.cluster import Cluster, free_port, http_up, stop_process, wait_until
 from tests.workers.conftest import celery_worker, manage, worker_env
 from workers.celery import app
@@ -69,11 +69,7 @@ def test_search_from_the_page_progress_to_100_and_open_a_result(
     page = context.new_page()
     page.set_default_timeout(20_000)
     try:
-        page.goto(f"{console_url}/login/")
-        page.get_by_label("Username").fill("admin")
-        page.get_by_label("Password").fill(PASSWORD)
-        page.get_by_role("button", name="Log in").click()
-        page.wait_for_url(f"{console_url}/")
+        log_in(page, console_url, "admin", PASSWORD)
         page.get_by_role("link", name="Search", exact=True).click()
         page.get_by_label("Topics").fill(topic)
         page.get_by_label("Body", exact=True).fill(needle)

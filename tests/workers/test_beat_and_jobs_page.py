@@ -30,7 +30,7 @@ import pytest
 
 from broker_core.client import AdminClient, MessageQueue, PullConsumer
 from tests.conftest import ROOT
-from tests.e2e.conftest import ARTIFACTS, browser  # noqa: F401 - browser: the headless Chromium fixture
+from tests.e2e.conftest import ARTIFACTS, browser, log_in  # noqa: F401 - browser: the headless Chromium fixture
 from tests.integration.cluster import Cluster, free_port, http_up, stop_process, wait_until
 from tests.workers.conftest import CELERY, LEVELS_MS, celery_worker, make_topic, manage, worker_env
 from workers.celery import app
@@ -199,11 +199,7 @@ def test_jobs_page_shows_runs_and_run_now_makes_the_worker_run_the_job(stack: St
     page = context.new_page()
     page.set_default_timeout(20_000)
     try:
-        page.goto(f"{stack.base_url}/login/")
-        page.get_by_label("Username").fill("admin")
-        page.get_by_label("Password").fill(PASSWORD)
-        page.get_by_role("button", name="Log in").click()
-        page.wait_for_url(f"{stack.base_url}/")
+        log_in(page, stack.base_url, "admin", PASSWORD)
         page.get_by_role("link", name="Jobs").click()
         row = page.locator("tr[data-job=deliver_delayed]")
         expect(row).to_contain_text("every 1 second")
