@@ -224,7 +224,7 @@ class AdminClient:
                     "endTimestamp": end_ms}, ok=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND))
                 if resp.code == ResponseCode.SUCCESS:
                     found += decode_records(resp.body, name)
-                    truncated = truncated or bool(resp.header.get("truncated"))
+                    truncated = truncated or resp.header.get("truncated") == "true"
             found.sort(key=lambda m: m.store_timestamp, reverse=True)
             return found[:max_num], truncated or len(found) > max_num
         return self._run(go())

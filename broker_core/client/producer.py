@@ -33,8 +33,7 @@ from broker_core.remoting.client import RemotingTimeout, run_sync
 
 LATENCY_MAX = (50, 100, 550, 1000, 2000, 3000, 15000)
 NOT_AVAILABLE_DURATION = (0, 0, 30000, 60000, 120000, 180000, 600000)
-NO_RETRY = {ResponseCode.MESSAGE_ILLEGAL, ResponseCode.BAD_REQUEST, ResponseCode.PROPERTIES_SIZE_EXCEEDED,
-            ResponseCode.NO_PERMISSION}
+NO_RETRY = {ResponseCode.MESSAGE_ILLEGAL, ResponseCode.NO_PERMISSION}
 DEFAULT_MAX_MESSAGE_SIZE = 4 * 1024 * 1024
 
 QueueSelector = Callable[[list[MessageQueue], Message, Any], MessageQueue]

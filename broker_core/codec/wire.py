@@ -1,30 +1,43 @@
-"""Wire formats of the broker protocol: the frame and the message batch.
+"""Wire formats of RocketMQ 4.x remoting: the frame, the ROCKETMQ binary command header, the message batch.
 
-Frame (every request, response and oneway message), big-endian:
+Frame (every request, response and oneway command), big-endian (reference §1.1):
 
-| offset | size | field                                                           |
-|--------|------|-----------------------------------------------------------------|
-| 0      | 4    | length: bytes after this field (12 + header length + body length) |
-| 4      | 1    | version (1)                                                      |
-| 5      | 1    | flags: bit 0 response, bit 1 oneway                              |
-| 6      | 2    | code: request code, or response code in a response               |
-| 8      | 4    | opaque: request id, echoed by the response                       |
-| 12     | 4    | header length                                                    |
-| 16     | h    | header: a JSON object (UTF-8), string keys                       |
-| 16+h   | b    | body: opaque bytes (messages, JSON payloads)                     |
+| offset | size | field                                                                    |
+|--------|------|--------------------------------------------------------------------------|
+| 0      | 4    | length: bytes after this word = 4 + header length + body length          |
+| 4      | 4    | header word: bits 31..24 serialize type (0 JSON, 1 ROCKETMQ), 23..0 hlen |
+| 8      | hlen | header: JSON text, or the binary header below                            |
+| 8+hlen | rest | body (its length is derived, not stored)                                 |
 
-Message batch (the body of SEND_BATCH_MESSAGE; a single send uses the same layout with one entry):
+ROCKETMQ binary header (reference §1.4):
 
-| offset | size | field                                                |
-|--------|------|------------------------------------------------------|
-| 0      | 4    | entry size (all fields below)                        |
-| 4      | 4    | flag                                                 |
-| 8      | 4    | body length n                                        |
-| 12     | n    | body                                                 |
-| 12+n   | 2    | properties length p                                  |
-| 14+n   | p    | properties (``name\\x01value\\x02`` pairs, UTF-8)     |
+| field     | size   | notes                                                                 |
+|-----------|--------|-----------------------------------------------------------------------|
+| code      | i16    | request code, or response code in a response                          |
+| language  | u8     | ``LanguageCode`` ordinal                                              |
+| version   | i16    | sender's version ordinal                                              |
+| opaque    | i32    | request id, echoed by the response                                    |
+| flag      | i32    | bit 0 response, bit 1 oneway                                          |
+| remarkLen | i32    | 0 means null/empty                                                    |
+| remark    | n      | UTF-8                                                                 |
+| extLen    | i32    | byte size of the map block that follows; 0 means no map               |
+| entries   | extLen | repeated: keyLen i16, key, valLen i32, value (UTF-8); last key wins   |
 
-Pull responses carry CommitLog records as stored (see ``message.py``), back to back.
+Message batch (the body of SEND_BATCH_MESSAGE, ``MessageDecoder.encodeMessages``, reference §3.3); entries are
+concatenated with no count:
+
+| offset | size | field                                                  |
+|--------|------|--------------------------------------------------------|
+| 0      | 4    | TOTALSIZE of this entry = 22 + body length + prop length |
+| 4      | 4    | MAGICCODE (0 from clients; ignored)                    |
+| 8      | 4    | BODYCRC (0 from clients; the broker computes it)       |
+| 12     | 4    | FLAG (the message's user flag)                         |
+| 16     | 4    | BODYLEN n                                              |
+| 20     | n    | body                                                   |
+| 20+n   | 2    | PROPLEN p (i16)                                        |
+| 22+n   | p    | properties (``name\\x01value`` joined by ``\\x02``, UTF-8) |
+
+Pull, query and view responses carry CommitLog records as stored (see ``message.py``), back to back.
 """
 
 from __future__ import annotations
@@ -33,59 +46,131 @@ import struct
 
 from broker_core.codec.errors import CodecError
 
-FRAME_HEADER = struct.Struct(">IBBHII")
-FRAME_HEADER_SIZE = FRAME_HEADER.size  # 16
+SERIALIZE_JSON = 0
+SERIALIZE_ROCKETMQ = 1
+
+FRAME_HEAD = struct.Struct(">II")
+FRAME_HEAD_SIZE = FRAME_HEAD.size  # 8: length word + header word
 FRAME_LENGTH_SIZE = 4
-FRAME_VERSION = 1
+HEADER_LENGTH_MASK = 0xFFFFFF
+
 FLAG_RESPONSE = 0x1
 FLAG_ONEWAY = 0x2
 
-BATCH_ENTRY_HEAD = struct.Struct(">iii")
-_SHORT = struct.Struct(">H")
+BINARY_HEAD = struct.Struct(">hBhiii")  # code, language, version, opaque, flag, remarkLen
+BINARY_HEAD_SIZE = BINARY_HEAD.size  # 17
+_I32 = struct.Struct(">i")
+_I16 = struct.Struct(">h")
+
+BATCH_ENTRY_HEAD = struct.Struct(">iiiii")  # totalSize, magic, bodyCrc, flag, bodyLen
+BATCH_ENTRY_FIXED = BATCH_ENTRY_HEAD.size + 2  # 22
 
 
-def encode_frame(code: int, opaque: int, flags: int, header: bytes, body: bytes = b"") -> bytes:
-    return FRAME_HEADER.pack(12 + len(header) + len(body), FRAME_VERSION, flags, code, opaque, len(header)) + \
-        header + body
+def encode_frame(serialize_type: int, header: bytes, body: bytes = b"") -> bytes:
+    """One frame: the two head words, the header bytes, the body."""
+    return FRAME_HEAD.pack(4 + len(header) + len(body), (serialize_type << 24) | len(header)) + header + body
 
 
-def decode_frame_head(buf: bytes | bytearray | memoryview, pos: int = 0) -> tuple[int, int, int, int, int, int]:
-    """``(length, version, flags, code, opaque, header_length)`` of the frame at ``pos`` (16 bytes needed)."""
-    if len(buf) - pos < FRAME_HEADER_SIZE:
-        raise CodecError(f"truncated frame head: need {FRAME_HEADER_SIZE} bytes", None, pos)
-    return FRAME_HEADER.unpack_from(buf, pos)
+def decode_frame_head(buf: bytes | bytearray | memoryview, pos: int = 0) -> tuple[int, int, int]:
+    """``(length, serialize_type, header_length)`` of the frame at ``pos`` (8 bytes needed)."""
+    if len(buf) - pos < FRAME_HEAD_SIZE:
+        raise CodecError(f"truncated frame head: need {FRAME_HEAD_SIZE} bytes", None, pos)
+    length, word = FRAME_HEAD.unpack_from(buf, pos)
+    return length, word >> 24, word & HEADER_LENGTH_MASK
+
+
+def encode_binary_header(code: int, language: int, version: int, opaque: int, flag: int, remark: str | None,
+                         ext_fields: dict[str, str] | None) -> bytes:
+    """The ROCKETMQ header; ``code`` and ``version`` must fit an i16. Null keys or values are skipped."""
+    rb = remark.encode() if remark else b""
+    parts = [BINARY_HEAD.pack(code, language, version, opaque, flag, len(rb)), rb]
+    if ext_fields:
+        entries = []
+        for k, v in ext_fields.items():
+            if k is None or v is None:
+                continue
+            kb = k.encode()
+            vb = v.encode()
+            entries.append(_I16.pack(len(kb)) + kb + _I32.pack(len(vb)) + vb)
+        block = b"".join(entries)
+        parts.append(_I32.pack(len(block)))
+        parts.append(block)
+    else:
+        parts.append(b"\0\0\0\0")
+    return b"".join(parts)
+
+
+def decode_binary_header(buf: bytes | bytearray | memoryview
+                         ) -> tuple[int, int, int, int, int, str | None, dict[str, str]]:
+    """``(code, language, version, opaque, flag, remark, ext_fields)``; raises :class:`CodecError` when a
+    length runs past the header (the whole header must be consumed exactly by its fields)."""
+    end = len(buf)
+    if end < BINARY_HEAD_SIZE + 4:
+        raise CodecError(f"binary header of {end} bytes is shorter than its {BINARY_HEAD_SIZE + 4} fixed bytes",
+                         "header", 0)
+    code, language, version, opaque, flag, rlen = BINARY_HEAD.unpack_from(buf, 0)
+    pos = BINARY_HEAD_SIZE
+    if rlen < 0 or pos + rlen + 4 > end:
+        raise CodecError(f"remark length {rlen} runs past the header", "header", pos - 4)
+    remark = bytes(buf[pos:pos + rlen]).decode() if rlen else None
+    pos += rlen
+    (ext_len,) = _I32.unpack_from(buf, pos)
+    pos += 4
+    if ext_len < 0 or pos + ext_len != end:
+        raise CodecError(f"extFields length {ext_len} does not end the header ({end - pos} bytes left)",
+                         "header", pos - 4)
+    ext: dict[str, str] = {}
+    while pos < end:
+        if end - pos < 2:
+            raise CodecError("truncated extFields key length", "header", pos)
+        (klen,) = _I16.unpack_from(buf, pos)
+        pos += 2
+        if klen < 0 or pos + klen + 4 > end:
+            raise CodecError(f"extFields key length {klen} runs past the header", "header", pos - 2)
+        key = bytes(buf[pos:pos + klen]).decode()
+        pos += klen
+        (vlen,) = _I32.unpack_from(buf, pos)
+        pos += 4
+        if vlen < 0 or pos + vlen > end:
+            raise CodecError(f"extFields value length {vlen} runs past the header", "header", pos - 4)
+        ext[key] = bytes(buf[pos:pos + vlen]).decode()
+        pos += vlen
+    return code, language, version, opaque, flag, remark, ext
 
 
 def encode_batch(entries: list[tuple[int, bytes, bytes]]) -> bytes:
-    """``entries`` of ``(flag, body, properties_bytes)``."""
+    """``entries`` of ``(flag, body, properties_bytes)`` in RocketMQ's batch layout (MAGIC and CRC 0)."""
     parts = []
     for flag, body, props in entries:
-        parts.append(BATCH_ENTRY_HEAD.pack(14 + len(body) + len(props), flag, len(body)))
+        parts.append(BATCH_ENTRY_HEAD.pack(BATCH_ENTRY_FIXED + len(body) + len(props), 0, 0, flag, len(body)))
         parts.append(body)
-        parts.append(_SHORT.pack(len(props)))
+        parts.append(_I16.pack(len(props)))
         parts.append(props)
     return b"".join(parts)
 
 
 def decode_batch(buf: bytes | memoryview, max_entries: int = 1 << 20) -> list[tuple[int, bytes, bytes]]:
-    """Inverse of :func:`encode_batch`; raises :class:`CodecError` naming the position of a bad entry."""
+    """Inverse of :func:`encode_batch`; the broker walks entries by BODYLEN and PROPLEN, as RocketMQ does.
+    Raises :class:`CodecError` naming the position of a bad entry."""
     out = []
     pos = 0
     end = len(buf)
     mv = memoryview(buf)
     while pos < end:
-        if end - pos < 12:
+        if end - pos < BATCH_ENTRY_FIXED:
             raise CodecError("truncated batch entry head", "batch", pos)
-        size, flag, blen = BATCH_ENTRY_HEAD.unpack_from(mv, pos)
-        if size < 14 or pos + size > end or blen < 0 or 14 + blen > size:
-            raise CodecError(f"bad batch entry sizes: entry {size}, body {blen}", "batch", pos)
-        body = bytes(mv[pos + 12:pos + 12 + blen])
-        (plen,) = _SHORT.unpack_from(mv, pos + 12 + blen)
-        if 14 + blen + plen != size:
-            raise CodecError(f"bad batch entry: properties length {plen} does not end the entry", "batch", pos)
-        props = bytes(mv[pos + 14 + blen:pos + size])
+        _size, _magic, _crc, flag, blen = BATCH_ENTRY_HEAD.unpack_from(mv, pos)
+        body_at = pos + BATCH_ENTRY_HEAD.size
+        if blen < 0 or body_at + blen + 2 > end:
+            raise CodecError(f"bad batch entry: body length {blen} runs past the batch", "batch", pos)
+        body = bytes(mv[body_at:body_at + blen])
+        (plen,) = _I16.unpack_from(mv, body_at + blen)
+        props_at = body_at + blen + 2
+        if plen < 0 or props_at + plen > end:
+            raise CodecError(f"bad batch entry: properties length {plen} runs past the batch", "batch", pos)
+        props = bytes(mv[props_at:props_at + plen])
         out.append((flag, body, props))
         if len(out) > max_entries:
             raise CodecError(f"batch holds more than {max_entries} messages", "batch", pos)
-        pos += size
+        pos = props_at + plen
     return out

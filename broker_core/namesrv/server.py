@@ -3,7 +3,7 @@
 Invariants:
 
 1. Handlers only validate, call :class:`RouteInfoManager` and encode; the route tables live there alone.
-2. A request with a missing or ill-typed header field gets ``BAD_REQUEST`` naming the field and changes
+2. A request with a missing or ill-typed header field gets ``SYSTEM_ERROR`` naming the field and changes
    nothing. A route lookup for a malformed topic name gets ``TOPIC_NOT_EXIST`` with the validation message.
 3. Bodies are UTF-8 JSON objects (compact encoding); ``brokerAddrs`` keys are brokerIds as strings.
 4. While started, a background task calls ``scan_not_active_broker`` every ``scan_interval_ms`` (first after
@@ -22,7 +22,7 @@ import logging
 from typing import Any
 
 from broker_core.namesrv.route_info import BROKER_CHANNEL_EXPIRED_MS, NowClock, RouteInfoManager
-from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
+from broker_core.protocol import BadRequest, RemotingCommand, RequestCode, ResponseCode
 from broker_core.protocol.validation import topic_error
 from broker_core.remoting.server import Connection, Handler, RemotingServer
 
@@ -31,10 +31,6 @@ log = logging.getLogger(__name__)
 DEFAULT_SCAN_INTERVAL_MS = 10_000
 DEFAULT_SCAN_INITIAL_DELAY_MS = 5_000
 DEFAULT_LISTEN_PORT = 9876
-
-
-class BadRequest(ValueError):
-    """A request field that is missing or malformed; the message names the field."""
 
 
 def encode_json(obj: object) -> bytes:
@@ -153,7 +149,7 @@ class NamesrvController:
             table = _topic_config_table(cmd.body)
             master = self.routes.register_broker(cluster, name, broker_id, addr, table)
         except ValueError as exc:  # BadRequest, or a bad topic config from the manager
-            return cmd.response(ResponseCode.BAD_REQUEST, str(exc))
+            return cmd.response(ResponseCode.SYSTEM_ERROR, str(exc))
         log.debug("registered broker %s/%s id=%d at %s from %s (%d topics)", cluster, name, broker_id, addr,
                   conn.remote, len(table))
         return cmd.response(ResponseCode.SUCCESS, header={"masterAddr": master} if master else None)
@@ -162,14 +158,14 @@ class NamesrvController:
         try:
             cluster, name, broker_id, addr = _broker_fields(cmd)
         except BadRequest as exc:
-            return cmd.response(ResponseCode.BAD_REQUEST, str(exc))
+            return cmd.response(ResponseCode.SYSTEM_ERROR, str(exc))
         if self.routes.unregister_broker(cluster, name, broker_id, addr):
             log.info("unregistered broker %s/%s id=%d at %s", cluster, name, broker_id, addr)
         return cmd.response(ResponseCode.SUCCESS)
 
     def _get_route_info(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         if "topic" not in cmd.header:
-            return cmd.response(ResponseCode.BAD_REQUEST, "missing header field topic")
+            return cmd.response(ResponseCode.SYSTEM_ERROR, "missing header field topic")
         topic = cmd.header["topic"]
         err = topic_error(topic)
         if err:
@@ -188,11 +184,11 @@ class NamesrvController:
 
     def _delete_topic(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         if "topic" not in cmd.header:
-            return cmd.response(ResponseCode.BAD_REQUEST, "missing header field topic")
+            return cmd.response(ResponseCode.SYSTEM_ERROR, "missing header field topic")
         topic = cmd.header["topic"]
         err = topic_error(topic)
         if err:
-            return cmd.response(ResponseCode.BAD_REQUEST, f"header field topic: {err}")
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"header field topic: {err}")
         if self.routes.delete_topic(topic):
             log.info("deleted topic %s from the routes", topic)
         return cmd.response(ResponseCode.SUCCESS)

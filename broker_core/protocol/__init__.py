@@ -6,5 +6,6 @@ sockets or files; byte layouts live in ``broker_core.codec.wire``.
 
 from broker_core.protocol.codes import RequestCode, ResponseCode
 from broker_core.protocol.command import FrameDecoder, ProtocolError, RemotingCommand
+from broker_core.protocol.fields import BadRequest
 
-__all__ = ["FrameDecoder", "ProtocolError", "RemotingCommand", "RequestCode", "ResponseCode"]
+__all__ = ["BadRequest", "FrameDecoder", "ProtocolError", "RemotingCommand", "RequestCode", "ResponseCode"]

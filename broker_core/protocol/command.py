@@ -1,8 +1,16 @@
-"""RemotingCommand and the incremental frame decoder (sans-I/O).
+"""RemotingCommand and the incremental frame decoder (sans-I/O), exactly as RocketMQ 4.x remoting.
 
-A command is a code, an opaque request id, flags, a JSON header (string keys, JSON values) and a body.
-:class:`FrameDecoder` turns a byte stream into commands; malformed input raises :class:`ProtocolError`,
-after which the connection must be closed (framing is lost).
+A command is a code, an opaque request id, flags, a remark, ``extFields`` (here ``header``: a string to string
+map), the sender's language and version, and a body. It travels in one of the two header serializations
+(``JSON`` or ``ROCKETMQ`` binary, see ``broker_core.codec.wire``); a response uses the request's type.
+
+Invariants:
+1. ``header`` holds strings only once decoded: JSON numbers and booleans become their text the way fastjson
+   does (``1`` -> ``"1"``, ``true`` -> ``"true"``), nulls are absent. Handlers may *set* ints and bools; they
+   are written as text, so every reader (Go decodes ``map[string]string``) gets strings.
+2. :class:`FrameDecoder` raises :class:`ProtocolError` for bytes that break framing (oversized frame, header
+   length past the frame, unknown serialize type, header that does not parse); the connection must then be
+   closed, since framing is lost.
 """
 
 from __future__ import annotations
@@ -11,21 +19,66 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from broker_core.codec.errors import CodecError
 from broker_core.codec.wire import (
     FLAG_ONEWAY,
     FLAG_RESPONSE,
-    FRAME_HEADER,
-    FRAME_HEADER_SIZE,
-    FRAME_VERSION,
+    FRAME_HEAD,
+    FRAME_HEAD_SIZE,
+    HEADER_LENGTH_MASK,
+    SERIALIZE_JSON,
+    SERIALIZE_ROCKETMQ,
+    decode_binary_header,
+    encode_binary_header,
     encode_frame,
 )
 
-DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024
-DEFAULT_MAX_HEADER_BYTES = 64 * 1024
+DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024  # com.rocketmq.remoting.frameMaxLength, counting the length word
+
+# LanguageCode, by ordinal (the binary header carries the ordinal, JSON the name).
+LANGUAGES = ("JAVA", "CPP", "DOTNET", "PYTHON", "DELPHI", "ERLANG", "RUBY", "OTHER", "HTTP", "GO", "PHP", "OMS",
+             "RUST")
+LANGUAGE_ORDINAL = {name: i for i, name in enumerate(LANGUAGES)}
+LANGUAGE = "PYTHON"
+# MQVersion ordinal we announce: V4_9_8 (409). Brokers use it to pick features (route JSON, reset offsets).
+CURRENT_VERSION = 409
+
+_SERIALIZE_NAMES = {SERIALIZE_JSON: "JSON", SERIALIZE_ROCKETMQ: "ROCKETMQ"}
+_I16_MIN, _I16_MAX = -(1 << 15), (1 << 15) - 1
 
 
 class ProtocolError(ValueError):
-    """Bytes that break framing (bad version, oversized frame, header that is not a JSON object)."""
+    """Bytes that break framing; the connection that sent them must be closed."""
+
+
+def _text(value: Any) -> str | None:
+    """fastjson's scalar-to-String conversion for an ``extFields`` value."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return None
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, int | float):
+        return str(value)
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def stringify_fields(fields: dict[str, Any]) -> dict[str, str]:
+    """``fields`` with every value as text (ints in decimal, booleans ``true``/``false``) and nulls dropped."""
+    for v in fields.values():
+        if type(v) is not str:
+            break
+    else:
+        return fields
+    out = {}
+    for k, v in fields.items():
+        t = _text(v)
+        if t is not None:
+            out[str(k)] = t
+    return out
 
 
 @dataclass(slots=True)
@@ -33,8 +86,12 @@ class RemotingCommand:
     code: int
     opaque: int = 0
     flags: int = 0
-    header: dict[str, Any] = field(default_factory=dict)
+    header: dict[str, Any] = field(default_factory=dict)  # extFields
     body: bytes = b""
+    remark: str = ""  # empty is written as absent (null), as RocketMQ does
+    language: str = LANGUAGE
+    version: int = CURRENT_VERSION
+    serialize_type: int = SERIALIZE_JSON
 
     @property
     def is_response(self) -> bool:
@@ -44,34 +101,79 @@ class RemotingCommand:
     def is_oneway(self) -> bool:
         return bool(self.flags & FLAG_ONEWAY)
 
-    @property
-    def remark(self) -> str:
-        return str(self.header.get("remark", ""))
+    def encode_header(self) -> tuple[int, bytes]:
+        """``(serialize_type, header bytes)``. A code or version that does not fit the binary header's i16
+        (RocketMQ 5's 200050-range codes) is sent as JSON, which carries full ints."""
+        ext = stringify_fields(self.header) if self.header else None
+        if (self.serialize_type == SERIALIZE_ROCKETMQ and _I16_MIN <= self.code <= _I16_MAX
+                and _I16_MIN <= self.version <= _I16_MAX):
+            return SERIALIZE_ROCKETMQ, encode_binary_header(
+                self.code, LANGUAGE_ORDINAL.get(self.language, LANGUAGE_ORDINAL["OTHER"]), self.version,
+                self.opaque, self.flags, self.remark, ext)
+        obj: dict[str, Any] = {"code": self.code}
+        if ext:
+            obj["extFields"] = ext
+        obj["flag"] = self.flags
+        obj["language"] = self.language
+        obj["opaque"] = self.opaque
+        if self.remark:
+            obj["remark"] = self.remark
+        obj["serializeTypeCurrentRPC"] = "JSON"
+        obj["version"] = self.version
+        return SERIALIZE_JSON, json.dumps(obj, separators=(",", ":")).encode()
 
     def encode(self) -> bytes:
-        header = json.dumps(self.header, separators=(",", ":")).encode() if self.header else b""
-        return encode_frame(self.code, self.opaque, self.flags, header, self.body)
+        st, header = self.encode_header()
+        return encode_frame(st, header, self.body)
 
     @classmethod
     def request(cls, code: int, header: dict[str, Any] | None = None, body: bytes = b"", *,
                 oneway: bool = False) -> RemotingCommand:
         return cls(int(code), 0, FLAG_ONEWAY if oneway else 0, header or {}, body)
 
-    def response(self, code: int, remark: str = "", header: dict[str, Any] | None = None,
+    def response(self, code: int, remark: str | None = "", header: dict[str, Any] | None = None,
                  body: bytes = b"") -> RemotingCommand:
-        h = dict(header or {})
-        if remark:
-            h["remark"] = remark
-        return RemotingCommand(int(code), self.opaque, FLAG_RESPONSE, h, body)
+        """The reply to this request: same opaque and serialize type, the response bit, never the oneway bit."""
+        return RemotingCommand(int(code), self.opaque, FLAG_RESPONSE, header or {}, body, remark or "",
+                               LANGUAGE, CURRENT_VERSION, self.serialize_type)
+
+
+def decode_command(serialize_type: int, header: bytes | bytearray | memoryview, body: bytes) -> RemotingCommand:
+    """A command from its header bytes and body; :class:`ProtocolError` if the header does not parse."""
+    if serialize_type == SERIALIZE_JSON:
+        try:
+            obj = json.loads(header)
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise ProtocolError(f"JSON command header does not parse: {exc}") from None
+        if not isinstance(obj, dict):
+            raise ProtocolError("JSON command header is not an object")
+        try:
+            code = int(obj["code"])
+            ext = obj.get("extFields") or {}
+            if not isinstance(ext, dict):
+                raise ProtocolError("extFields is not an object")
+            remark = obj.get("remark")
+            return RemotingCommand(code, int(obj.get("opaque") or 0), int(obj.get("flag") or 0),
+                                   stringify_fields(ext), body, "" if remark is None else str(remark),
+                                   str(obj.get("language") or "OTHER"), int(obj.get("version") or 0),
+                                   SERIALIZE_JSON)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ProtocolError(f"bad JSON command header field: {exc!r}") from None
+    if serialize_type == SERIALIZE_ROCKETMQ:
+        try:
+            code, lang, version, opaque, flag, remark, ext = decode_binary_header(header)
+        except (CodecError, UnicodeDecodeError) as exc:
+            raise ProtocolError(f"binary command header does not parse: {exc}") from None
+        language = LANGUAGES[lang] if lang < len(LANGUAGES) else "OTHER"
+        return RemotingCommand(code, opaque, flag, ext, body, remark or "", language, version, SERIALIZE_ROCKETMQ)
+    raise ProtocolError(f"unknown serialize type {serialize_type}")
 
 
 class FrameDecoder:
-    """Accumulates bytes and yields complete commands."""
+    """Accumulates bytes and yields complete commands (``LengthFieldBasedFrameDecoder(max, 0, 4, 0, 4)``)."""
 
-    def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
-                 max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES) -> None:
+    def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
         self.max_frame_bytes = max_frame_bytes
-        self.max_header_bytes = max_header_bytes
         self._buf = bytearray()
 
     @property
@@ -83,27 +185,21 @@ class FrameDecoder:
         out = []
         buf = self._buf
         pos = 0
-        while len(buf) - pos >= FRAME_HEADER_SIZE:
-            length, version, flags, code, opaque, hlen = FRAME_HEADER.unpack_from(buf, pos)
-            if version != FRAME_VERSION:
-                raise ProtocolError(f"unsupported frame version {version}")
-            if length > self.max_frame_bytes:
-                raise ProtocolError(f"frame of {length} bytes exceeds the limit of {self.max_frame_bytes}")
-            if length < 12 or hlen > length - 12 or hlen > self.max_header_bytes:
+        n = len(buf)
+        while n - pos >= FRAME_HEAD_SIZE:
+            length, word = FRAME_HEAD.unpack_from(buf, pos)
+            if length + 4 > self.max_frame_bytes:
+                raise ProtocolError(f"frame of {length + 4} bytes exceeds the limit of {self.max_frame_bytes}")
+            st, hlen = word >> 24, word & HEADER_LENGTH_MASK
+            if st not in _SERIALIZE_NAMES:
+                raise ProtocolError(f"unknown serialize type {st} in the header word 0x{word:08x}")
+            if length < 4 or hlen > length - 4:
                 raise ProtocolError(f"bad frame lengths: frame {length}, header {hlen}")
             end = pos + 4 + length
-            if len(buf) < end:
+            if n < end:
                 break
-            hstart = pos + FRAME_HEADER_SIZE
-            header: dict[str, Any] = {}
-            if hlen:
-                try:
-                    header = json.loads(bytes(buf[hstart:hstart + hlen]))
-                except (UnicodeDecodeError, ValueError) as exc:
-                    raise ProtocolError(f"frame header is not JSON: {exc}") from None
-                if not isinstance(header, dict):
-                    raise ProtocolError("frame header is not a JSON object")
-            out.append(RemotingCommand(code, opaque, flags, header, bytes(buf[hstart + hlen:end])))
+            hstart = pos + FRAME_HEAD_SIZE
+            out.append(decode_command(st, bytes(buf[hstart:hstart + hlen]), bytes(buf[hstart + hlen:end])))
             pos = end
         if pos:
             del buf[:pos]

@@ -4,9 +4,10 @@ Handlers take ``(command, connection)`` and return a response, ``None`` (no resp
 either. A handler that can answer at once answers in the same event-loop turn as the bytes arrived (no
 task per request); only awaitables (long polling, waiting for a group commit) become tasks.
 
-Guarantees: a malformed or oversized frame closes only that connection (after a SYSTEM_ERROR frame naming
-the problem); an unknown code gets REQUEST_CODE_NOT_SUPPORTED; a handler that raises :class:`BadRequest`
-gets BAD_REQUEST, any other exception SYSTEM_ERROR with the error text; a connection silent for
+Guarantees: a malformed or oversized frame closes only that connection, without a reply, logged once (as
+RocketMQ's Netty decoder does); an unknown code gets REQUEST_CODE_NOT_SUPPORTED with RocketMQ's remark; a
+handler that raises :class:`BadRequest` or any other exception gets SYSTEM_ERROR with the error text; oneway
+requests never get a reply; responses use the request's serialize type; a connection silent for
 ``idle_timeout`` seconds is closed (half-open peers); more than ``max_inflight`` pending awaitables on one
 connection get SYSTEM_BUSY. Other connections are never affected.
 """
@@ -22,12 +23,11 @@ from typing import Any, Union
 
 from broker_core.protocol import FrameDecoder, ProtocolError, RemotingCommand, ResponseCode
 from broker_core.protocol.command import DEFAULT_MAX_FRAME_BYTES
+from broker_core.protocol.fields import BadRequest
+
+__all__ = ["BadRequest", "Connection", "Handler", "RemotingServer", "Response"]
 
 log = logging.getLogger(__name__)
-
-
-class BadRequest(ValueError):
-    """Raised by a handler for a request it cannot parse; answered with BAD_REQUEST and the message."""
 
 
 Response = Union[RemotingCommand, None]  # noqa: UP007 - used at runtime in a type alias
@@ -75,8 +75,7 @@ class _ServerProtocol(asyncio.Protocol):
         try:
             commands = self.decoder.feed(data)
         except ProtocolError as exc:
-            log.warning("%s: closing %s: %s", self.server.name, conn.remote, exc)
-            conn.send(RemotingCommand(int(ResponseCode.SYSTEM_ERROR), 0, 1, {"remark": f"malformed frame: {exc}"}))
+            log.warning("%s: malformed frame from %s, closing the connection: %s", self.server.name, conn.remote, exc)
             conn.close()
             return
         for cmd in commands:
@@ -147,13 +146,14 @@ class RemotingServer:
     def dispatch(self, cmd: RemotingCommand, conn: Connection) -> None:
         handler = self.handlers.get(cmd.code)
         if handler is None:
-            conn.send(cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                                   f"request code {cmd.code} is not supported"))
+            if not cmd.is_oneway:
+                conn.send(cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                                       f" request type {cmd.code} not supported"))
             return
         try:
             result = handler(cmd, conn)
         except BadRequest as exc:
-            result = cmd.response(ResponseCode.BAD_REQUEST, str(exc))
+            result = cmd.response(ResponseCode.SYSTEM_ERROR, str(exc))
         except Exception as exc:  # one bad request must not take the server down
             log.exception("%s: handler for code %d failed", self.name, cmd.code)
             result = cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
@@ -177,7 +177,7 @@ class RemotingServer:
             except asyncio.CancelledError:
                 return
             except BadRequest as exc:
-                resp = cmd.response(ResponseCode.BAD_REQUEST, str(exc))
+                resp = cmd.response(ResponseCode.SYSTEM_ERROR, str(exc))
             except Exception as exc:  # one bad request must not take the server down
                 log.exception("%s: handler for code %d failed", self.name, cmd.code)
                 resp = cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")

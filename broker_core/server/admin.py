@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING
 
 from broker_core.codec import CodecError
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
+from broker_core.protocol.fields import BadRequest, bool_field, int_field, str_field
 from broker_core.protocol.validation import topic_error
-from broker_core.remoting.server import BadRequest, Connection
-from broker_core.server.produce import int_field, str_field
+from broker_core.remoting.server import Connection
 from broker_core.server.state import DEFAULT_PERM, TopicConfig
 from broker_core.store.message_store import MAX_TIMESTAMP
 
@@ -32,12 +32,12 @@ def handlers(ctl: BrokerController) -> dict[int, object]:
         topic = str_field(h, "topic")
         err = topic_error(topic)
         if err:
-            return cmd.response(ResponseCode.BAD_REQUEST, err)
+            return cmd.response(ResponseCode.SYSTEM_ERROR, err)
         read, write = int_field(h, "readQueueNums", 4), int_field(h, "writeQueueNums", 4)
         perm = int_field(h, "perm", DEFAULT_PERM)
         if not (1 <= read <= 1024 and 1 <= write <= 1024) or perm & ~7:
-            return cmd.response(ResponseCode.BAD_REQUEST, "queue counts must be 1..1024 and perm a 3-bit value")
-        before = ctl.topics.upsert(TopicConfig(topic, read, write, perm, bool(h.get("order", False))))
+            return cmd.response(ResponseCode.SYSTEM_ERROR, "queue counts must be 1..1024 and perm a 3-bit value")
+        before = ctl.topics.upsert(TopicConfig(topic, read, write, perm, bool_field(h, "order")))
         await ctl.register_all()
         return cmd.response(ResponseCode.SUCCESS, "", {"created": before is None})
 
@@ -60,7 +60,7 @@ def handlers(ctl: BrokerController) -> dict[int, object]:
         try:
             rec = store.view_message_by_id(str_field(cmd.header, "offsetMsgId"))
         except CodecError as exc:
-            return cmd.response(ResponseCode.BAD_REQUEST, str(exc))
+            return cmd.response(ResponseCode.SYSTEM_ERROR, str(exc))
         if rec is None:
             return cmd.response(ResponseCode.QUERY_NOT_FOUND, "no message at that offset")
         raw = store.commit_log.get_message_bytes(rec.commit_log_offset, rec.store_size)
@@ -157,7 +157,7 @@ def handlers(ctl: BrokerController) -> dict[int, object]:
         return cmd.response(ResponseCode.SUCCESS, body=_json({"offsetTable": {str(q): o for q, o in applied.items()}}))
 
     async def clean(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
-        force = bool(cmd.header.get("force", False))
+        force = bool_field(cmd.header, "force")
         report = await asyncio.get_running_loop().run_in_executor(None, store.clean_expired_files, None, force)
         data = dataclasses.asdict(report)
         data["files_deleted"] = report.files_deleted

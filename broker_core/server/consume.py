@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING
 
 from broker_core.codec.message import PROPERTY_RETRY_TOPIC, decode_record
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
+from broker_core.protocol.fields import BadRequest, int_field, str_field
 from broker_core.protocol.filter import SubscriptionParseError, parse_subscription
 from broker_core.protocol.validation import group_error, topic_error
-from broker_core.remoting.server import BadRequest, Connection
-from broker_core.server.produce import int_field, str_field
+from broker_core.remoting.server import Connection
 from broker_core.store import GetStatus
 
 if TYPE_CHECKING:
@@ -41,18 +41,18 @@ def handlers(ctl: BrokerController) -> dict[int, object]:
                                     int(ctl.limits.long_polling_max_s * 1000)))
             sub = parse_subscription(topic, str(h.get("subscription", "*")))
         except (BadRequest, SubscriptionParseError) as exc:
-            return cmd.response(ResponseCode.BAD_REQUEST if isinstance(exc, BadRequest)
+            return cmd.response(ResponseCode.SYSTEM_ERROR if isinstance(exc, BadRequest)
                                 else ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(exc))
         err = topic_error(topic) or group_error(group)
         if err:
-            return cmd.response(ResponseCode.BAD_REQUEST, err)
+            return cmd.response(ResponseCode.SYSTEM_ERROR, err)
         cfg = ctl.topics.get(topic)
         if cfg is None:
             return cmd.response(ResponseCode.TOPIC_NOT_EXIST, f"topic {topic} does not exist on this broker")
         if not cfg.readable:
             return cmd.response(ResponseCode.NO_PERMISSION, f"topic {topic} is not readable (perm {cfg.perm})")
         if not 0 <= queue_id < cfg.read_queue_nums:
-            return cmd.response(ResponseCode.BAD_REQUEST, f"queueId {queue_id} is outside the topic's read queues")
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"queueId {queue_id} is outside the topic's read queues")
         if commit_offset >= 0:
             ctl.offsets.commit(group, topic, queue_id, commit_offset)
         hashes = sub.tag_hashes
@@ -112,7 +112,7 @@ def handlers(ctl: BrokerController) -> dict[int, object]:
                 ctl.groups.get_or_create(c["groupName"])
             changed = ctl.consumers.heartbeat(client_id, conn, data)
         except (ValueError, KeyError, TypeError) as exc:
-            return cmd.response(ResponseCode.BAD_REQUEST, f"bad heartbeat: {exc}")
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"bad heartbeat: {exc}")
         for group in changed:
             ctl.consumers.notify_changed(group)
         return cmd.response(ResponseCode.SUCCESS)

@@ -28,11 +28,11 @@ from typing import TYPE_CHECKING
 
 from broker_core.codec.message import PROPERTY_UNIQ_KEY, MessageRecord, decode_record
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
+from broker_core.protocol.fields import BadRequest, int_field, str_field
 from broker_core.protocol.filter import SubscriptionParseError, parse_subscription
 from broker_core.protocol.validation import dlq_topic, group_error
-from broker_core.remoting.server import BadRequest, Connection
+from broker_core.remoting.server import Connection
 from broker_core.server.consume import trace_delivered
-from broker_core.server.produce import int_field, str_field
 from broker_core.server.retry import (
     PROPERTY_DLQ_ORIGIN_TOPIC,
     PROPERTY_DLQ_REASON,

@@ -16,8 +16,9 @@ from broker_core.codec.message import (
 )
 from broker_core.codec.wire import decode_batch
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
+from broker_core.protocol.fields import BadRequest, int_field, str_field
 from broker_core.protocol.validation import TRANS_HALF_TOPIC, topic_error
-from broker_core.remoting.server import BadRequest, Connection
+from broker_core.remoting.server import Connection
 from broker_core.server.state import TopicConfig
 from broker_core.store import PutStatus
 from broker_core.store.message import MessageInner
@@ -31,29 +32,12 @@ STATUS_TO_CODE = {
     PutStatus.PUT_OK: ResponseCode.SUCCESS,
     PutStatus.FLUSH_DISK_TIMEOUT: ResponseCode.FLUSH_DISK_TIMEOUT,
     PutStatus.MESSAGE_ILLEGAL: ResponseCode.MESSAGE_ILLEGAL,
-    PutStatus.PROPERTIES_SIZE_EXCEEDED: ResponseCode.PROPERTIES_SIZE_EXCEEDED,
+    PutStatus.PROPERTIES_SIZE_EXCEEDED: ResponseCode.MESSAGE_ILLEGAL,
     PutStatus.SERVICE_NOT_AVAILABLE: ResponseCode.SERVICE_NOT_AVAILABLE,
     PutStatus.OS_PAGECACHE_BUSY: ResponseCode.SYSTEM_BUSY,
     PutStatus.CREATE_MAPEDFILE_FAILED: ResponseCode.SYSTEM_ERROR,
     PutStatus.UNKNOWN_ERROR: ResponseCode.SYSTEM_ERROR,
 }
-
-
-def int_field(header: dict[str, object], name: str, default: int | None = None) -> int:
-    value = header.get(name, default)
-    if value is None:
-        raise BadRequest(f"header field {name!r} is required")
-    try:
-        return int(value)  # type: ignore[call-overload]
-    except (TypeError, ValueError):
-        raise BadRequest(f"header field {name!r} must be an integer, got {value!r}") from None
-
-
-def str_field(header: dict[str, object], name: str) -> str:
-    value = header.get(name)
-    if not isinstance(value, str) or not value:
-        raise BadRequest(f"header field {name!r} is required")
-    return value
 
 
 def writable_topic(ctl: BrokerController, cmd: RemotingCommand, topic: str) -> TopicConfig | RemotingCommand:
@@ -142,7 +126,7 @@ def handlers(ctl: BrokerController) -> dict[int, object]:
                                sys_flag=int_field(h, "sysFlag", 0), born_timestamp=int_field(h, "bornTimestamp", 0),
                                born_host=host, born_port=port, reconsume_times=int_field(h, "reconsumeTimes", 0))
         except (BadRequest, UnicodeDecodeError) as exc:
-            return cmd.response(ResponseCode.BAD_REQUEST, str(exc))
+            return cmd.response(ResponseCode.MESSAGE_ILLEGAL, str(exc))
         if props.get(PROPERTY_TRANSACTION_PREPARED) == "true" and ctl.transactions is not None:
             ctl.transactions.prepare(msg)  # type: ignore[attr-defined]
         started = time.perf_counter()
@@ -178,7 +162,7 @@ def handlers(ctl: BrokerController) -> dict[int, object]:
                                               born_timestamp=born_ts, born_host=host_b, born_port=port)
                     for flag, body, props in entries]
         except (BadRequest, CodecError, UnicodeDecodeError) as exc:
-            return cmd.response(ResponseCode.BAD_REQUEST, str(exc))
+            return cmd.response(ResponseCode.MESSAGE_ILLEGAL, str(exc))
         max_body = ctl.store.commit_log.max_message_size
         for i, m in enumerate(msgs):  # all or nothing: refuse the batch before writing anything
             refused = ctl.store.commit_log.check(m) if m.limits_error or len(m.body) > max_body else None

@@ -28,9 +28,9 @@ from broker_core.codec.message import (
 )
 from broker_core.codec.message_id import UniqueIdGenerator
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
+from broker_core.protocol.fields import BadRequest, int_field, str_field
 from broker_core.protocol.validation import dlq_topic, group_error, retry_topic, topic_error
-from broker_core.remoting.server import BadRequest, Connection
-from broker_core.server.produce import int_field, str_field
+from broker_core.remoting.server import Connection
 from broker_core.server.state import PERM_READ, PERM_WRITE, TopicConfig
 from broker_core.store.message import MessageInner
 from broker_core.store.schedule import PROPERTY_SCHEDULE_ORIGIN

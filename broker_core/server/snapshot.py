@@ -63,7 +63,7 @@ def handlers(ctl: BrokerController) -> dict[int, object]:
             manifest = await asyncio.get_running_loop().run_in_executor(
                 None, lambda: snaps.take(snapshot_id=str(export) if export else None, **kwargs))
         except (ValueError, TypeError, FileExistsError) as exc:
-            return cmd.response(ResponseCode.BAD_REQUEST, str(exc))
+            return cmd.response(ResponseCode.SYSTEM_ERROR, str(exc))
         return cmd.response(ResponseCode.SUCCESS, body=json.dumps(manifest).encode())
 
     async def release(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
@@ -71,7 +71,7 @@ def handlers(ctl: BrokerController) -> dict[int, object]:
             sid = str(cmd.header.get("snapshotId", ""))
             released = await asyncio.get_running_loop().run_in_executor(None, snaps.release, sid)
         except ValueError as exc:
-            return cmd.response(ResponseCode.BAD_REQUEST, str(exc))
+            return cmd.response(ResponseCode.SYSTEM_ERROR, str(exc))
         return cmd.response(ResponseCode.SUCCESS, body=json.dumps({"released": released}).encode())
 
     return {RequestCode.SNAPSHOT_SEGMENTS: snapshot, RequestCode.RELEASE_SNAPSHOT: release}

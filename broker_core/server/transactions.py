@@ -36,9 +36,9 @@ from broker_core.codec.message import (
 )
 from broker_core.codec.message_id import UniqueIdGenerator
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
+from broker_core.protocol.fields import BadRequest, int_field, str_field
 from broker_core.protocol.validation import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
-from broker_core.remoting.server import BadRequest, Connection
-from broker_core.server.produce import int_field, str_field
+from broker_core.remoting.server import Connection
 from broker_core.server.retry import ensure_topic
 from broker_core.store import GetStatus
 from broker_core.store.message import MessageInner

@@ -25,8 +25,7 @@ from console.errors import ApiError
 
 NOT_FOUND_CODES = {ResponseCode.TOPIC_NOT_EXIST, ResponseCode.QUERY_NOT_FOUND,
                    ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST}
-BAD_REQUEST_CODES = {ResponseCode.MESSAGE_ILLEGAL, ResponseCode.BAD_REQUEST, ResponseCode.SUBSCRIPTION_PARSE_FAILED,
-                     ResponseCode.PROPERTIES_SIZE_EXCEEDED}
+BAD_REQUEST_CODES = {ResponseCode.MESSAGE_ILLEGAL, ResponseCode.SUBSCRIPTION_PARSE_FAILED}
 UNAVAILABLE_CODES = {ResponseCode.SYSTEM_ERROR, ResponseCode.SYSTEM_BUSY, ResponseCode.SERVICE_NOT_AVAILABLE}
 
 

@@ -155,7 +155,7 @@ def test_unregister_topic_list_delete_and_errors(start_namesrv, client):
     resp = route(client, srv, "bad topic")
     assert resp.code == ResponseCode.TOPIC_NOT_EXIST and "may only contain" in resp.remark
     resp = invoke(client, srv, RequestCode.REGISTER_BROKER, {"clusterName": "c", "brokerName": "x", "brokerId": 0})
-    assert resp.code == ResponseCode.BAD_REQUEST and "brokerAddr" in resp.remark
+    assert resp.code == ResponseCode.SYSTEM_ERROR and "brokerAddr" in resp.remark
     resp = invoke(client, srv, RequestCode.SEND_MESSAGE, {"topic": "t"})
     assert resp.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
 
@@ -164,11 +164,11 @@ def test_malformed_frame_closes_only_that_connection(start_namesrv, client):
     srv = start_namesrv()
     assert register(client, srv, "broker-a", "127.0.0.1:10911", {"t": 4}).code == ResponseCode.SUCCESS
     with socket.create_connection(("127.0.0.1", srv.port), timeout=DEADLINE_S) as raw:
-        raw.sendall(b"\x00\x00\x00\x20\x09garbage-garbage-garbage-garbage!")  # version 9
+        raw.sendall(b"\x00\x00\x00\x20\x09garbage-garbage-garbage-garbage!")  # serialize type 9
         received = b""
-        while chunk := raw.recv(4096):  # the server answers SYSTEM_ERROR, then closes (EOF)
+        while chunk := raw.recv(4096):  # the server closes without a reply (EOF), as RocketMQ does
             received += chunk
-    assert b"malformed frame" in received
+    assert received == b""
     # the client's connection, open all along, still works
     assert route(client, srv, "t").code == ResponseCode.SUCCESS
     other = RemotingClient()
