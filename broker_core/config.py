@@ -50,6 +50,12 @@ class BrokerConfig:
     server_max_frame_bytes: int = _f("serverMaxFrameBytes", 16 * 1024 * 1024, "largest frame a client may send")
     server_max_inflight: int = _f("serverMaxInflightPerConnection", 4096, "requests in flight per connection")
     long_polling_max_s: float = _f("longPollingMaxSeconds", 15, "longest a pull waits for new messages")
+    region_id: str = _f("regionId", "DefaultRegion", "sent as MSG_REGION in every send response")
+    trace_on: bool = _f("traceOn", True, "sent as TRACE_ON in every send response (clients' trace switch)")
+    reject_transaction_message: bool = _f(
+        "rejectTransactionMessage", False, "refuse half (transaction) messages with NO_PERMISSION")
+    access_message_in_memory_max_ratio: int = _f(
+        "accessMessageInMemoryMaxRatio", 40, "percent of RAM behind the CommitLog end counted as 'in memory'")
     # Paths
     store_path_root_dir: str = _f("storePathRootDir", str(Path.home() / "store"), "store root directory")
     store_path_commit_log: str = _f("storePathCommitLog", "", "CommitLog directory (default ROOT/commitlog)")

@@ -12,6 +12,8 @@ from broker_core.client.message import ClientError, MessageExt
 from broker_core.codec import CodecError
 from broker_core.codec.message_id import decode_offset_msg_id
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
+from broker_core.protocol.bodies import decode_mq_offset_table
+from broker_core.protocol.headers import PULL_SUBSCRIPTION
 from broker_core.protocol.validation import dlq_topic, topic_error
 from broker_core.remoting.client import run_sync
 
@@ -196,17 +198,20 @@ class AdminClient:
                 else:
                     header["timestamp"] = timestamp_ms
                 resp = await self._call(addr, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, header, body)
-                out.update({(name, int(q)): o for q, o in json.loads(resp.body)["offsetTable"].items()})
+                out.update({(name, q): int(o) for (_t, _b, q), o in decode_mq_offset_table(resp.body).items()})
             return out
         return self._run(go())
 
     # ------------------------------------------------------------------ messages
     def view_message(self, offset_msg_id: str) -> MessageExt:
-        ip, port, _ = decode_offset_msg_id(offset_msg_id)
+        ip, port, phy_offset = decode_offset_msg_id(offset_msg_id)
 
         async def go() -> MessageExt:
             addr = f"{ip}:{port}"
-            resp = await self._call(addr, RequestCode.VIEW_MESSAGE_BY_ID, {"offsetMsgId": offset_msg_id})
+            resp = await self._call(addr, RequestCode.VIEW_MESSAGE_BY_ID, {"offset": phy_offset},
+                                    ok=(ResponseCode.SUCCESS, ResponseCode.SYSTEM_ERROR))
+            if resp.code != ResponseCode.SUCCESS:  # RocketMQ answers a missing message with SYSTEM_ERROR
+                raise ClientError(int(ResponseCode.QUERY_NOT_FOUND), resp.remark or "no message with that id")
             names = {a: n for n, a in (await self._master_addrs()).items()}
             return decode_records(resp.body, names.get(addr, addr))[0]
         return self._run(go())
@@ -248,7 +253,8 @@ class AdminClient:
                 while len(out) < max_num:
                     resp = await self._call(addr, RequestCode.PULL_MESSAGE, {
                         "consumerGroup": ADMIN_GROUP, "topic": topic, "queueId": 0, "queueOffset": offset,
-                        "maxMsgNums": min(256, max_num - len(out))},
+                        "maxMsgNums": min(256, max_num - len(out)), "sysFlag": PULL_SUBSCRIPTION, "commitOffset": 0,
+                        "suspendTimeoutMillis": 0, "subscription": "*", "subVersion": 0},
                         ok=(ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_OFFSET_MOVED,
                             ResponseCode.PULL_RETRY_IMMEDIATELY))
                     nxt = int(resp.header.get("nextBeginOffset", offset))

@@ -33,10 +33,13 @@ from broker_core.client.allocate import AllocateMessageQueueAveragely
 from broker_core.client.instance import NOTIFY_CONSUMER_IDS_CHANGED, RESET_CONSUMER_CLIENT_OFFSET, ClientInstance
 from broker_core.client.message import ClientError, ConsumeStatus, MessageExt, MessageQueue, decode_message_exts
 from broker_core.codec import CodecError
+from broker_core.codec.hashing import tag_hash
 from broker_core.codec.message import PROPERTY_RETRY_TOPIC
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
-from broker_core.protocol.filter import Subscription, parse_subscription
-from broker_core.protocol.validation import group_error, retry_topic
+from broker_core.protocol.bodies import decode_mq_offset_table
+from broker_core.protocol.filter import EXPRESSION_TAG, Subscription, parse_subscription
+from broker_core.protocol.headers import PULL_COMMIT_OFFSET, PULL_SUBSCRIPTION, PULL_SUSPEND
+from broker_core.protocol.validation import RETRY_GROUP_TOPIC_PREFIX, group_error, retry_topic
 from broker_core.remoting.client import RemotingTimeout, run_sync
 
 log = logging.getLogger(__name__)
@@ -46,12 +49,24 @@ CONSUME_FROM_FIRST = "FIRST"
 CONSUME_FROM_TIMESTAMP = "TIMESTAMP"
 _FROM_WIRE = {CONSUME_FROM_LAST: "CONSUME_FROM_LAST_OFFSET", CONSUME_FROM_FIRST: "CONSUME_FROM_FIRST_OFFSET",
               CONSUME_FROM_TIMESTAMP: "CONSUME_FROM_TIMESTAMP"}
+# RocketMQ's ConsumeFromWhere names (the deprecated ones behave as RocketMQ 4.9 treats them).
+_FROM_ROCKETMQ = {"CONSUME_FROM_LAST_OFFSET": CONSUME_FROM_LAST, "CONSUME_FROM_FIRST_OFFSET": CONSUME_FROM_FIRST,
+                  "CONSUME_FROM_TIMESTAMP": CONSUME_FROM_TIMESTAMP,
+                  "CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST": CONSUME_FROM_LAST,
+                  "CONSUME_FROM_MIN_OFFSET": CONSUME_FROM_LAST, "CONSUME_FROM_MAX_OFFSET": CONSUME_FROM_LAST}
 BROKER_SUSPEND_MAX_S = 15.0
 PULL_DELAY_ON_ERROR_S = 3.0
 PULL_DELAY_ON_FLOW_CONTROL_S = 0.05
 
 
 decode_records = decode_message_exts
+
+
+def subscription_data(sub: Subscription, sub_version: int) -> dict[str, object]:
+    """RocketMQ's ``SubscriptionData``: tags joined by ``||``, their Java hash codes, the expression type."""
+    tags = sorted(sub.tags) if sub.tags is not None else []
+    return {"classFilterMode": False, "codeSet": [tag_hash(t) for t in tags], "expressionType": EXPRESSION_TAG,
+            "subString": sub.expression, "subVersion": sub_version, "tagsSet": tags, "topic": sub.topic}
 
 
 class PullStatus:
@@ -93,11 +108,16 @@ class _ConsumerBase:
         return int(resp.header["offset"])
 
     async def apull(self, mq: MessageQueue, offset: int, max_nums: int = 32, sub: Subscription | None = None,
-                    suspend_s: float = 0.0, commit_offset: int = -1) -> PullResult:
+                    suspend_s: float = 0.0, commit_offset: int = -1, sub_version: int = 0) -> PullResult:
+        """PULL_MESSAGE with RocketMQ's ``sysFlag``: SUBSCRIPTION always (the expression travels with the
+        request), SUSPEND when ``suspend_s`` > 0 (the broker may hold the request), COMMIT_OFFSET when
+        ``commit_offset`` >= 0 (the broker stores it)."""
         sub = sub or parse_subscription(mq.topic, "*")
-        header = {"consumerGroup": self.group, "queueOffset": offset, "maxMsgNums": max_nums,
-                  "commitOffset": commit_offset, "suspendTimeoutMillis": int(suspend_s * 1000),
-                  "subscription": sub.expression}
+        sys_flag = PULL_SUBSCRIPTION | (PULL_SUSPEND if suspend_s > 0 else 0) | (
+            PULL_COMMIT_OFFSET if commit_offset >= 0 else 0)
+        header = {"consumerGroup": self.group, "queueOffset": offset, "maxMsgNums": max_nums, "sysFlag": sys_flag,
+                  "commitOffset": max(commit_offset, 0), "suspendTimeoutMillis": int(suspend_s * 1000),
+                  "subscription": sub.expression, "subVersion": sub_version, "expressionType": EXPRESSION_TAG}
         resp = await self._queue_request(mq, RequestCode.PULL_MESSAGE, header, suspend_s + 5.0)
         h = resp.header
         nxt, lo, hi = int(h.get("nextBeginOffset", offset)), int(h.get("minOffset", 0)), int(h.get("maxOffset", 0))
@@ -147,7 +167,8 @@ class PullConsumer(_ConsumerBase):
         return run_sync(self._offset(mq, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, {"timestamp": timestamp_ms}))
 
     def committed_offset(self, mq: MessageQueue) -> int:
-        """-1 when the group never committed on this queue."""
+        """The broker's answer to QUERY_CONSUMER_OFFSET; -1 when it has none. As RocketMQ, a group that never
+        committed gets 0 while the queue still starts at 0 and its first message is in memory."""
         async def query() -> int:
             resp = await self._queue_request(mq, RequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": self.group})
             return int(resp.header["offset"]) if resp.code == ResponseCode.SUCCESS else -1
@@ -199,8 +220,9 @@ class PushConsumer(_ConsumerBase):
         super().__init__(group, namesrv_addr, instance)
         if message_model not in ("CLUSTERING", "BROADCASTING"):
             raise ValueError("message_model must be CLUSTERING or BROADCASTING")
+        consume_from = _FROM_ROCKETMQ.get(consume_from, consume_from)
         if consume_from not in _FROM_WIRE:
-            raise ValueError("consume_from must be LAST, FIRST or TIMESTAMP")
+            raise ValueError("consume_from must be LAST, FIRST or TIMESTAMP (or RocketMQ's CONSUME_FROM_* names)")
         self.message_model = message_model
         self.consume_from = consume_from
         self.consume_timestamp_ms = consume_timestamp_ms or int((time.time() - 1800) * 1000)
@@ -215,6 +237,7 @@ class PushConsumer(_ConsumerBase):
         self.suspend_current_queue_time = suspend_current_queue_time
         self.lock_interval = lock_interval
         self.subscriptions: dict[str, Subscription] = {}
+        self.sub_versions: dict[str, int] = {}  # topic -> subVersion (ms when subscribed), as in SubscriptionData
         self.listener: Listener | None = None
         self.orderly = False
         self.enable_trace = enable_trace
@@ -232,6 +255,7 @@ class PushConsumer(_ConsumerBase):
     # ------------------------------------------------------------------ configuration
     def subscribe(self, topic: str, expression: str = "*") -> None:
         self.subscriptions[topic] = parse_subscription(topic, expression)
+        self.sub_versions[topic] = time.time_ns() // 1_000_000
 
     def register_message_listener(self, listener: Listener, orderly: bool = False) -> None:
         """``orderly=True``: each queue is consumed by one thread at a time, in offset order, while this
@@ -245,8 +269,10 @@ class PushConsumer(_ConsumerBase):
     def clustering(self) -> bool:
         return self.message_model == "CLUSTERING"
 
-    def assigned_queues(self) -> list[MessageQueue]:
-        return sorted(self.process_queues)
+    def assigned_queues(self, topic: str | None = None) -> list[MessageQueue]:
+        """Queues this consumer owns now (of ``topic`` only, when given: the group's retry topic is
+        subscribed automatically and has queues too)."""
+        return sorted(mq for mq in self.process_queues if topic is None or mq.topic == topic)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> PushConsumer:
@@ -255,7 +281,8 @@ class PushConsumer(_ConsumerBase):
         if self.orderly and not self.clustering:
             raise ValueError("orderly consumption needs CLUSTERING")
         if self.clustering and not self.orderly:  # failed messages come back through the group's retry topic
-            self.subscriptions.setdefault(retry_topic(self.group), parse_subscription(retry_topic(self.group), "*"))
+            if retry_topic(self.group) not in self.subscriptions:
+                self.subscribe(retry_topic(self.group), "*")
         if not self.clustering and self.offset_file.exists():
             self.local_offsets = json.loads(self.offset_file.read_text())
         run_sync(self._astart())
@@ -305,10 +332,12 @@ class PushConsumer(_ConsumerBase):
         await self.instance.shutdown()
 
     def _heartbeat_data(self) -> dict[str, object]:
+        """This consumer's ``ConsumerData`` of RocketMQ's HeartbeatData (``consumeOrderly`` is ours; Java
+        brokers ignore fields they do not know)."""
         return {"consumerDataSet": [{
-            "groupName": self.group, "consumeType": "PUSH", "messageModel": self.message_model,
-            "consumeFromWhere": _FROM_WIRE[self.consume_from], "consumeOrderly": self.orderly,
-            "subscriptionDataSet": [{"topic": s.topic, "subString": s.expression}
+            "groupName": self.group, "consumeType": "CONSUME_PASSIVELY", "messageModel": self.message_model,
+            "consumeFromWhere": _FROM_WIRE[self.consume_from], "unitMode": False, "consumeOrderly": self.orderly,
+            "subscriptionDataSet": [subscription_data(s, self.sub_versions.get(s.topic, 0))
                                     for s in self.subscriptions.values()]}]}
 
     def _on_ids_changed(self, cmd: RemotingCommand) -> None:
@@ -316,14 +345,20 @@ class PushConsumer(_ConsumerBase):
             self._rebalance_now.set()
 
     def _on_reset(self, cmd: RemotingCommand) -> None:
-        if cmd.header.get("consumerGroup") != self.group:
+        """RESET_CONSUMER_CLIENT_OFFSET: header ``topic, group``; body ``ResetOffsetBody`` keyed by queue."""
+        if cmd.header.get("group") != self.group:
             return
         topic = str(cmd.header.get("topic"))
-        offsets = {int(q): int(o) for q, o in json.loads(cmd.body or b"{}").items()}
+        try:
+            table = decode_mq_offset_table(cmd.body or b"{}")
+        except (ValueError, KeyError, TypeError) as exc:
+            log.warning("ignoring a malformed offset reset for %s: %s", self.group, exc)
+            return
+        offsets = {(b, q): int(o) for (t, b, q), o in table.items() if t == topic}
         for mq, pq in list(self.process_queues.items()):
-            if mq.topic == topic and mq.queue_id in offsets:
+            if mq.topic == topic and (mq.broker_name, mq.queue_id) in offsets:
                 pq.msgs.clear()
-                pq.next_offset = pq.last_committed = offsets[mq.queue_id]
+                pq.next_offset = pq.last_committed = offsets[(mq.broker_name, mq.queue_id)]
 
     # ------------------------------------------------------------------ rebalance
     async def _rebalance_loop(self) -> None:
@@ -389,10 +424,14 @@ class PushConsumer(_ConsumerBase):
             await self._lock_all()
 
     async def _start_offset(self, mq: MessageQueue) -> int:
+        """RocketMQ's ``computePullFromWhere``: the committed offset; else, for a retry topic, 0 (so first
+        retries are never skipped); else by ``consume_from``."""
         if self.clustering:
             resp = await self._queue_request(mq, RequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": self.group})
             if resp.code == ResponseCode.SUCCESS:
                 return int(resp.header["offset"])
+            if mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+                return 0
         elif str(mq) in self.local_offsets:
             return self.local_offsets[str(mq)]
         if self.consume_from == CONSUME_FROM_FIRST:
@@ -504,7 +543,8 @@ class PushConsumer(_ConsumerBase):
                 commit = -1
                 if self.clustering and pq.committable() != pq.last_committed:
                     commit = pq.last_committed = pq.committable()
-                res = await self.apull(pq.mq, pq.next_offset, self.pull_batch_size, sub, BROKER_SUSPEND_MAX_S, commit)
+                res = await self.apull(pq.mq, pq.next_offset, self.pull_batch_size, sub, BROKER_SUSPEND_MAX_S, commit,
+                                       self.sub_versions.get(pq.mq.topic, 0))
             except asyncio.CancelledError:
                 raise
             except (ClientError, ConnectionError, RemotingTimeout, CodecError, TimeoutError) as exc:
@@ -582,8 +622,8 @@ class PushConsumer(_ConsumerBase):
         try:
             addr = self.instance.broker_addr(msg.broker_name)
             resp = await self.instance.invoke(addr, RemotingCommand.request(RequestCode.CONSUMER_SEND_MSG_BACK, {
-                "group": self.group, "offset": msg.commit_log_offset, "delayLevel": 0,
-                "maxReconsumeTimes": self.max_reconsume_times, "originMsgId": msg.msg_id}))
+                "group": self.group, "offset": msg.commit_log_offset, "delayLevel": 0, "originTopic": msg.topic,
+                "maxReconsumeTimes": self.max_reconsume_times, "originMsgId": msg.msg_id, "unitMode": False}))
             if resp.code == ResponseCode.SUCCESS:
                 if pq.msgs.get(msg.queue_offset) is msg:
                     del pq.msgs[msg.queue_offset]

@@ -26,8 +26,8 @@ PERM_READ = 4
 PERM_WRITE = 2
 ROUTE_REFRESH_S = 30.0
 HEARTBEAT_S = 30.0
-NOTIFY_CONSUMER_IDS_CHANGED = 40
-RESET_CONSUMER_CLIENT_OFFSET = 220
+NOTIFY_CONSUMER_IDS_CHANGED = int(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED)
+RESET_CONSUMER_CLIENT_OFFSET = int(RequestCode.RESET_CONSUMER_CLIENT_OFFSET)
 
 
 @dataclass
@@ -160,8 +160,7 @@ class ClientInstance:
         body = json.dumps(data).encode()
         for addr in set(self.broker_addrs.values()):
             try:
-                resp = await self.invoke(addr, RemotingCommand.request(RequestCode.HEART_BEAT,
-                                                                       {"clientID": self.client_id}, body))
+                resp = await self.invoke(addr, RemotingCommand.request(RequestCode.HEART_BEAT, {}, body))
                 if resp.code != ResponseCode.SUCCESS:
                     log.warning("heartbeat to %s refused: %s", addr, resp.remark)
             except (ConnectionError, TimeoutError) as exc:

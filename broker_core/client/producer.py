@@ -27,6 +27,7 @@ from broker_core.codec.message import COMPRESSED_FLAG, PROPERTY_UNIQ_KEY, encode
 from broker_core.codec.message_id import UniqueIdGenerator
 from broker_core.codec.wire import encode_batch
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
+from broker_core.protocol.headers import DEFAULT_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS
 from broker_core.protocol.validation import group_error, topic_error
 from broker_core.remoting.blocking import BlockingClient
 from broker_core.remoting.client import RemotingTimeout, run_sync
@@ -37,6 +38,12 @@ NO_RETRY = {ResponseCode.MESSAGE_ILLEGAL, ResponseCode.NO_PERMISSION}
 DEFAULT_MAX_MESSAGE_SIZE = 4 * 1024 * 1024
 
 QueueSelector = Callable[[list[MessageQueue], Message, Any], MessageQueue]
+
+
+def send_fields(group: str, topic: str, sys_flag: int, flag: int, properties: str) -> dict[str, Any]:
+    """A SEND_MESSAGE_V2 header without the per-attempt ``e`` (queueId) and ``g`` (bornTimestamp)."""
+    return {"a": group, "b": topic, "c": DEFAULT_TOPIC, "d": DEFAULT_TOPIC_QUEUE_NUMS, "f": sys_flag, "h": flag,
+            "i": properties, "j": 0, "k": False, "m": False}
 
 
 def select_by_key(mqs: list[MessageQueue], msg: Message, key: Any) -> MessageQueue:
@@ -109,10 +116,9 @@ class Producer:
             return run_sync(self.asend(msg, queue, selector, arg))
         if selector is not None:
             queue = selector(route.write_queues, msg, arg)
-        _, props_b = self._single(msg)
+        props, props_b = self._single(msg)
         body, sys_flag = self._body(msg)
-        cmd_header = {"producerGroup": self.group, "topic": msg.topic, "sysFlag": sys_flag, "flag": msg.flag,
-                      "properties": props_b.decode(), "reconsumeTimes": 0}
+        cmd_header = send_fields(self.group, msg.topic, sys_flag, msg.flag, props_b.decode())
         deadline = time.monotonic() + self.send_timeout
         last_broker: str | None = None
         last_error: Exception | None = None
@@ -123,8 +129,8 @@ class Producer:
             route = self.instance.routes.get(msg.topic) or route
             mq = queue or self._pick_from(route.write_queues, msg.topic, last_broker)
             addr = self.instance.broker_addr(mq.broker_name)
-            cmd = RemotingCommand.request(RequestCode.SEND_MESSAGE, {
-                **cmd_header, "queueId": mq.queue_id, "bornTimestamp": int(time.time() * 1000)}, body)
+            cmd = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, {
+                **cmd_header, "e": mq.queue_id, "g": int(time.time() * 1000)}, body)
             started = time.monotonic()
             try:
                 resp = self.blocking.invoke(addr, cmd, left)
@@ -135,7 +141,7 @@ class Producer:
                 continue
             error = self._outcome(mq, resp, started)
             if error is None:
-                return self._result(resp, mq)
+                return self._result(resp, mq, props[PROPERTY_UNIQ_KEY])
             last_broker, last_error = mq.broker_name, error
             if resp.code == ResponseCode.TOPIC_NOT_EXIST:
                 run_sync(self._refresh(msg.topic))
@@ -256,14 +262,15 @@ class Producer:
         except (ClientError, ConnectionError, TimeoutError):
             pass
 
-    def _result(self, resp: RemotingCommand, mq: MessageQueue) -> SendResult:
+    def _result(self, resp: RemotingCommand, mq: MessageQueue, msg_id: str) -> SendResult:
+        """As RocketMQ's client: ``msg_id`` is the unique id this producer assigned (a batch: the ids joined
+        by commas), ``offset_msg_id`` the broker's ``msgId``, the offset message id."""
         status = {ResponseCode.SUCCESS: SendStatus.SEND_OK,
                   ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
                   ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT}.get(
                       ResponseCode(resp.code), SendStatus.SLAVE_NOT_AVAILABLE)
         h = resp.header
-        return SendResult(status, str(h.get("msgId", h.get("msgIds", ""))),
-                          str(h.get("offsetMsgId", h.get("offsetMsgIds", ""))), int(h.get("queueId", mq.queue_id)),
+        return SendResult(status, msg_id, str(h.get("msgId", "")), int(h.get("queueId", mq.queue_id)),
                           int(h.get("queueOffset", -1)), mq)
 
     def _single(self, msg: Message) -> tuple[dict[str, str], bytes]:
@@ -284,27 +291,23 @@ class Producer:
 
     async def asend(self, msg: Message, queue: MessageQueue | None = None, selector: QueueSelector | None = None,
                     arg: Any = None) -> SendResult:
-        _, props_b = self._single(msg)
-        props_s = props_b.decode()
-        body, sys_flag = self._body(msg)
+        props, props_b = self._single(msg)
+        fields = send_fields(self.group, msg.topic, 0, msg.flag, props_b.decode())
+        body, fields["f"] = self._body(msg)
 
         def build(mq: MessageQueue) -> RemotingCommand:
-            return RemotingCommand.request(RequestCode.SEND_MESSAGE, {
-                "producerGroup": self.group, "topic": msg.topic, "queueId": mq.queue_id, "sysFlag": sys_flag,
-                "bornTimestamp": int(time.time() * 1000), "flag": msg.flag, "properties": props_s,
-                "reconsumeTimes": 0}, body)
+            return RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, {
+                **fields, "e": mq.queue_id, "g": int(time.time() * 1000)}, body)
 
         resp, mq = await self._send(msg.topic, build, queue, selector, msg, arg)
-        return self._result(resp, mq)  # type: ignore[arg-type]
+        return self._result(resp, mq, props[PROPERTY_UNIQ_KEY])  # type: ignore[arg-type]
 
     async def asend_oneway(self, msg: Message, queue: MessageQueue | None = None) -> None:
         _, props_b = self._single(msg)
-        props_s = props_b.decode()
-        body, sys_flag = self._body(msg)
-        await self._send(msg.topic, lambda mq: RemotingCommand.request(RequestCode.SEND_MESSAGE, {
-            "producerGroup": self.group, "topic": msg.topic, "queueId": mq.queue_id, "sysFlag": sys_flag,
-            "bornTimestamp": int(time.time() * 1000), "flag": msg.flag, "properties": props_s}, body,
-            oneway=True), queue, oneway=True)
+        fields = send_fields(self.group, msg.topic, 0, msg.flag, props_b.decode())
+        body, fields["f"] = self._body(msg)
+        await self._send(msg.topic, lambda mq: RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, {
+            **fields, "e": mq.queue_id, "g": int(time.time() * 1000)}, body, oneway=True), queue, oneway=True)
 
     async def asend_batch(self, msgs: list[Message], queue: MessageQueue | None = None) -> SendResult:
         if not msgs:
@@ -321,12 +324,11 @@ class Producer:
             entries.append((m.flag, bytes(m.body), props_b))
         body = encode_batch(entries)
 
+        fields = {**send_fields(self.group, topic, 0, 0, ""), "m": True}
+
         def build(mq: MessageQueue) -> RemotingCommand:
             return RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE, {
-                "producerGroup": self.group, "topic": topic, "queueId": mq.queue_id,
-                "bornTimestamp": int(time.time() * 1000)}, body)
+                **fields, "e": mq.queue_id, "g": int(time.time() * 1000)}, body)
 
         resp, mq = await self._send(topic, build, queue)
-        result = self._result(resp, mq)  # type: ignore[arg-type]
-        result.msg_id = ",".join(ids)
-        return result
+        return self._result(resp, mq, ",".join(ids))  # type: ignore[arg-type]

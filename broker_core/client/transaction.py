@@ -23,17 +23,22 @@ from typing import Any
 
 from broker_core.client.message import ClientError, Message, MessageExt, SendResult, decode_message_exts
 from broker_core.client.producer import Producer
+from broker_core.codec import CodecError
 from broker_core.codec.message import PROPERTY_PRODUCER_GROUP, PROPERTY_TRANSACTION_PREPARED
+from broker_core.codec.message_id import decode_offset_msg_id
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
+from broker_core.protocol.headers import TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE, TRANSACTION_ROLLBACK_TYPE
 from broker_core.remoting.client import run_sync
 
 log = logging.getLogger(__name__)
 
 
 class TransactionState(enum.Enum):
-    COMMIT_MESSAGE = "COMMIT"
-    ROLLBACK_MESSAGE = "ROLLBACK"
-    UNKNOW = "UNKNOWN"
+    """Values are END_TRANSACTION's ``commitOrRollback`` (RocketMQ's MessageSysFlag transaction types)."""
+
+    COMMIT_MESSAGE = TRANSACTION_COMMIT_TYPE
+    ROLLBACK_MESSAGE = TRANSACTION_ROLLBACK_TYPE
+    UNKNOW = TRANSACTION_NOT_TYPE
 
 
 Checker = Callable[[MessageExt], TransactionState]
@@ -71,17 +76,24 @@ class TransactionProducer(Producer):
     def _end(self, result: SendResult, state: TransactionState) -> None:
         assert result.message_queue is not None
         addr = self.instance.broker_addr(result.message_queue.broker_name)
+        _, _, commit_log_offset = decode_offset_msg_id(result.offset_msg_id)
         resp = run_sync(self.instance.invoke(addr, RemotingCommand.request(RequestCode.END_TRANSACTION, {
-            "producerGroup": self.group, "halfOffset": result.queue_offset, "commitOrRollback": state.value})))
+            "producerGroup": self.group, "tranStateTableOffset": result.queue_offset,
+            "commitLogOffset": commit_log_offset, "commitOrRollback": state.value, "fromTransactionCheck": False,
+            "msgId": result.msg_id, "transactionId": result.msg_id})))
         if resp.code != ResponseCode.SUCCESS:
             raise ClientError(resp.code, resp.remark)
 
     def _on_check(self, cmd: RemotingCommand) -> None:
-        """Client loop thread: answer on a worker thread, so a slow checker does not block I/O."""
-        if cmd.header.get("producerGroup") != self.group:
+        """CHECK_TRANSACTION_STATE (header ``tranStateTableOffset, commitLogOffset, msgId, transactionId``;
+        the half message as body). Client loop thread: answer on a worker thread, so a slow checker does not
+        block I/O."""
+        try:
+            msgs = decode_message_exts(cmd.body, "")
+        except CodecError as exc:
+            log.warning("ignoring a transaction check with a malformed body: %s", exc)
             return
-        msgs = decode_message_exts(cmd.body, "")
-        if not msgs:
+        if not msgs or msgs[0].properties.get(PROPERTY_PRODUCER_GROUP) != self.group:
             return
         msg = msgs[0]
         msg.topic = msg.properties.get("REAL_TOPIC", msg.topic)
@@ -94,8 +106,10 @@ class TransactionProducer(Producer):
                 return
             if state is TransactionState.UNKNOW:
                 return
-            header = {"producerGroup": self.group, "halfOffset": int(cmd.header["halfOffset"]),
-                      "commitOrRollback": state.value, "fromTransactionCheck": True}
+            header = {"producerGroup": self.group, "tranStateTableOffset": cmd.header.get("tranStateTableOffset"),
+                      "commitLogOffset": cmd.header.get("commitLogOffset", msg.commit_log_offset),
+                      "commitOrRollback": state.value, "fromTransactionCheck": True,
+                      "msgId": cmd.header.get("msgId", msg.msg_id), "transactionId": cmd.header.get("transactionId")}
 
             try:  # the broker that stored the half message asked; its address is the record's store host
                 run_sync(self.instance.invoke(msg.store_host, RemotingCommand.request(

@@ -40,8 +40,13 @@ LANGUAGES = ("JAVA", "CPP", "DOTNET", "PYTHON", "DELPHI", "ERLANG", "RUBY", "OTH
              "RUST")
 LANGUAGE_ORDINAL = {name: i for i, name in enumerate(LANGUAGES)}
 LANGUAGE = "PYTHON"
-# MQVersion ordinal we announce: V4_9_8 (409). Brokers use it to pick features (route JSON, reset offsets).
-CURRENT_VERSION = 409
+# MQVersion ordinals (the index of a constant of RocketMQ's ``MQVersion.Version``) that change behaviour.
+V3_0_7_SNAPSHOT = 28  # clients from here on get RESET_CONSUMER_CLIENT_OFFSET
+V3_4_9 = 121  # send headers' maxReconsumeTimes is honoured from here on
+V4_9_4 = 401  # the name server sends standard JSON route bodies from here on
+V4_9_8 = 409
+# The version we announce: 4.9.8. Brokers use it to pick features (route JSON, reset offsets).
+CURRENT_VERSION = V4_9_8
 
 _SERIALIZE_NAMES = {SERIALIZE_JSON: "JSON", SERIALIZE_ROCKETMQ: "ROCKETMQ"}
 _I16_MIN, _I16_MAX = -(1 << 15), (1 << 15) - 1

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from broker_core.codec.hashing import tag_hash
 
 SUB_ALL = "*"
+EXPRESSION_TAG = "TAG"
+EXPRESSION_SQL92 = "SQL92"
 
 
 class SubscriptionParseError(ValueError):

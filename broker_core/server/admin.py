@@ -8,8 +8,8 @@ import dataclasses
 import json
 from typing import TYPE_CHECKING
 
-from broker_core.codec import CodecError
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
+from broker_core.protocol.bodies import encode_reset_offset_body
 from broker_core.protocol.fields import BadRequest, bool_field, int_field, str_field
 from broker_core.protocol.validation import topic_error
 from broker_core.remoting.server import Connection
@@ -57,14 +57,14 @@ def handlers(ctl: BrokerController) -> dict[int, object]:
         return cmd.response(ResponseCode.SUCCESS, body=_json(ctl.runtime_info()))
 
     async def view_by_id(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
-        try:
-            rec = store.view_message_by_id(str_field(cmd.header, "offsetMsgId"))
-        except CodecError as exc:
-            return cmd.response(ResponseCode.SYSTEM_ERROR, str(exc))
-        if rec is None:
-            return cmd.response(ResponseCode.QUERY_NOT_FOUND, "no message at that offset")
-        raw = store.commit_log.get_message_bytes(rec.commit_log_offset, rec.store_size)
-        return cmd.response(ResponseCode.SUCCESS, body=raw or b"")
+        """VIEW_MESSAGE_BY_ID: header ``offset``, the CommitLog physical offset (clients decode it from the
+        offset message id) -> the record as stored; SYSTEM_ERROR when there is none."""
+        offset = int_field(cmd.header, "offset")
+        rec = store.look_message_by_offset(offset)
+        raw = store.get_message_bytes(rec.commit_log_offset, rec.store_size) if rec is not None else None
+        if not raw:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset}")
+        return cmd.response(ResponseCode.SUCCESS, body=raw)
 
     async def query(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         h = cmd.header
@@ -72,13 +72,14 @@ def handlers(ctl: BrokerController) -> dict[int, object]:
         res = await asyncio.get_running_loop().run_in_executor(
             None, store.query_message, topic, key, int_field(h, "maxNum", store.config.default_query_max_num),
             int_field(h, "beginTimestamp", 0), int_field(h, "endTimestamp", MAX_TIMESTAMP))
+        index_fields = {"indexLastUpdateTimestamp": res.index_last_update_timestamp,
+                        "indexLastUpdatePhyoffset": res.index_last_update_phy_offset}
         if not res.messages:
-            return cmd.response(ResponseCode.QUERY_NOT_FOUND, f"no message of {topic} with key {key}")
-        body = b"".join(store.commit_log.get_message_bytes(m.commit_log_offset, m.store_size) or b""
-                        for m in res.messages)
-        return cmd.response(ResponseCode.SUCCESS, "", {"truncated": res.truncated,
-                                                       "indexLastUpdateTimestamp": res.index_last_update_timestamp},
-                            body)
+            return cmd.response(ResponseCode.QUERY_NOT_FOUND, "can not find message, maybe time range not correct",
+                                index_fields)
+        body = b"".join(store.get_message_bytes(m.commit_log_offset, m.store_size) or b"" for m in res.messages)
+        # "truncated" is ours (more matches than maxNum); RocketMQ clients ignore fields they do not know
+        return cmd.response(ResponseCode.SUCCESS, "", {**index_fields, "truncated": res.truncated}, body)
 
     def _queue_rows(topic: str, group: str | None) -> list[dict[str, object]]:
         cfg = ctl.topics.get(topic)
@@ -153,8 +154,10 @@ def handlers(ctl: BrokerController) -> dict[int, object]:
             ctl.offsets.commit(group, topic, q, min(max(o, lo), hi))
         applied = {q: ctl.offsets.query(group, topic, q) for q in offsets}
         ctl.offsets.persist()
-        ctl.consumers.notify_reset(group, topic, applied)
-        return cmd.response(ResponseCode.SUCCESS, body=_json({"offsetTable": {str(q): o for q, o in applied.items()}}))
+        ctl.consumers.notify_reset(group, topic, ctl.config.broker_name, applied, int_field(h, "timestamp", -1),
+                                   bool_field(h, "isForce", True))
+        return cmd.response(ResponseCode.SUCCESS,
+                            body=encode_reset_offset_body(topic, ctl.config.broker_name, applied))
 
     async def clean(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         force = bool_field(cmd.header, "force")
@@ -172,7 +175,7 @@ def handlers(ctl: BrokerController) -> dict[int, object]:
         return cmd.response(ResponseCode.SUCCESS, body=_json(dataclasses.asdict(report)))
 
     def delay_backlog(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
-        return cmd.response(ResponseCode.SUCCESS, body=_json({str(k): v for k, v in store.schedule.backlog().items()}))
+        return cmd.response(ResponseCode.SUCCESS, body=_json({str(k): v for k, v in store.delay_backlog().items()}))
 
     return {
         RequestCode.DELIVER_DELAYED: deliver, RequestCode.GET_DELAY_BACKLOG: delay_backlog,

@@ -12,10 +12,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from broker_core.protocol import RemotingCommand, RequestCode
+from broker_core.protocol.bodies import encode_reset_offset_body
+from broker_core.protocol.command import V3_0_7_SNAPSHOT
 from broker_core.remoting.server import Connection
 
-NOTIFY_CONSUMER_IDS_CHANGED = 40
-RESET_CONSUMER_CLIENT_OFFSET = 220
+NOTIFY_CONSUMER_IDS_CHANGED = int(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED)
+
+
+CONSUME_TYPES = {"CONSUME_PASSIVELY": "PUSH", "CONSUME_ACTIVELY": "PULL"}
 
 
 @dataclass
@@ -28,6 +32,18 @@ class ConsumerInfo:
     subscriptions: dict[str, str] = field(default_factory=dict)  # topic -> expression
     last_heartbeat: float = field(default_factory=time.monotonic)
     consume_orderly: bool | None = None  # as the client reports it (None: the client does not say)
+    language: str = "JAVA"
+    version: int = 0
+    sub_data: dict[str, tuple[str, str, int]] = field(default_factory=dict)  # topic -> (expr, type, subVersion)
+
+
+def _subscriptions(consumer_data: dict[str, Any]) -> dict[str, tuple[str, str, int]]:
+    """``subscriptionDataSet`` of a heartbeat's ConsumerData: topic -> (subString, expressionType, subVersion)."""
+    out = {}
+    for s in consumer_data.get("subscriptionDataSet") or []:
+        out[str(s["topic"])] = (str(s.get("subString") or "*"), str(s.get("expressionType") or "TAG"),
+                                int(s.get("subVersion") or 0))
+    return out
 
 
 class ConsumerManager:
@@ -36,26 +52,32 @@ class ConsumerManager:
         self.producers: dict[str, dict[str, Connection]] = {}
         self.expire_s = expire_s
 
-    def heartbeat(self, client_id: str, conn: Connection, data: dict[str, Any]) -> list[str]:
-        """Register what a heartbeat says; returns the groups whose membership changed."""
+    def heartbeat(self, client_id: str, conn: Connection, data: dict[str, Any], language: str = "JAVA",
+                  version: int = 0) -> list[str]:
+        """Register what a heartbeat (RocketMQ ``HeartbeatData``) says; returns the groups whose membership
+        changed."""
         changed = []
-        for p in data.get("producerDataSet", []):
+        for p in data.get("producerDataSet") or []:
             self.producers.setdefault(str(p.get("groupName", "")), {})[client_id] = conn
-        for c in data.get("consumerDataSet", []):
+        for c in data.get("consumerDataSet") or []:
             group = str(c["groupName"])
             members = self.groups.setdefault(group, {})
             info = members.get(client_id)
-            subs = {str(s["topic"]): str(s.get("subString", "*")) for s in c.get("subscriptionDataSet", [])}
+            sub_data = _subscriptions(c)
+            subs = {topic: expr for topic, (expr, _t, _v) in sub_data.items()}
             orderly = c.get("consumeOrderly")
+            raw_type = str(c.get("consumeType", "CONSUME_PASSIVELY"))
             if info is None or info.conn is not conn:
-                members[client_id] = ConsumerInfo(client_id, conn, str(c.get("consumeType", "PUSH")),
+                members[client_id] = ConsumerInfo(client_id, conn, CONSUME_TYPES.get(raw_type, raw_type),
                                                   str(c.get("messageModel", "CLUSTERING")),
                                                   str(c.get("consumeFromWhere", "CONSUME_FROM_LAST_OFFSET")), subs,
-                                                  consume_orderly=None if orderly is None else bool(orderly))
+                                                  consume_orderly=None if orderly is None else bool(orderly),
+                                                  language=language, version=version, sub_data=sub_data)
                 if info is None:
                     changed.append(group)
             else:
                 info.subscriptions = subs
+                info.sub_data = sub_data
                 info.last_heartbeat = time.monotonic()
                 info.consume_orderly = None if orderly is None else bool(orderly)
         conn.attributes["client_id"] = client_id
@@ -90,6 +112,12 @@ class ConsumerManager:
                 changed.append(name)
         return changed
 
+    def find_subscription(self, group: str, topic: str) -> tuple[str, str, int] | None:
+        """The subscription a live member of ``group`` registered for ``topic``: (expression, type,
+        subVersion), the newest version when members differ; None when no member subscribes to it."""
+        found = [info.sub_data[topic] for info in self.groups.get(group, {}).values() if topic in info.sub_data]
+        return max(found, key=lambda s: s[2]) if found else None
+
     def client_ids(self, group: str) -> list[str]:
         return sorted(self.groups.get(group, {}))
 
@@ -108,13 +136,13 @@ class ConsumerManager:
         for info in list(self.groups.get(group, {}).values()):
             info.conn.send(cmd)
 
-    def notify_reset(self, group: str, topic: str, offsets: dict[int, int]) -> None:
-        import json
-
-        cmd = RemotingCommand.request(RESET_CONSUMER_CLIENT_OFFSET, {"consumerGroup": group, "topic": topic},
-                                      json.dumps({str(q): o for q, o in offsets.items()}).encode(), oneway=True)
+    def notify_reset(self, group: str, topic: str, broker_name: str, offsets: dict[int, int], timestamp: int,
+                     force: bool = True) -> None:
+        """RESET_CONSUMER_CLIENT_OFFSET (220) to every member of ``group`` whose version is at least 3.0.7:
+        header ``topic, group, timestamp, isForce``, body ``ResetOffsetBody`` in fastjson's object-key form."""
+        cmd = RemotingCommand.request(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, {
+            "topic": topic, "group": group, "timestamp": timestamp, "isForce": force},
+            encode_reset_offset_body(topic, broker_name, offsets), oneway=True)
         for info in list(self.groups.get(group, {}).values()):
-            info.conn.send(cmd)
-
-
-_ = RequestCode  # codes used by clients for these notifications are defined above
+            if info.version >= V3_0_7_SNAPSHOT:
+                info.conn.send(cmd)

@@ -11,24 +11,29 @@ from typing import TYPE_CHECKING
 from broker_core.codec.message import PROPERTY_RETRY_TOPIC, decode_record
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
 from broker_core.protocol.fields import BadRequest, int_field, str_field
-from broker_core.protocol.filter import SubscriptionParseError, parse_subscription
-from broker_core.protocol.validation import group_error, topic_error
+from broker_core.protocol.filter import EXPRESSION_TAG, SubscriptionParseError, parse_subscription
+from broker_core.protocol.headers import PULL_COMMIT_OFFSET, PULL_SUBSCRIPTION, PULL_SUSPEND
+from broker_core.protocol.validation import group_error, retry_topic, topic_error
 from broker_core.remoting.server import Connection
+from broker_core.server.retry import ensure_topic
 from broker_core.store import GetStatus
 
 if TYPE_CHECKING:
     from broker_core.server.controller import BrokerController
 
 ADMIN_GROUP = "broker_core_admin"
-_RETRY_NOW = (GetStatus.NO_MATCHED_MESSAGE, GetStatus.OFFSET_FOUND_NULL, GetStatus.MESSAGE_WAS_REMOVING)
+_RETRY_NOW = (GetStatus.NO_MATCHED_MESSAGE, GetStatus.MESSAGE_WAS_REMOVING)
 _MOVED = (GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_OVERFLOW_BADLY)
-_NOTHING_YET = (GetStatus.OFFSET_OVERFLOW_ONE, GetStatus.NO_MESSAGE_IN_QUEUE, GetStatus.NO_MATCHED_LOGIC_QUEUE)
+_EMPTY_QUEUE = (GetStatus.NO_MESSAGE_IN_QUEUE, GetStatus.NO_MATCHED_LOGIC_QUEUE)
 
 
 def handlers(ctl: BrokerController) -> dict[int, object]:
     store = ctl.store
 
     def pull(cmd: RemotingCommand, conn: Connection) -> RemotingCommand | Awaitable[RemotingCommand]:
+        """PULL_MESSAGE as RocketMQ's ``PullMessageProcessor``: ``sysFlag`` decides whether the request may be
+        held (SUSPEND), whether ``commitOffset`` is stored (COMMIT_OFFSET) and whether the request's
+        ``subscription`` is used or the one the group registered by heartbeat (SUBSCRIPTION)."""
         h = cmd.header
         try:
             group = str_field(h, "consumerGroup")
@@ -36,25 +41,50 @@ def handlers(ctl: BrokerController) -> dict[int, object]:
             queue_id = int_field(h, "queueId")
             offset = int_field(h, "queueOffset")
             max_nums = max(1, min(int_field(h, "maxMsgNums", 32), 1024))
-            commit_offset = int_field(h, "commitOffset", -1)
+            sys_flag = int_field(h, "sysFlag", 0)
+            commit_offset = int_field(h, "commitOffset", 0)
             suspend_ms = max(0, min(int_field(h, "suspendTimeoutMillis", 0),
                                     int(ctl.limits.long_polling_max_s * 1000)))
-            sub = parse_subscription(topic, str(h.get("subscription", "*")))
-        except (BadRequest, SubscriptionParseError) as exc:
-            return cmd.response(ResponseCode.SYSTEM_ERROR if isinstance(exc, BadRequest)
-                                else ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(exc))
+            sub_version = int_field(h, "subVersion", 0)
+        except BadRequest as exc:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, str(exc))
         err = topic_error(topic) or group_error(group)
         if err:
             return cmd.response(ResponseCode.SYSTEM_ERROR, err)
+        group_cfg = ctl.groups.get_or_create(group)
+        if not group_cfg.consume_enable:
+            return cmd.response(ResponseCode.NO_PERMISSION, f"subscription group [{group}] no permission to consume")
         cfg = ctl.topics.get(topic)
         if cfg is None:
-            return cmd.response(ResponseCode.TOPIC_NOT_EXIST, f"topic {topic} does not exist on this broker")
+            return cmd.response(ResponseCode.TOPIC_NOT_EXIST,
+                                f"topic[{topic}] not exist, apply first please! (broker {ctl.config.broker_name})")
         if not cfg.readable:
-            return cmd.response(ResponseCode.NO_PERMISSION, f"topic {topic} is not readable (perm {cfg.perm})")
+            return cmd.response(ResponseCode.NO_PERMISSION, f"the topic[{topic}] pulling message is forbidden")
         if not 0 <= queue_id < cfg.read_queue_nums:
-            return cmd.response(ResponseCode.SYSTEM_ERROR, f"queueId {queue_id} is outside the topic's read queues")
-        if commit_offset >= 0:
+            return cmd.response(ResponseCode.SYSTEM_ERROR,
+                                f"queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:"
+                                f"[{cfg.read_queue_nums}] consumer:[{conn.remote}]")
+        if sys_flag & PULL_SUBSCRIPTION:
+            expression = str(h.get("subscription") or "*")
+            expression_type = str(h.get("expressionType") or EXPRESSION_TAG)
+        else:
+            registered = ctl.consumers.find_subscription(group, topic)
+            if registered is None:
+                return cmd.response(ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                                    f"the consumer's subscription of {topic} not exist (group {group})")
+            expression, expression_type, registered_version = registered
+            if registered_version < sub_version:
+                return cmd.response(ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest")
+        if expression_type != EXPRESSION_TAG:
+            return cmd.response(ResponseCode.SYSTEM_ERROR,
+                                "The broker does not support consumer to filter message by SQL92")
+        try:
+            sub = parse_subscription(topic, expression)
+        except SubscriptionParseError as exc:
+            return cmd.response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(exc))
+        if sys_flag & PULL_COMMIT_OFFSET:  # stored on the first execution only, whatever the result
             ctl.offsets.commit(group, topic, queue_id, commit_offset)
+        may_suspend = bool(sys_flag & PULL_SUSPEND) and suspend_ms > 0 and ctl.hold is not None
         hashes = sub.tag_hashes
         deadline = time.monotonic() + suspend_ms / 1000
 
@@ -65,14 +95,11 @@ def handlers(ctl: BrokerController) -> dict[int, object]:
                 body = b"".join(res.messages)
                 if ctl.tracer.enabled and group != ADMIN_GROUP:  # the console browsing is not a delivery
                     trace_delivered(ctl, body, group)
-                return cmd.response(ResponseCode.SUCCESS, "", _offsets(res), body)
-            if res.status in _MOVED:
-                return cmd.response(ResponseCode.PULL_OFFSET_MOVED, res.error, _offsets(res))
-            if res.status in _RETRY_NOW:
-                return cmd.response(ResponseCode.PULL_RETRY_IMMEDIATELY, "", _offsets(res))
-            if final or ctl.hold is None:
-                return cmd.response(ResponseCode.PULL_NOT_FOUND, "no new message", _offsets(res))
-            return None
+                return cmd.response(ResponseCode.SUCCESS, "FOUND", _offsets(res), body)
+            code = pull_code(res.status, offset)
+            if code == ResponseCode.PULL_NOT_FOUND and not final and res.status is not GetStatus.OFFSET_FOUND_NULL:
+                return None
+            return cmd.response(code, res.error or res.status.name, _offsets(res))
 
         async def long_poll() -> RemotingCommand:
             while True:
@@ -83,15 +110,22 @@ def handlers(ctl: BrokerController) -> dict[int, object]:
                 if resp is not None:
                     return resp
 
-        first = attempt(final=suspend_ms == 0)
+        first = attempt(final=not may_suspend)
         return first if first is not None else long_poll()
 
     async def query_offset(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """The committed offset; with none stored, 0 when the queue still starts at 0 and its first message
+        is in memory (RocketMQ's rule, which makes a new group start a young topic from the beginning)."""
         h = cmd.header
-        offset = ctl.offsets.query(str_field(h, "consumerGroup"), str_field(h, "topic"), int_field(h, "queueId"))
-        if offset < 0:
-            return cmd.response(ResponseCode.QUERY_NOT_FOUND, "the group has no committed offset on this queue")
-        return cmd.response(ResponseCode.SUCCESS, "", {"offset": offset})
+        group, topic, queue_id = str_field(h, "consumerGroup"), str_field(h, "topic"), int_field(h, "queueId")
+        offset = ctl.offsets.query(group, topic, queue_id)
+        if offset >= 0:
+            return cmd.response(ResponseCode.SUCCESS, "", {"offset": offset})
+        if store.get_min_offset_in_queue(topic, queue_id) <= 0 and not store.check_in_disk_by_consume_offset(
+                topic, queue_id, 0, ctl.config.access_message_in_memory_max_ratio):
+            return cmd.response(ResponseCode.SUCCESS, "", {"offset": 0})
+        return cmd.response(ResponseCode.QUERY_NOT_FOUND, "Not found, V3_0_6_SNAPSHOT maybe this group consumer "
+                            "boot first")
 
     async def update_offset(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         h = cmd.header
@@ -102,6 +136,8 @@ def handlers(ctl: BrokerController) -> dict[int, object]:
     async def heartbeat(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         try:
             data = json.loads(cmd.body or b"{}")
+            if not isinstance(data, dict):
+                raise BadRequest("heartbeat body must be a JSON object (HeartbeatData)")
             client_id = str(data.get("clientID") or cmd.header.get("clientID") or "")
             if not client_id:
                 raise BadRequest("heartbeat without clientID")
@@ -110,7 +146,9 @@ def handlers(ctl: BrokerController) -> dict[int, object]:
                 if err:
                     raise BadRequest(err)
                 ctl.groups.get_or_create(c["groupName"])
-            changed = ctl.consumers.heartbeat(client_id, conn, data)
+                if str(c.get("messageModel", "CLUSTERING")) == "CLUSTERING":  # RocketMQ creates the retry topic
+                    ensure_topic(ctl, retry_topic(c["groupName"]))
+            changed = ctl.consumers.heartbeat(client_id, conn, data, cmd.language, cmd.version)
         except (ValueError, KeyError, TypeError) as exc:
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"bad heartbeat: {exc}")
         for group in changed:
@@ -128,8 +166,7 @@ def handlers(ctl: BrokerController) -> dict[int, object]:
         group = str_field(cmd.header, "consumerGroup")
         ids = ctl.consumers.client_ids(group)
         if not ids:
-            return cmd.response(ResponseCode.CONSUMER_NOT_ONLINE, f"no consumer of group {group} is online",
-                                body=json.dumps({"consumerIdList": []}).encode())
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {group}")
         return cmd.response(ResponseCode.SUCCESS, body=json.dumps({"consumerIdList": ids}).encode())
 
     async def max_offset(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
@@ -138,6 +175,10 @@ def handlers(ctl: BrokerController) -> dict[int, object]:
 
     async def min_offset(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         return cmd.response(ResponseCode.SUCCESS, "", {"offset": store.get_min_offset_in_queue(
+            str_field(cmd.header, "topic"), int_field(cmd.header, "queueId"))})
+
+    async def earliest_store_time(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        return cmd.response(ResponseCode.SUCCESS, "", {"timestamp": store.get_earliest_message_time(
             str_field(cmd.header, "topic"), int_field(cmd.header, "queueId"))})
 
     async def search_offset(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
@@ -189,6 +230,7 @@ def handlers(ctl: BrokerController) -> dict[int, object]:
         RequestCode.UNREGISTER_CLIENT: unregister_client, RequestCode.GET_CONSUMER_LIST_BY_GROUP: consumer_list,
         RequestCode.GET_MAX_OFFSET: max_offset, RequestCode.GET_MIN_OFFSET: min_offset,
         RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: search_offset,
+        RequestCode.GET_EARLIEST_MSG_STORETIME: earliest_store_time,
     }
 
 
@@ -205,5 +247,18 @@ def trace_delivered(ctl: BrokerController, body: bytes, group: str) -> None:
     ctl.tracer.emit(events)
 
 
+def pull_code(status: GetStatus, offset: int) -> ResponseCode:
+    """The response code of a pull that found nothing, as ``PullMessageProcessor`` maps store statuses."""
+    if status in _RETRY_NOW:
+        return ResponseCode.PULL_RETRY_IMMEDIATELY
+    if status in _MOVED:
+        return ResponseCode.PULL_OFFSET_MOVED
+    if status in _EMPTY_QUEUE:
+        return ResponseCode.PULL_OFFSET_MOVED if offset != 0 else ResponseCode.PULL_NOT_FOUND
+    return ResponseCode.PULL_NOT_FOUND  # OFFSET_OVERFLOW_ONE: nothing new yet
+
+
 def _offsets(res) -> dict[str, int]:  # type: ignore[no-untyped-def]
-    return {"nextBeginOffset": res.next_begin_offset, "minOffset": res.min_offset, "maxOffset": res.max_offset}
+    """The four fields every pull response carries (Java clients unbox them: a missing one is an NPE)."""
+    return {"suggestWhichBrokerId": 0, "nextBeginOffset": res.next_begin_offset, "minOffset": res.min_offset,
+            "maxOffset": res.max_offset}

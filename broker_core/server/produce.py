@@ -1,24 +1,35 @@
-"""SEND_MESSAGE and SEND_BATCH_MESSAGE."""
+"""SEND_MESSAGE (10, V1 header), SEND_MESSAGE_V2 (310, single-letter header) and SEND_BATCH_MESSAGE (320),
+as RocketMQ 4.9's ``SendMessageProcessor``: the three codes share one path, and only the header's ``batch``
+flag selects the batch layout (a 320 without it is one message whose body is the raw bytes)."""
 
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from broker_core.codec import CodecError
 from broker_core.codec.message import (
+    PROPERTY_CLUSTER,
+    PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_REAL_TOPIC,
     PROPERTY_TRANSACTION_PREPARED,
+    PROPERTY_WAIT_STORE_MSG_OK,
+    TRANSACTION_PREPARED_TYPE,
+    TRANSACTION_TYPE_MASK,
     decode_properties,
     host_to_bytes,
 )
 from broker_core.codec.wire import decode_batch
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
-from broker_core.protocol.fields import BadRequest, int_field, str_field
-from broker_core.protocol.validation import TRANS_HALF_TOPIC, topic_error
+from broker_core.protocol.command import V3_4_9
+from broker_core.protocol.fields import BadRequest, bool_field, int_field, str_field
+from broker_core.protocol.headers import send_header
+from broker_core.protocol.validation import RETRY_GROUP_TOPIC_PREFIX, TRANS_HALF_TOPIC, dlq_topic, topic_error
 from broker_core.remoting.server import Connection
+from broker_core.server.retry import ensure_topic
 from broker_core.server.state import TopicConfig
 from broker_core.store import PutStatus
 from broker_core.store.message import MessageInner
@@ -40,22 +51,26 @@ STATUS_TO_CODE = {
 }
 
 
-def writable_topic(ctl: BrokerController, cmd: RemotingCommand, topic: str) -> TopicConfig | RemotingCommand:
+def writable_topic(ctl: BrokerController, cmd: RemotingCommand, topic: str,
+                   default_queue_nums: int | None = None) -> TopicConfig | RemotingCommand:
     err = topic_error(topic)
-    if err:
-        return cmd.response(ResponseCode.MESSAGE_ILLEGAL, err)
+    if err:  # RocketMQ answers a topic that fails TopicValidator with SYSTEM_ERROR
+        return cmd.response(ResponseCode.SYSTEM_ERROR, err)
     cfg = ctl.topics.get(topic)
     if cfg is None:
         if not ctl.config.auto_create_topic_enable:
             return cmd.response(ResponseCode.TOPIC_NOT_EXIST,
-                                f"topic {topic} does not exist on broker {ctl.config.broker_name} "
+                                f"topic[{topic}] not exist on broker {ctl.config.broker_name}, apply first please! "
                                 "(autoCreateTopicEnable is off)")
         n = ctl.config.default_topic_queue_nums
+        if default_queue_nums is not None and default_queue_nums > 0:
+            n = min(n, default_queue_nums)
         cfg = TopicConfig(topic, n, n)
         ctl.topics.upsert(cfg)
         ctl.spawn(ctl.register_all())
     if not cfg.writable:
-        return cmd.response(ResponseCode.NO_PERMISSION, f"topic {topic} is not writable (perm {cfg.perm})")
+        return cmd.response(ResponseCode.NO_PERMISSION,
+                            f"the topic[{topic}] sending is forbidden (perm {cfg.perm})")
     return cfg
 
 
@@ -94,16 +109,19 @@ def trace_stored(ctl: BrokerController, msgs: list[MessageInner], results: list[
     ctl.tracer.emit(events)
 
 
-def target_queue(ctl: BrokerController, cmd: RemotingCommand) -> tuple[str, int] | RemotingCommand:
-    """The topic and queue a send writes to, or the error response."""
-    topic = str_field(cmd.header, "topic")
-    cfg = writable_topic(ctl, cmd, topic)
+def target_queue(ctl: BrokerController, cmd: RemotingCommand, h: dict[str, str]) -> tuple[str, int] | RemotingCommand:
+    """The topic and queue a send writes to (``queueId`` < 0: a random writable queue), or the error response."""
+    topic = str_field(h, "topic")
+    cfg = writable_topic(ctl, cmd, topic, int_field(h, "defaultTopicQueueNums", 0))
     if isinstance(cfg, RemotingCommand):
         return cfg
-    queue_id = int_field(cmd.header, "queueId", 0)
-    if not 0 <= queue_id < cfg.write_queue_nums:
-        return cmd.response(ResponseCode.MESSAGE_ILLEGAL,
-                            f"queueId {queue_id} is outside 0..{cfg.write_queue_nums - 1} of topic {topic}")
+    queue_id = int_field(h, "queueId", -1)
+    if queue_id < 0:
+        queue_id = random.randrange(cfg.write_queue_nums) if cfg.write_queue_nums > 0 else 0
+    if queue_id >= max(cfg.write_queue_nums, cfg.read_queue_nums):
+        return cmd.response(ResponseCode.SYSTEM_ERROR,
+                            f"request queueId[{queue_id}] is illegal, topic {topic} has "
+                            f"{cfg.write_queue_nums} write queues")
     return topic, queue_id
 
 
@@ -112,79 +130,118 @@ def _born(conn: Connection) -> tuple[str, int]:
     return host, int(port) if port.isdigit() else 0
 
 
+def _store_properties(ctl: BrokerController, props: dict[str, str]) -> dict[str, str]:
+    """What the broker adds and drops before storing: ``CLUSTER`` in, ``WAIT`` out (RocketMQ 4.9.1+)."""
+    props.pop(PROPERTY_WAIT_STORE_MSG_OK, None)
+    props[PROPERTY_CLUSTER] = ctl.config.broker_cluster_name
+    return props
+
+
+def _to_dead_letter(ctl: BrokerController, cmd: RemotingCommand, h: dict[str, str], msg: MessageInner) -> None:
+    """A send to ``%RETRY%<group>`` past ``maxReconsumeTimes`` goes to ``%DLQ%<group>`` queue 0 instead."""
+    group = msg.topic[len(RETRY_GROUP_TOPIC_PREFIX):]
+    max_times = ctl.groups.get_or_create(group).retry_max_times
+    if cmd.version >= V3_4_9:
+        max_times = int_field(h, "maxReconsumeTimes", max_times)
+    if msg.reconsume_times >= max_times:
+        dlq = dlq_topic(group)
+        ensure_topic(ctl, dlq)
+        msg.topic, msg.topic_bytes, msg.queue_id = dlq, dlq.encode(), 0
+        msg.replace_properties(msg.properties)
+
+
+def _send_response(ctl: BrokerController, cmd: RemotingCommand, results: list[PutMessageResult],
+                   queue_id: int) -> RemotingCommand:
+    """RocketMQ's send response: ``msgId`` the offset message id (a batch: the ids joined by commas),
+    ``queueId``, ``queueOffset`` (a batch: the first), and the ``MSG_REGION``/``TRACE_ON`` fields Java
+    clients read unconditionally."""
+    worst = next((r for r in results if not r.ok), results[0])
+    code = STATUS_TO_CODE[worst.status]
+    stored = [r for r in results if r.phy_offset >= 0]
+    if not stored:
+        return cmd.response(code, worst.error or worst.status.name)
+    return cmd.response(code, worst.error, {
+        "msgId": ",".join(r.msg_id for r in stored), "queueId": str(queue_id),
+        "queueOffset": str(stored[0].queue_offset), "MSG_REGION": ctl.config.region_id,
+        "TRACE_ON": "true" if ctl.config.trace_on else "false"})
+
+
 def handlers(ctl: BrokerController) -> dict[int, object]:
-    def send_message(cmd: RemotingCommand, conn: Connection) -> RemotingCommand | Awaitable[RemotingCommand]:
-        h = cmd.header
-        try:
-            target = target_queue(ctl, cmd)
-            if isinstance(target, RemotingCommand):
-                return target
-            topic, queue_id = target
-            props = decode_properties(str(h.get("properties", "")))
-            host, port = _born(conn)
+    Parsed = tuple[dict[str, str], list[MessageInner], int]
+
+    def parse(cmd: RemotingCommand, conn: Connection) -> Parsed | RemotingCommand:
+        """The request's messages, or the error response. Only the ``batch`` flag selects the batch path."""
+        h = send_header(cmd)
+        target = target_queue(ctl, cmd, h)
+        if isinstance(target, RemotingCommand):
+            return target
+        topic, queue_id = target
+        host, port = _born(conn)
+        sys_flag = int_field(h, "sysFlag", 0)
+        born_ts = int_field(h, "bornTimestamp", 0)
+        reconsume = int_field(h, "reconsumeTimes", 0)
+        header_props = decode_properties(h.get("properties", ""))
+        if not bool_field(h, "batch"):
+            props = _store_properties(ctl, header_props)
             msg = MessageInner(topic, cmd.body, queue_id, properties=props, flag=int_field(h, "flag", 0),
-                               sys_flag=int_field(h, "sysFlag", 0), born_timestamp=int_field(h, "bornTimestamp", 0),
-                               born_host=host, born_port=port, reconsume_times=int_field(h, "reconsumeTimes", 0))
-        except (BadRequest, UnicodeDecodeError) as exc:
-            return cmd.response(ResponseCode.MESSAGE_ILLEGAL, str(exc))
-        if props.get(PROPERTY_TRANSACTION_PREPARED) == "true" and ctl.transactions is not None:
-            ctl.transactions.prepare(msg)  # type: ignore[attr-defined]
-        started = time.perf_counter()
-        results, request = ctl.store.put_messages_nowait([msg])
+                               sys_flag=sys_flag, born_timestamp=born_ts, born_host=host, born_port=port,
+                               reconsume_times=reconsume)
+            if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+                _to_dead_letter(ctl, cmd, h, msg)
+            if (props.get(PROPERTY_TRANSACTION_PREPARED) == "true"
+                    or sys_flag & TRANSACTION_TYPE_MASK == TRANSACTION_PREPARED_TYPE):
+                if ctl.config.reject_transaction_message:
+                    return cmd.response(ResponseCode.NO_PERMISSION, f"the broker[{ctl.config.broker_name}] "
+                                        "sending transaction message is forbidden")
+                if ctl.transactions is not None:
+                    ctl.transactions.prepare(msg)  # type: ignore[attr-defined]
+            return h, [msg], queue_id
+        if sys_flag & TRANSACTION_TYPE_MASK:
+            return cmd.response(ResponseCode.MESSAGE_ILLEGAL, "batch request does not support transaction message")
+        if int(header_props.get(PROPERTY_DELAY_TIME_LEVEL, "0") or 0) > 0:
+            return cmd.response(ResponseCode.MESSAGE_ILLEGAL, "batch request does not support delay message")
+        entries = decode_batch(cmd.body)
+        if not entries:
+            return cmd.response(ResponseCode.MESSAGE_ILLEGAL, "empty batch")
+        extra = _store_properties(ctl, header_props)
+        host_b = host_to_bytes(host)
+        msgs = []
+        for flag, body, props_b in entries:  # each entry keeps its own properties plus the header's
+            props = {**decode_properties(props_b), **extra}
+            msgs.append(MessageInner(topic, body, queue_id, properties=props, flag=flag, sys_flag=sys_flag,
+                                     born_timestamp=born_ts, born_host=None, born_port=port,
+                                     reconsume_times=reconsume))
+            msgs[-1].born_host = host_b
+        return h, msgs, queue_id
 
-        def respond() -> RemotingCommand:
-            r = results[0]
-            ctl.stats.put_count += 1 if r.ok else 0
-            if r.ok and ctl.tracer.enabled:
-                trace_stored(ctl, [msg], [r], h.get("producerGroup", ""), started)
-            code = STATUS_TO_CODE[r.status]
-            if r.phy_offset < 0:
-                return cmd.response(code, r.error or r.status.name)
-            return cmd.response(code, r.error, {"msgId": msg.uniq_key or r.msg_id, "offsetMsgId": r.msg_id,
-                                                "queueId": queue_id, "queueOffset": r.queue_offset})
-
-        return respond() if request is None else _after_flush(ctl, request, results, respond)
-
-    def send_batch(cmd: RemotingCommand, conn: Connection) -> RemotingCommand | Awaitable[RemotingCommand]:
-        h = cmd.header
+    def send(cmd: RemotingCommand, conn: Connection) -> RemotingCommand | Awaitable[RemotingCommand]:
         try:
-            target = target_queue(ctl, cmd)
-            if isinstance(target, RemotingCommand):
-                return target
-            topic, queue_id = target
-            entries = decode_batch(cmd.body)
-            if not entries:
-                return cmd.response(ResponseCode.MESSAGE_ILLEGAL, "empty batch")
-            born_ts = int_field(h, "bornTimestamp", 0)
-            host, port = _born(conn)
-            host_b = host_to_bytes(host)
-            msgs = [MessageInner.from_encoded(topic, body, queue_id, props, decode_properties(props), flag=flag,
-                                              born_timestamp=born_ts, born_host=host_b, born_port=port)
-                    for flag, body, props in entries]
+            parsed = parse(cmd, conn)
         except (BadRequest, CodecError, UnicodeDecodeError) as exc:
             return cmd.response(ResponseCode.MESSAGE_ILLEGAL, str(exc))
-        max_body = ctl.store.commit_log.max_message_size
-        for i, m in enumerate(msgs):  # all or nothing: refuse the batch before writing anything
-            refused = ctl.store.commit_log.check(m) if m.limits_error or len(m.body) > max_body else None
-            if refused is not None:
-                return cmd.response(STATUS_TO_CODE[refused.status], f"message {i} of the batch: {refused.error}")
+        if isinstance(parsed, RemotingCommand):
+            return parsed
+        h, msgs, queue_id = parsed
+        if len(msgs) > 1 or bool_field(h, "batch"):
+            if len(cmd.body) > ctl.store.max_message_size:
+                return cmd.response(ResponseCode.SYSTEM_ERROR,
+                                    f"the batch body is {len(cmd.body)} bytes, maxMessageSize is "
+                                    f"{ctl.store.max_message_size}")
+            for i, m in enumerate(msgs):  # all or nothing: refuse the batch before writing anything
+                refused = ctl.store.check_message(m) if m.limits_error else None
+                if refused is not None:
+                    return cmd.response(STATUS_TO_CODE[refused.status], f"message {i} of the batch: {refused.error}")
         started = time.perf_counter()
         results, request = ctl.store.put_messages_nowait(msgs)
 
         def respond() -> RemotingCommand:
-            ok = [r for r in results if r.phy_offset >= 0]
+            ok = [r for r in results if r.ok]
             ctl.stats.put_count += len(ok)
             if ok and ctl.tracer.enabled:
                 trace_stored(ctl, msgs, results, h.get("producerGroup", ""), started)
-            worst = next((r for r in results if not r.ok), results[0])
-            code = STATUS_TO_CODE[worst.status]
-            if not ok:
-                return cmd.response(code, worst.error or worst.status.name)
-            return cmd.response(code, worst.error, {  # the producer knows the unique ids it assigned
-                "offsetMsgIds": ",".join(r.msg_id for r in results),
-                "queueId": queue_id, "queueOffset": results[0].queue_offset})
+            return _send_response(ctl, cmd, results, queue_id)
 
         return respond() if request is None else _after_flush(ctl, request, results, respond)
 
-    return {RequestCode.SEND_MESSAGE: send_message, RequestCode.SEND_BATCH_MESSAGE: send_batch}
-
+    return {RequestCode.SEND_MESSAGE: send, RequestCode.SEND_MESSAGE_V2: send,
+            RequestCode.SEND_BATCH_MESSAGE: send}

@@ -89,7 +89,7 @@ def handlers(ctl: BrokerController) -> dict[int, object]:
             topic = retry_topic(group)
             props[PROPERTY_RETRY_TOPIC] = origin
             level = delay_level or RETRY_BASE_LEVEL + rec.reconsume_times
-            props[PROPERTY_DELAY_TIME_LEVEL] = str(min(level, store.schedule.max_level))
+            props[PROPERTY_DELAY_TIME_LEVEL] = str(min(level, store.max_delay_level))
             reconsume = rec.reconsume_times + 1
         ensure_topic(ctl, topic)
         msg = MessageInner(topic, rec.body, 0, properties=props, flag=rec.flag, born_timestamp=rec.born_timestamp,

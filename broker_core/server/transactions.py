@@ -5,14 +5,16 @@ Protocol:
    group in ``PGROUP``. The broker stores it in ``RMQ_SYS_TRANS_HALF_TOPIC`` (queue 0) with the real topic
    and queue in ``REAL_TOPIC``/``REAL_QID``, so no consumer of the real topic can see it. The reply's
    ``queueOffset`` (the half queue offset) is the transaction id.
-2. The producer runs its local transaction and sends END_TRANSACTION with ``COMMIT`` or ``ROLLBACK``
-   (or nothing, when it does not know yet).
+2. The producer runs its local transaction and sends END_TRANSACTION (RocketMQ's header: ``commitOrRollback``
+   8 commit, 12 rollback, 0 unknown; ``commitLogOffset`` of the half message, decoded by clients from the
+   send response's offset message id; ``tranStateTableOffset`` its half queue offset).
 3. COMMIT re-puts the message to its real topic (same unique id); both outcomes write an *op record* to
    ``RMQ_SYS_TRANS_OP_HALF_TOPIC`` whose body is the half offset, which marks the half message resolved.
    Ending an already-resolved transaction is a no-op.
 4. Every ``transactionCheckInterval`` the broker walks unresolved half messages older than
-   ``transactionTimeOut`` and sends CHECK_TRANSACTION_STATE (oneway, the half message as body) to a live
-   producer of the message's group, which answers with END_TRANSACTION. After ``transactionCheckMax``
+   ``transactionTimeOut`` and sends CHECK_TRANSACTION_STATE (oneway, JSON; header ``tranStateTableOffset,
+   commitLogOffset, msgId, transactionId, offsetMsgId``; the half message as body) to a live producer of the
+   message's group, which answers with END_TRANSACTION (``fromTransactionCheck=true``). After ``transactionCheckMax``
    checks without an answer the half message is rolled back (logged).
 
 Crash behaviour: resolution state is rebuilt at start from the op topic; the check progress (first
@@ -36,7 +38,8 @@ from broker_core.codec.message import (
 )
 from broker_core.codec.message_id import UniqueIdGenerator
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
-from broker_core.protocol.fields import BadRequest, int_field, str_field
+from broker_core.protocol.fields import BadRequest, int_field
+from broker_core.protocol.headers import TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE, TRANSACTION_ROLLBACK_TYPE
 from broker_core.protocol.validation import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from broker_core.remoting.server import Connection
 from broker_core.server.retry import ensure_topic
@@ -146,10 +149,12 @@ class TransactionService:
                 if not producers:
                     continue
                 self.check_times[qoff] = times + 1
-                raw = self.store.commit_log.get_message_bytes(rec.commit_log_offset, rec.store_size) or b""
+                raw = self.store.get_message_bytes(rec.commit_log_offset, rec.store_size) or b""
+                uniq = rec.uniq_key or rec.offset_msg_id
                 producers[qoff % len(producers)].send(RemotingCommand.request(
-                    RequestCode.CHECK_TRANSACTION_STATE, {"halfOffset": qoff, "producerGroup": group}, raw,
-                    oneway=True))
+                    RequestCode.CHECK_TRANSACTION_STATE, {
+                        "tranStateTableOffset": qoff, "commitLogOffset": rec.commit_log_offset, "msgId": uniq,
+                        "transactionId": uniq, "offsetMsgId": rec.offset_msg_id}, raw, oneway=True))
                 sent += 1
             offset = res.next_begin_offset
         return sent
@@ -159,14 +164,20 @@ def handlers(ctl: BrokerController) -> dict[int, object]:
     service = TransactionService(ctl)
     ctl.transactions = service
 
-    def end(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+    def end(cmd: RemotingCommand, conn: Connection) -> RemotingCommand | None:
+        """END_TRANSACTION (Java sends it oneway): the half message is found by ``commitLogOffset``."""
         h = cmd.header
-        state = str_field(h, "commitOrRollback").upper()
-        if state == "UNKNOWN":
+        state = int_field(h, "commitOrRollback")
+        if state == TRANSACTION_NOT_TYPE:
             return cmd.response(ResponseCode.SUCCESS, "left for the check-back")
-        if state not in ("COMMIT", "ROLLBACK"):
-            raise BadRequest("commitOrRollback must be COMMIT, ROLLBACK or UNKNOWN")
-        outcome = service.end(int_field(h, "halfOffset"), state == "COMMIT")
+        if state not in (TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK_TYPE):
+            raise BadRequest(f"commitOrRollback must be 8 (commit), 12 (rollback) or 0 (unknown), got {state}")
+        rec = ctl.store.look_message_by_offset(int_field(h, "commitLogOffset"))
+        if rec is None or rec.topic != HALF_TOPIC:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, "Find prepared transaction message failed")
+        if rec.properties.get(PROPERTY_PRODUCER_GROUP, str(h.get("producerGroup", ""))) != h.get("producerGroup"):
+            return cmd.response(ResponseCode.SYSTEM_ERROR, "The producer group wrong")
+        outcome = service.end(rec.queue_offset, state == TRANSACTION_COMMIT_TYPE)
         return cmd.response(ResponseCode.SUCCESS, outcome)
 
     return {RequestCode.END_TRANSACTION: end}

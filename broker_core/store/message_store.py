@@ -452,6 +452,41 @@ class MessageStore:
             return -1
         return self.commit_log.pickup_store_timestamp(unit[0], unit[1])
 
+    def get_earliest_message_time(self, topic: str, queue_id: int) -> int:
+        """Store time of the queue's oldest message; -1 when the queue is empty."""
+        return self.get_queue_store_time(topic, queue_id, self.get_min_offset_in_queue(topic, queue_id))
+
+    def check_in_disk_by_consume_offset(self, topic: str, queue_id: int, offset: int,
+                                        in_memory_ratio_percent: int = 40) -> bool:
+        """Whether the message at ``offset`` lies further behind the CommitLog's end than
+        ``in_memory_ratio_percent`` of physical RAM (RocketMQ's "in disk" test); False when there is none."""
+        cq = self.consume_queue_table.get((topic, queue_id))
+        unit = cq.get_unit(offset) if cq else None
+        if unit is None:
+            return False
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") * in_memory_ratio_percent / 100
+        return self.commit_log.max_offset() - unit[0] > memory
+
+    def delay_backlog(self) -> dict[int, dict[str, int]]:
+        """Per delay level: messages waiting in ``SCHEDULE_TOPIC_XXXX`` and how due they are."""
+        return self.schedule.backlog()
+
+    @property
+    def max_delay_level(self) -> int:
+        return self.schedule.max_level
+
+    def get_message_bytes(self, phy_offset: int, size: int) -> bytes | None:
+        """The stored record bytes at ``phy_offset`` (as pulls, queries and views send them)."""
+        return self.commit_log.get_message_bytes(phy_offset, size)
+
+    @property
+    def max_message_size(self) -> int:
+        return self.commit_log.max_message_size
+
+    def check_message(self, msg: MessageInner) -> PutMessageResult | None:
+        """The put limits: a result when ``msg`` would be refused, else None (nothing is written)."""
+        return self.commit_log.check(msg)
+
     def look_message_by_offset(self, phy_offset: int) -> MessageRecord | None:
         try:
             record = self.commit_log.look_message_by_offset(phy_offset)

@@ -105,21 +105,23 @@ def test_unknown_code_and_bad_requests(broker):
     resp = call(broker, RemotingCommand.request(4242))
     assert resp.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED and resp.remark == " request type 4242 not supported"
     resp = call(broker, RemotingCommand.request(RequestCode.SEND_MESSAGE, {"topic": "no good"}, b"x"))
-    assert resp.code == ResponseCode.MESSAGE_ILLEGAL and "may only contain" in resp.remark
+    assert resp.code == ResponseCode.SYSTEM_ERROR and "may only contain" in resp.remark  # as TopicValidator
     resp = call(broker, RemotingCommand.request(RequestCode.SEND_MESSAGE, {"queueId": 0}, b"x"))
     assert resp.code == ResponseCode.MESSAGE_ILLEGAL and "topic" in resp.remark
     resp = call(broker, RemotingCommand.request(RequestCode.SEND_MESSAGE, {"topic": "Missing", "queueId": 0}, b"x"))
     assert resp.code == ResponseCode.TOPIC_NOT_EXIST
     resp = call(broker, RemotingCommand.request(RequestCode.SEND_MESSAGE, {"topic": "Fuzz", "queueId": 9}, b"x"))
-    assert resp.code == ResponseCode.MESSAGE_ILLEGAL and "queueId" in resp.remark
+    assert resp.code == ResponseCode.SYSTEM_ERROR and "queueId" in resp.remark
     resp = call(broker, RemotingCommand.request(RequestCode.PULL_MESSAGE, {"topic": "Fuzz", "queueId": 0,
                                                                           "consumerGroup": "g", "queueOffset": "x"}))
     assert resp.code == ResponseCode.SYSTEM_ERROR and "queueOffset" in resp.remark
-    resp = call(broker, RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE, {"topic": "Fuzz", "queueId": 0},
+    resp = call(broker, RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE, {"b": "Fuzz", "e": 0, "m": True},
                                                 b"\x00\x00\x00\x05garbage"))
     assert resp.code == ResponseCode.MESSAGE_ILLEGAL and "batch" in resp.remark
-    resp = call(broker, RemotingCommand.request(RequestCode.VIEW_MESSAGE_BY_ID, {"offsetMsgId": "nothex"}))
-    assert resp.code == ResponseCode.SYSTEM_ERROR
+    resp = call(broker, RemotingCommand.request(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": "nothex"}))
+    assert resp.code == ResponseCode.SYSTEM_ERROR and "offset" in resp.remark
+    resp = call(broker, RemotingCommand.request(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": 1 << 40}))
+    assert resp.code == ResponseCode.SYSTEM_ERROR and "can not find message" in resp.remark
     resp = call(broker, RemotingCommand.request(RequestCode.HEART_BEAT, {}, b"not json"))
     assert resp.code == ResponseCode.SYSTEM_ERROR
 

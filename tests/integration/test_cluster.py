@@ -31,7 +31,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     c = Cluster(tmp_path_factory.mktemp("cluster"))
     try:
         c.add_broker("broker-a")
-        c.add_broker("broker-b")
+        # broker-b counts every message as "in disk", which turns off RocketMQ's rule that a new group starts a
+        # young queue at 0: consume_from then decides, as on a broker whose queue start was swapped out
+        c.add_broker("broker-b", "accessMessageInMemoryMaxRatio=0\n")
         yield c
     finally:
         c.close()
@@ -77,11 +79,11 @@ def test_clustering_three_consumers_exactly_once(cluster: Cluster, admin: AdminC
     consumers = [push(cluster, "e2e-group", "E2E", rec, f"c{i}") for i in range(3)]
     try:
         def stable() -> bool:
-            sets = [set(c.assigned_queues()) for c in consumers]
+            sets = [set(c.assigned_queues("E2E")) for c in consumers]
             return sum(len(s) for s in sets) == 8 and len(set().union(*sets)) == 8
         wait_until(stable, what="three consumers to split the 8 queues")
-        owners = {(mq.broker_name, mq.queue_id): i for i, c in enumerate(consumers) for mq in c.assigned_queues()}
-        assert sorted(len(c.assigned_queues()) for c in consumers) == [2, 3, 3]
+        owners = {(mq.broker_name, mq.queue_id): i for i, c in enumerate(consumers) for mq in c.assigned_queues("E2E")}
+        assert sorted(len(c.assigned_queues("E2E")) for c in consumers) == [2, 3, 3]
         total = 10_000
         for start in range(0, total, 100):
             producer.send_batch([Message("E2E", f"m-{i}".encode(), keys=f"key-{i}") for i in range(start, start + 100)])
@@ -124,7 +126,7 @@ def test_consumer_join_and_leave_rebalances_without_skipping(cluster: Cluster, a
     admin.create_topic("Join", 4, 4)
     rec = Recorder()
     first = push(cluster, "join-group", "Join", rec, "first")
-    wait_until(lambda: len(first.assigned_queues()) == 8, what="the first consumer to own every queue")
+    wait_until(lambda: len(first.assigned_queues("Join")) == 8, what="the first consumer to own every queue")
     sent = []
     stop = threading.Event()
 
@@ -140,12 +142,12 @@ def test_consumer_join_and_leave_rebalances_without_skipping(cluster: Cluster, a
     t.start()
     try:
         second = push(cluster, "join-group", "Join", rec, "second")
-        wait_until(lambda: len(first.assigned_queues()) == 4 and len(second.assigned_queues()) == 4,
+        wait_until(lambda: len(first.assigned_queues("Join")) == 4 and len(second.assigned_queues("Join")) == 4,
                    what="the queues to split on join")
-        assert not set(first.assigned_queues()) & set(second.assigned_queues())
+        assert not set(first.assigned_queues("Join")) & set(second.assigned_queues("Join"))
         wait_until(lambda: len(rec.by_consumer["second"]) > 0, what="the second consumer to consume")
         second.shutdown()
-        wait_until(lambda: len(first.assigned_queues()) == 8, what="the queues to come back on leave")
+        wait_until(lambda: len(first.assigned_queues("Join")) == 8, what="the queues to come back on leave")
         time.sleep(0.5)
     finally:
         stop.set()
@@ -312,3 +314,27 @@ def test_queue_choice_selector_and_consume_from(cluster: Cluster, admin: AdminCl
     finally:
         ts.shutdown()
     assert {m.body for m in rec.by_consumer["ts"]} >= {b"to-q2", b"after-mark"}  # FIRST: everything
+
+
+def test_new_group_starts_a_young_queue_at_zero_whatever_consume_from(cluster: Cluster, admin: AdminClient,
+                                                                     producer: Producer):
+    """RocketMQ's QUERY_CONSUMER_OFFSET rule: no committed offset, queue starting at 0, first message in memory
+    -> offset 0 with SUCCESS; so CONSUME_FROM_LAST_OFFSET still gets the messages sent before it started."""
+    admin.create_topic("Young", 1, 1, brokers=["broker-a"])
+    producer.send(Message("Young", b"before-start"))
+    rec = Recorder()
+    c = PushConsumer("young-last", cluster.namesrv, consume_from="CONSUME_FROM_LAST_OFFSET", rebalance_interval=2.0)
+    c.subscribe("Young")
+    c.register_message_listener(rec.listener("last"))
+    c.start()
+    try:
+        wait_until(lambda: any(m.body == b"before-start" for m in rec.by_consumer["last"]),
+                   what="the message sent before the consumer started")
+    finally:
+        c.shutdown()
+    pc = PullConsumer("young-probe", cluster.namesrv).start()
+    try:
+        (mq,) = pc.fetch_queues("Young")
+        assert pc.committed_offset(mq) == 0  # answered by the rule, though the probe group never committed
+    finally:
+        pc.shutdown()
