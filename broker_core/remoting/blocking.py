@@ -11,7 +11,7 @@ import threading
 import time
 
 from broker_core.protocol import FrameDecoder, ProtocolError, RemotingCommand
-from broker_core.remoting.client import RemotingTimeout
+from broker_core.remoting.client import RemotingTimeout, default_serialize_type
 
 
 class _Socket:
@@ -35,8 +35,9 @@ class _Socket:
 class BlockingClient:
     _opaque = itertools.count(1 << 30)
 
-    def __init__(self, connect_timeout: float = 3.0) -> None:
+    def __init__(self, connect_timeout: float = 3.0, serialize_type: int | None = None) -> None:
         self.connect_timeout = connect_timeout
+        self.serialize_type = default_serialize_type() if serialize_type is None else serialize_type
         self._local = threading.local()
         self._all: list[_Socket] = []
         self._lock = threading.Lock()
@@ -69,6 +70,7 @@ class BlockingClient:
     def _invoke(self, addr: str, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
         s = self._socket(addr)
         cmd.opaque = next(self._opaque) & 0x7FFFFFFF
+        cmd.serialize_type = self.serialize_type
         deadline = time.monotonic() + timeout
         try:
             s.sock.settimeout(timeout)

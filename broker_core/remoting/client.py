@@ -10,10 +10,12 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import os
 import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
+from broker_core.codec.wire import SERIALIZE_JSON, SERIALIZE_ROCKETMQ
 from broker_core.protocol import FrameDecoder, ProtocolError, RemotingCommand
 
 log = logging.getLogger(__name__)
@@ -22,6 +24,15 @@ T = TypeVar("T")
 
 class RemotingTimeout(TimeoutError):
     pass
+
+
+def default_serialize_type() -> int:
+    """The header serialization our clients send: ``BROKER_CORE_SERIALIZE_TYPE`` = ``JSON`` or ``ROCKETMQ``
+    (binary, the default: measured faster end to end, see README "Wire protocol"). Servers answer in kind."""
+    name = os.environ.get("BROKER_CORE_SERIALIZE_TYPE", "ROCKETMQ").strip().upper()
+    if name not in ("JSON", "ROCKETMQ"):
+        raise ValueError(f"BROKER_CORE_SERIALIZE_TYPE must be JSON or ROCKETMQ, got {name!r}")
+    return SERIALIZE_JSON if name == "JSON" else SERIALIZE_ROCKETMQ
 
 
 class _LoopThread:
@@ -102,8 +113,10 @@ class _Channel:
 
 class RemotingClient:
     def __init__(self, connect_timeout: float = 3.0,
-                 on_request: Callable[[str, RemotingCommand], None] | None = None) -> None:
+                 on_request: Callable[[str, RemotingCommand], None] | None = None,
+                 serialize_type: int | None = None) -> None:
         self.connect_timeout = connect_timeout
+        self.serialize_type = default_serialize_type() if serialize_type is None else serialize_type
         self.on_request = on_request
         self._channels: dict[str, _Channel] = {}
         self._connecting: dict[str, asyncio.Future[_Channel]] = {}
@@ -134,6 +147,7 @@ class RemotingClient:
     async def invoke(self, addr: str, cmd: RemotingCommand, timeout: float = 3.0) -> RemotingCommand:
         ch = await self._channel(addr)
         cmd.opaque = next(self._opaque) & 0x7FFFFFFF
+        cmd.serialize_type = self.serialize_type
         fut: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
         ch.pending[cmd.opaque] = fut
         ch.writer.write(cmd.encode())
@@ -146,6 +160,7 @@ class RemotingClient:
     async def invoke_oneway(self, addr: str, cmd: RemotingCommand) -> None:
         ch = await self._channel(addr)
         cmd.opaque = next(self._opaque) & 0x7FFFFFFF
+        cmd.serialize_type = self.serialize_type
         cmd.flags |= 0x2
         ch.writer.write(cmd.encode())
 

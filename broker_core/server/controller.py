@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from broker_core import __version__
+from broker_core.codec.wire import SERIALIZE_JSON
 from broker_core.config import BrokerConfig
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
 from broker_core.remoting.client import RemotingClient
@@ -78,7 +79,7 @@ class BrokerController:
         self.transactions: object | None = None
         self.stats = Stats()
         self.namesrv_addrs = [a.strip() for a in config.namesrv_addr.split(";") if a.strip()]
-        self.namesrv_client = RemotingClient()
+        self.namesrv_client = RemotingClient(serialize_type=SERIALIZE_JSON)  # as Java brokers register
         self.hold: PullRequestHoldService | None = None
         self.server: RemotingServer | None = None
         self.port = 0

@@ -30,7 +30,8 @@ def test_produce_then_look_up_by_id_and_key(operator: APIClient, topic: str) -> 
     assert by_offset.status_code == 200, by_offset.json()
     msg = by_offset.json()
     assert msg["msg_id"] == first["msg_id"] and msg["topic"] == topic and msg["tags"] == "created"
-    assert msg["keys"] == ["order-1"] and msg["properties"] == {"region": "eu"}
+    # every stored property but tags, keys and the id: the broker adds CLUSTER, as RocketMQ's does
+    assert msg["keys"] == ["order-1"] and msg["properties"] == {"region": "eu", "CLUSTER": "DefaultCluster"}
     assert msg["body"] == {"text": "hello <script>"} and msg["store_timestamp"].endswith("+00:00")
 
     by_unique = operator.get(f"/api/v1/messages/{second['msg_id'].lower()}/", {"topic": topic}).json()
