@@ -50,6 +50,8 @@ class BrokerConfig:
     server_max_frame_bytes: int = _f("serverMaxFrameBytes", 16 * 1024 * 1024, "largest frame a client may send")
     server_max_inflight: int = _f("serverMaxInflightPerConnection", 4096, "requests in flight per connection")
     long_polling_max_s: float = _f("longPollingMaxSeconds", 15, "longest a pull waits for new messages")
+    fast_listen_enable: bool = _f(
+        "fastListenEnable", True, "also serve listenPort-2 (older Java clients send there) when the port is fixed")
     region_id: str = _f("regionId", "DefaultRegion", "sent as MSG_REGION in every send response")
     trace_on: bool = _f("traceOn", True, "sent as TRACE_ON in every send response (clients' trace switch)")
     reject_transaction_message: bool = _f(

@@ -112,6 +112,7 @@ class RemotingServer:
         self.connections: set[Connection] = set()
         self.loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.base_events.Server | None = None
+        self._extra: list[asyncio.base_events.Server] = []
         self._tasks: set[asyncio.Task[None]] = set()
         self._watchdog: asyncio.Task[None] | None = None
 
@@ -121,9 +122,18 @@ class RemotingServer:
         self._watchdog = asyncio.ensure_future(self._close_idle())
         return self._server.sockets[0].getsockname()[1]
 
+    async def listen_also(self, host: str, port: int) -> int:
+        """Serve the same handlers on a second address (the broker's VIP port); returns the bound port."""
+        assert self.loop is not None, "start() first"
+        server = await self.loop.create_server(lambda: _ServerProtocol(self), host, port)
+        self._extra.append(server)
+        return server.sockets[0].getsockname()[1]
+
     async def close(self) -> None:
         if self._watchdog is not None:
             self._watchdog.cancel()
+        for extra in self._extra:
+            extra.close()
         if self._server is not None:
             self._server.close()
         for conn in list(self.connections):

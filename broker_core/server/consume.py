@@ -177,6 +177,19 @@ def handlers(ctl: BrokerController) -> dict[int, object]:
         return cmd.response(ResponseCode.SUCCESS, "", {"offset": store.get_min_offset_in_queue(
             str_field(cmd.header, "topic"), int_field(cmd.header, "queueId"))})
 
+    def check_client_config(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """CHECK_CLIENT_CONFIG (46), sent for non-TAG subscriptions: SQL92 needs property filtering, which this
+        broker does not enable."""
+        try:
+            data = json.loads(cmd.body or b"{}")
+            sub = data.get("subscriptionData") or {}
+        except (ValueError, AttributeError) as exc:
+            raise BadRequest(f"bad CheckClientRequestBody: {exc}") from None
+        if str(sub.get("expressionType") or EXPRESSION_TAG) != EXPRESSION_TAG:
+            return cmd.response(ResponseCode.SYSTEM_ERROR,
+                                "The broker does not support consumer to filter message by SQL92")
+        return cmd.response(ResponseCode.SUCCESS)
+
     async def earliest_store_time(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         return cmd.response(ResponseCode.SUCCESS, "", {"timestamp": store.get_earliest_message_time(
             str_field(cmd.header, "topic"), int_field(cmd.header, "queueId"))})
@@ -231,6 +244,7 @@ def handlers(ctl: BrokerController) -> dict[int, object]:
         RequestCode.GET_MAX_OFFSET: max_offset, RequestCode.GET_MIN_OFFSET: min_offset,
         RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: search_offset,
         RequestCode.GET_EARLIEST_MSG_STORETIME: earliest_store_time,
+        RequestCode.CHECK_CLIENT_CONFIG: check_client_config,
     }
 
 

@@ -113,6 +113,7 @@ class BrokerController:
             idle_timeout=self.limits.idle_timeout_s, max_inflight=self.limits.max_inflight,
             on_close=self._connection_closed)
         self.port = await self.server.start(host, port)
+        await self._listen_vip(host, port)
         self.store.commit_log.store_port = self.port
         self._tasks.append(asyncio.ensure_future(self._periodic()))
         if self.config.schedule_deliver_interval_ms > 0:
@@ -121,6 +122,18 @@ class BrokerController:
         log.info("broker %s serving on %s:%d (namesrv %s)", self.config.broker_name, host, self.port,
                  ";".join(self.namesrv_addrs) or "none")
         return self.port
+
+    async def _listen_vip(self, host: str, port: int) -> None:
+        """RocketMQ's "VIP channel": Java clients up to 4.4 send to ``listenPort - 2`` by default. Served only
+        when the listen port is fixed (an ephemeral port has no meaningful neighbour) and the config asks."""
+        if not self.config.fast_listen_enable or port <= 2:
+            return
+        vip = port - 2
+        try:
+            await self.server.listen_also(host, vip)  # type: ignore[union-attr]
+            log.info("broker %s also serves the VIP port %s:%d", self.config.broker_name, host, vip)
+        except OSError as exc:
+            log.warning("cannot listen on the VIP port %s:%d (Java clients before 4.5 use it): %s", host, vip, exc)
 
     async def _periodic(self) -> None:
         period = self.config.register_name_server_period_ms / 1000

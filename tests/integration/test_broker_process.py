@@ -67,3 +67,47 @@ def test_help_documents_every_key():
     for key in ("--store-dir", "--config", "deleteWhen", "fileReservedTime", "flushDiskType",
                 "diskMaxUsedSpaceRatio", "BROKER_CORE_"):
         assert key in out.stdout
+
+
+def _two_free_ports_apart() -> int:
+    """A port P with P and P-2 both free now (the broker binds them right after)."""
+    import socket
+
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port <= 1026:
+            continue
+        try:
+            with socket.socket() as a, socket.socket() as b:
+                a.bind(("127.0.0.1", port))
+                b.bind(("127.0.0.1", port - 2))
+            return port
+        except OSError:
+            continue
+    raise RuntimeError("no free pair of ports")
+
+
+def test_vip_port_serves_the_same_broker(tmp_path):
+    """Java clients before 4.5 send to listenPort - 2 (vipChannelEnabled); a fixed listen port serves it too."""
+    from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
+    from broker_core.remoting.blocking import BlockingClient
+
+    port = _two_free_ports_apart()
+    proc = subprocess.Popen([sys.executable, "-m", "broker_core", "--store-dir", str(tmp_path / "store"), "--listen",
+                             f"127.0.0.1:{port}"], cwd=ROOT, env=ENV, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().startswith(f"READY port={port}")
+        client = BlockingClient()
+        try:
+            for p in (port, port - 2):
+                resp = client.invoke(f"127.0.0.1:{p}", RemotingCommand.request(RequestCode.GET_MAX_OFFSET, {
+                    "topic": "Nothing", "queueId": 0}))
+                assert resp.code == ResponseCode.SUCCESS and resp.header["offset"] == "0"
+        finally:
+            client.close()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
