@@ -18,13 +18,22 @@ from broker_core import __version__
 from broker_core.codec.wire import SERIALIZE_JSON
 from broker_core.config import BrokerConfig
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
+from broker_core.protocol.headers import DEFAULT_TOPIC
 from broker_core.remoting.client import RemotingClient
 from broker_core.remoting.server import Connection, RemotingServer
 from broker_core.server import admin, consume, pop, produce, retry, snapshot, transactions
 from broker_core.server.clients import ConsumerManager
 from broker_core.server.locks import RebalanceLockManager
 from broker_core.server.long_polling import PullRequestHoldService
-from broker_core.server.state import ConsumerOffsetManager, SubscriptionGroupManager, TopicConfigManager
+from broker_core.server.state import (
+    PERM_INHERIT,
+    PERM_READ,
+    PERM_WRITE,
+    ConsumerOffsetManager,
+    SubscriptionGroupManager,
+    TopicConfig,
+    TopicConfigManager,
+)
 from broker_core.server.trace import Tracer
 from broker_core.store import MessageStore
 from broker_core.store.clock import SYSTEM_CLOCK, OffsetClock
@@ -100,6 +109,9 @@ class BrokerController:
     async def start(self, host: str, port: int) -> int:
         loop = asyncio.get_running_loop()
         self.config.config_dir.mkdir(parents=True, exist_ok=True)
+        if self.config.auto_create_topic_enable and self.topics.get(DEFAULT_TOPIC) is None:
+            # RocketMQ's template: clients fall back to TBW102's route to send to a topic that does not exist yet
+            self.topics.upsert(TopicConfig(DEFAULT_TOPIC, 8, 8, PERM_READ | PERM_WRITE | PERM_INHERIT))
         if not self.store.running:
             await loop.run_in_executor(None, self.store.start)
         self.hold = PullRequestHoldService(loop)
