@@ -1,8 +1,11 @@
 """BrokerController: the broker process's state and lifecycle.
 
-Owns the MessageStore (the only store user), the persisted topic/offset/group state, the client tables,
-long polling and the RemotingServer; registers with every name server at start and every 30 s, and
-unregisters on shutdown.
+Owns the MessageStore (used only through its public methods), the persisted topic/offset/group state, the
+client tables, long polling and the RemotingServer; registers with every name server at start and every 30 s,
+and unregisters on shutdown.
+
+Start order: store (recovery) -> long polling -> services (transactions, receive/ack, snapshots) -> one
+processor per request area, each given the services it uses -> server -> background loops -> registration.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from broker_core import __version__
 from broker_core.codec.wire import SERIALIZE_JSON
@@ -20,11 +24,16 @@ from broker_core.config import BrokerConfig
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
 from broker_core.protocol.headers import DEFAULT_TOPIC
 from broker_core.remoting.client import RemotingClient
-from broker_core.remoting.server import Connection, RemotingServer
-from broker_core.server import admin, consume, pop, produce, retry, snapshot, transactions
+from broker_core.remoting.server import Connection, Handler, RemotingServer
+from broker_core.server import admin
 from broker_core.server.clients import ConsumerManager
+from broker_core.server.consume import ConsumerProcessor
 from broker_core.server.locks import RebalanceLockManager
 from broker_core.server.long_polling import PullRequestHoldService
+from broker_core.server.pop import PopProcessor, PopService
+from broker_core.server.produce import SendMessageProcessor
+from broker_core.server.retry import SendBackProcessor
+from broker_core.server.snapshot import SnapshotProcessor, expire_snapshots
 from broker_core.server.state import (
     PERM_INHERIT,
     PERM_READ,
@@ -35,11 +44,18 @@ from broker_core.server.state import (
     TopicConfigManager,
 )
 from broker_core.server.trace import Tracer
+from broker_core.server.transactions import EndTransactionProcessor, TransactionService
 from broker_core.store import MessageStore
 from broker_core.store.clock import SYSTEM_CLOCK, OffsetClock
 from broker_core.store.retention import file_disk_probe
 
 log = logging.getLogger(__name__)
+
+
+class Processor(Protocol):
+    """One request area: the handlers of its codes (dependencies are given to its constructor)."""
+
+    def handlers(self) -> dict[int, Handler]: ...
 
 
 @dataclass
@@ -83,9 +99,10 @@ class BrokerController:
         self.groups = SubscriptionGroupManager(config.config_dir)
         self.consumers = ConsumerManager()
         self.locks = RebalanceLockManager()
-        self.pop_service: object | None = None
         self.tracer = Tracer(self)
-        self.transactions: object | None = None
+        self.transactions = TransactionService(self)
+        self.pop_service = PopService(self)
+        self.snapshots = self.store.segment_snapshots(lambda: self.broker_addr)
         self.stats = Stats()
         self.namesrv_addrs = [a.strip() for a in config.namesrv_addr.split(";") if a.strip()]
         self.namesrv_client = RemotingClient(serialize_type=SERIALIZE_JSON)  # as Java brokers register
@@ -116,18 +133,24 @@ class BrokerController:
             await loop.run_in_executor(None, self.store.start)
         self.hold = PullRequestHoldService(loop)
         self.store.add_arrival_listener(self.hold.arrived)
-        handlers = {**produce.handlers(self), **consume.handlers(self), **admin.handlers(self),
-                    **retry.handlers(self), **pop.handlers(self), **transactions.handlers(self),
-                    **snapshot.handlers(self)}
-        self.transactions.load()  # type: ignore[union-attr]
+        self.transactions.load()
+        processors: list[Processor] = [
+            SendMessageProcessor(self, self.transactions), ConsumerProcessor(self), SendBackProcessor(self),
+            PopProcessor(self, self.pop_service), EndTransactionProcessor(self, self.transactions),
+            SnapshotProcessor(self.snapshots)]
+        handlers: dict[int, Handler] = {}
+        for processor in processors:
+            handlers.update(processor.handlers())
+        handlers.update(admin.handlers(self))  # type: ignore[arg-type]
         self.server = RemotingServer(
             f"broker {self.config.broker_name}", handlers, max_frame_bytes=self.limits.max_frame_bytes,
             idle_timeout=self.limits.idle_timeout_s, max_inflight=self.limits.max_inflight,
             on_close=self._connection_closed)
         self.port = await self.server.start(host, port)
         await self._listen_vip(host, port)
-        self.store.commit_log.store_port = self.port
+        self.store.set_store_port(self.port)
         self._tasks.append(asyncio.ensure_future(self._periodic()))
+        self._tasks.append(asyncio.ensure_future(expire_snapshots(self.snapshots)))
         if self.config.schedule_deliver_interval_ms > 0:
             self._tasks.append(asyncio.ensure_future(self._deliver_delayed()))
         await self.register_all()
@@ -160,11 +183,10 @@ class BrokerController:
                 log.exception("cannot persist consumer offsets")
             for group in set(self.consumers.scan_expired()):
                 self.consumers.notify_changed(group)
-            if self.pop_service is not None:
-                self.pop_service.revive()  # type: ignore[attr-defined]
-            if self.transactions is not None and time.monotonic() >= next_check:
+            self.pop_service.revive()
+            if time.monotonic() >= next_check:
                 next_check = time.monotonic() + self.config.transaction_check_interval_ms / 1000
-                self.transactions.check()  # type: ignore[attr-defined]
+                self.transactions.check()
             if time.monotonic() >= next_register or not self.registered:
                 ok = await self.register_all()
                 next_register = time.monotonic() + (period if ok else 2.0)

@@ -31,7 +31,7 @@ from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
 from broker_core.protocol.fields import BadRequest, int_field, str_field
 from broker_core.protocol.filter import SubscriptionParseError, parse_subscription
 from broker_core.protocol.validation import dlq_topic, group_error
-from broker_core.remoting.server import Connection
+from broker_core.remoting.server import Connection, Handler
 from broker_core.server.consume import trace_delivered
 from broker_core.server.retry import (
     PROPERTY_DLQ_ORIGIN_TOPIC,
@@ -206,78 +206,84 @@ class HandleError(ValueError):
     pass
 
 
-def handlers(ctl: BrokerController) -> dict[int, object]:
-    service = PopService(ctl)
-    ctl.pop_service = service
+class PopProcessor:
+    """POP_MESSAGE, ACK_MESSAGE and CHANGE_MESSAGE_INVISIBLETIME over a :class:`PopService`."""
 
-    def _group(h: dict[str, object]) -> str:
-        group = str_field(h, "consumerGroup")
-        err = group_error(group)
-        if err:
-            raise BadRequest(err)
-        return group
+    def __init__(self, ctl: BrokerController, service: PopService) -> None:
+        self.ctl = ctl
+        self.service = service
 
-    def pop(cmd: RemotingCommand, conn: Connection) -> RemotingCommand | Awaitable[RemotingCommand]:
-        h = cmd.header
-        group = _group(h)
-        topic = str_field(h, "topic")
-        if ctl.topics.get(topic) is None:
-            return cmd.response(ResponseCode.TOPIC_NOT_EXIST, f"topic {topic} does not exist on this broker")
-        max_nums = max(1, min(int_field(h, "maxMsgNums", 32), 256))
-        invisible = int_field(h, "invisibleTime", 30_000)
-        if not 1000 <= invisible <= MAX_INVISIBLE_MS:
-            raise BadRequest(f"invisibleTime must be 1000..{MAX_INVISIBLE_MS} ms, got {invisible}")
-        poll_ms = max(0, min(int_field(h, "pollTime", 0), int(ctl.limits.long_polling_max_s * 1000)))
-        try:
-            hashes = parse_subscription(topic, str(h.get("expression", "*"))).tag_hashes
-        except SubscriptionParseError as exc:
-            return cmd.response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(exc))
-        max_reconsume = int_field(h, "maxReconsumeTimes", ctl.groups.get_or_create(group).retry_max_times)
+    def handlers(self) -> dict[int, Handler]:
+        ctl, service = self.ctl, self.service
 
-        def attempt() -> RemotingCommand | None:
-            records, meta = service.pop(group, topic, max_nums, invisible, hashes, max_reconsume)
-            if records:
-                ctl.stats.get_count += len(meta)
-                if ctl.tracer.enabled:
-                    trace_delivered(ctl, b"".join(records), group)
-                return cmd.response(ResponseCode.SUCCESS, "", {"messages": json.dumps(meta)}, b"".join(records))
-            return None
+        def _group(h: dict[str, object]) -> str:
+            group = str_field(h, "consumerGroup")
+            err = group_error(group)
+            if err:
+                raise BadRequest(err)
+            return group
 
-        first = attempt()
-        if first is not None or poll_ms == 0 or ctl.hold is None:
-            return first or cmd.response(ResponseCode.PULL_NOT_FOUND, "no message to receive")
+        def pop(cmd: RemotingCommand, conn: Connection) -> RemotingCommand | Awaitable[RemotingCommand]:
+            h = cmd.header
+            group = _group(h)
+            topic = str_field(h, "topic")
+            if ctl.topics.get(topic) is None:
+                return cmd.response(ResponseCode.TOPIC_NOT_EXIST, f"topic {topic} does not exist on this broker")
+            max_nums = max(1, min(int_field(h, "maxMsgNums", 32), 256))
+            invisible = int_field(h, "invisibleTime", 30_000)
+            if not 1000 <= invisible <= MAX_INVISIBLE_MS:
+                raise BadRequest(f"invisibleTime must be 1000..{MAX_INVISIBLE_MS} ms, got {invisible}")
+            poll_ms = max(0, min(int_field(h, "pollTime", 0), int(ctl.limits.long_polling_max_s * 1000)))
+            try:
+                hashes = parse_subscription(topic, str(h.get("expression", "*"))).tag_hashes
+            except SubscriptionParseError as exc:
+                return cmd.response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(exc))
+            max_reconsume = int_field(h, "maxReconsumeTimes", ctl.groups.get_or_create(group).retry_max_times)
 
-        async def long_poll() -> RemotingCommand:
-            deadline = time.monotonic() + poll_ms / 1000
-            cfg = ctl.topics.get(topic)
-            keys = [(topic, q) for q in range(cfg.read_queue_nums if cfg else 0)]
-            while True:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return cmd.response(ResponseCode.PULL_NOT_FOUND, "no message to receive")
-                await ctl.hold.wait_any(keys, min(left, 1.0))  # type: ignore[union-attr]
-                resp = attempt()  # also catches in-flight messages whose invisible time ran out
-                if resp is not None:
-                    return resp
+            def attempt() -> RemotingCommand | None:
+                records, meta = service.pop(group, topic, max_nums, invisible, hashes, max_reconsume)
+                if records:
+                    ctl.stats.get_count += len(meta)
+                    if ctl.tracer.enabled:
+                        trace_delivered(ctl, b"".join(records), group)
+                    return cmd.response(ResponseCode.SUCCESS, "", {"messages": json.dumps(meta)}, b"".join(records))
+                return None
 
-        return long_poll()
+            first = attempt()
+            if first is not None or poll_ms == 0 or ctl.hold is None:
+                return first or cmd.response(ResponseCode.PULL_NOT_FOUND, "no message to receive")
 
-    def ack(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
-        try:
-            service.ack(_group(cmd.header), str_field(cmd.header, "receiptHandle"))
-        except HandleError as exc:
-            return cmd.response(ResponseCode.NO_MESSAGE, str(exc))
-        return cmd.response(ResponseCode.SUCCESS)
+            async def long_poll() -> RemotingCommand:
+                deadline = time.monotonic() + poll_ms / 1000
+                cfg = ctl.topics.get(topic)
+                keys = [(topic, q) for q in range(cfg.read_queue_nums if cfg else 0)]
+                while True:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return cmd.response(ResponseCode.PULL_NOT_FOUND, "no message to receive")
+                    await ctl.hold.wait_any(keys, min(left, 1.0))  # type: ignore[union-attr]
+                    resp = attempt()  # also catches in-flight messages whose invisible time ran out
+                    if resp is not None:
+                        return resp
 
-    def change(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
-        invisible = int_field(cmd.header, "invisibleTime")
-        if not 1000 <= invisible <= MAX_INVISIBLE_MS:
-            raise BadRequest(f"invisibleTime must be 1000..{MAX_INVISIBLE_MS} ms, got {invisible}")
-        try:
-            new = service.change_invisible(_group(cmd.header), str_field(cmd.header, "receiptHandle"), invisible)
-        except HandleError as exc:
-            return cmd.response(ResponseCode.NO_MESSAGE, str(exc))
-        return cmd.response(ResponseCode.SUCCESS, "", {"receiptHandle": new})
+            return long_poll()
 
-    return {RequestCode.POP_MESSAGE: pop, RequestCode.ACK_MESSAGE: ack,
-            RequestCode.CHANGE_MESSAGE_INVISIBLETIME: change}
+        def ack(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+            try:
+                service.ack(_group(cmd.header), str_field(cmd.header, "receiptHandle"))
+            except HandleError as exc:
+                return cmd.response(ResponseCode.NO_MESSAGE, str(exc))
+            return cmd.response(ResponseCode.SUCCESS)
+
+        def change(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+            invisible = int_field(cmd.header, "invisibleTime")
+            if not 1000 <= invisible <= MAX_INVISIBLE_MS:
+                raise BadRequest(f"invisibleTime must be 1000..{MAX_INVISIBLE_MS} ms, got {invisible}")
+            try:
+                new = service.change_invisible(_group(cmd.header), str_field(cmd.header, "receiptHandle"), invisible)
+            except HandleError as exc:
+                return cmd.response(ResponseCode.NO_MESSAGE, str(exc))
+            return cmd.response(ResponseCode.SUCCESS, "", {"receiptHandle": new})
+
+        return {RequestCode.POP_MESSAGE: pop, RequestCode.ACK_MESSAGE: ack,
+                RequestCode.CHANGE_MESSAGE_INVISIBLETIME: change}

@@ -28,7 +28,7 @@ from broker_core.protocol.command import V3_4_9
 from broker_core.protocol.fields import BadRequest, bool_field, int_field, str_field
 from broker_core.protocol.headers import send_header
 from broker_core.protocol.validation import RETRY_GROUP_TOPIC_PREFIX, TRANS_HALF_TOPIC, dlq_topic, topic_error
-from broker_core.remoting.server import Connection
+from broker_core.remoting.server import Connection, Handler
 from broker_core.server.retry import ensure_topic
 from broker_core.server.state import TopicConfig
 from broker_core.store import PutStatus
@@ -38,6 +38,7 @@ from broker_core.store.schedule import SCHEDULE_TOPIC
 
 if TYPE_CHECKING:
     from broker_core.server.controller import BrokerController
+    from broker_core.server.transactions import TransactionService
 
 STATUS_TO_CODE = {
     PutStatus.PUT_OK: ResponseCode.SUCCESS,
@@ -166,82 +167,90 @@ def _send_response(ctl: BrokerController, cmd: RemotingCommand, results: list[Pu
         "TRACE_ON": "true" if ctl.config.trace_on else "false"})
 
 
-def handlers(ctl: BrokerController) -> dict[int, object]:
-    Parsed = tuple[dict[str, str], list[MessageInner], int]
+class SendMessageProcessor:
+    """SEND_MESSAGE, SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE."""
 
-    def parse(cmd: RemotingCommand, conn: Connection) -> Parsed | RemotingCommand:
-        """The request's messages, or the error response. Only the ``batch`` flag selects the batch path."""
-        h = send_header(cmd)
-        target = target_queue(ctl, cmd, h)
-        if isinstance(target, RemotingCommand):
-            return target
-        topic, queue_id = target
-        host, port = _born(conn)
-        sys_flag = int_field(h, "sysFlag", 0)
-        born_ts = int_field(h, "bornTimestamp", 0)
-        reconsume = int_field(h, "reconsumeTimes", 0)
-        header_props = decode_properties(h.get("properties", ""))
-        if not bool_field(h, "batch"):
-            props = _store_properties(ctl, header_props)
-            msg = MessageInner(topic, cmd.body, queue_id, properties=props, flag=int_field(h, "flag", 0),
-                               sys_flag=sys_flag, born_timestamp=born_ts, born_host=host, born_port=port,
-                               reconsume_times=reconsume)
-            if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-                _to_dead_letter(ctl, cmd, h, msg)
-            if (props.get(PROPERTY_TRANSACTION_PREPARED) == "true"
-                    or sys_flag & TRANSACTION_TYPE_MASK == TRANSACTION_PREPARED_TYPE):
-                if ctl.config.reject_transaction_message:
-                    return cmd.response(ResponseCode.NO_PERMISSION, f"the broker[{ctl.config.broker_name}] "
-                                        "sending transaction message is forbidden")
-                if ctl.transactions is not None:
-                    ctl.transactions.prepare(msg)  # type: ignore[attr-defined]
-            return h, [msg], queue_id
-        if sys_flag & TRANSACTION_TYPE_MASK:
-            return cmd.response(ResponseCode.MESSAGE_ILLEGAL, "batch request does not support transaction message")
-        if int(header_props.get(PROPERTY_DELAY_TIME_LEVEL, "0") or 0) > 0:
-            return cmd.response(ResponseCode.MESSAGE_ILLEGAL, "batch request does not support delay message")
-        entries = decode_batch(cmd.body)
-        if not entries:
-            return cmd.response(ResponseCode.MESSAGE_ILLEGAL, "empty batch")
-        extra = _store_properties(ctl, header_props)
-        host_b = host_to_bytes(host)
-        msgs = []
-        for flag, body, props_b in entries:  # each entry keeps its own properties plus the header's
-            props = {**decode_properties(props_b), **extra}
-            msgs.append(MessageInner(topic, body, queue_id, properties=props, flag=flag, sys_flag=sys_flag,
-                                     born_timestamp=born_ts, born_host=None, born_port=port,
-                                     reconsume_times=reconsume))
-            msgs[-1].born_host = host_b
-        return h, msgs, queue_id
+    def __init__(self, ctl: BrokerController, transactions: TransactionService) -> None:
+        self.ctl = ctl
+        self.transactions = transactions
 
-    def send(cmd: RemotingCommand, conn: Connection) -> RemotingCommand | Awaitable[RemotingCommand]:
-        try:
-            parsed = parse(cmd, conn)
-        except (BadRequest, CodecError, UnicodeDecodeError) as exc:
-            return cmd.response(ResponseCode.MESSAGE_ILLEGAL, str(exc))
-        if isinstance(parsed, RemotingCommand):
-            return parsed
-        h, msgs, queue_id = parsed
-        if len(msgs) > 1 or bool_field(h, "batch"):
-            if len(cmd.body) > ctl.store.max_message_size:
-                return cmd.response(ResponseCode.SYSTEM_ERROR,
-                                    f"the batch body is {len(cmd.body)} bytes, maxMessageSize is "
-                                    f"{ctl.store.max_message_size}")
-            for i, m in enumerate(msgs):  # all or nothing: refuse the batch before writing anything
-                refused = ctl.store.check_message(m) if m.limits_error else None
-                if refused is not None:
-                    return cmd.response(STATUS_TO_CODE[refused.status], f"message {i} of the batch: {refused.error}")
-        started = time.perf_counter()
-        results, request = ctl.store.put_messages_nowait(msgs)
+    def handlers(self) -> dict[int, Handler]:
+        ctl, transactions = self.ctl, self.transactions
+        Parsed = tuple[dict[str, str], list[MessageInner], int]
 
-        def respond() -> RemotingCommand:
-            ok = [r for r in results if r.ok]
-            ctl.stats.put_count += len(ok)
-            if ok and ctl.tracer.enabled:
-                trace_stored(ctl, msgs, results, h.get("producerGroup", ""), started)
-            return _send_response(ctl, cmd, results, queue_id)
+        def parse(cmd: RemotingCommand, conn: Connection) -> Parsed | RemotingCommand:
+            """The request's messages, or the error response. Only the ``batch`` flag selects the batch path."""
+            h = send_header(cmd)
+            target = target_queue(ctl, cmd, h)
+            if isinstance(target, RemotingCommand):
+                return target
+            topic, queue_id = target
+            host, port = _born(conn)
+            sys_flag = int_field(h, "sysFlag", 0)
+            born_ts = int_field(h, "bornTimestamp", 0)
+            reconsume = int_field(h, "reconsumeTimes", 0)
+            header_props = decode_properties(h.get("properties", ""))
+            if not bool_field(h, "batch"):
+                props = _store_properties(ctl, header_props)
+                msg = MessageInner(topic, cmd.body, queue_id, properties=props, flag=int_field(h, "flag", 0),
+                                   sys_flag=sys_flag, born_timestamp=born_ts, born_host=host, born_port=port,
+                                   reconsume_times=reconsume)
+                if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+                    _to_dead_letter(ctl, cmd, h, msg)
+                if (props.get(PROPERTY_TRANSACTION_PREPARED) == "true"
+                        or sys_flag & TRANSACTION_TYPE_MASK == TRANSACTION_PREPARED_TYPE):
+                    if ctl.config.reject_transaction_message:
+                        return cmd.response(ResponseCode.NO_PERMISSION, f"the broker[{ctl.config.broker_name}] "
+                                            "sending transaction message is forbidden")
+                    transactions.prepare(msg)
+                return h, [msg], queue_id
+            if sys_flag & TRANSACTION_TYPE_MASK:
+                return cmd.response(ResponseCode.MESSAGE_ILLEGAL, "batch request does not support transaction message")
+            if int(header_props.get(PROPERTY_DELAY_TIME_LEVEL, "0") or 0) > 0:
+                return cmd.response(ResponseCode.MESSAGE_ILLEGAL, "batch request does not support delay message")
+            entries = decode_batch(cmd.body)
+            if not entries:
+                return cmd.response(ResponseCode.MESSAGE_ILLEGAL, "empty batch")
+            extra = _store_properties(ctl, header_props)
+            host_b = host_to_bytes(host)
+            msgs = []
+            for flag, body, props_b in entries:  # each entry keeps its own properties plus the header's
+                props = {**decode_properties(props_b), **extra}
+                msgs.append(MessageInner(topic, body, queue_id, properties=props, flag=flag, sys_flag=sys_flag,
+                                         born_timestamp=born_ts, born_host=None, born_port=port,
+                                         reconsume_times=reconsume))
+                msgs[-1].born_host = host_b
+            return h, msgs, queue_id
 
-        return respond() if request is None else _after_flush(ctl, request, results, respond)
+        def send(cmd: RemotingCommand, conn: Connection) -> RemotingCommand | Awaitable[RemotingCommand]:
+            try:
+                parsed = parse(cmd, conn)
+            except (BadRequest, CodecError, UnicodeDecodeError) as exc:
+                return cmd.response(ResponseCode.MESSAGE_ILLEGAL, str(exc))
+            if isinstance(parsed, RemotingCommand):
+                return parsed
+            h, msgs, queue_id = parsed
+            if len(msgs) > 1 or bool_field(h, "batch"):
+                if len(cmd.body) > ctl.store.max_message_size:
+                    return cmd.response(ResponseCode.SYSTEM_ERROR,
+                                        f"the batch body is {len(cmd.body)} bytes, maxMessageSize is "
+                                        f"{ctl.store.max_message_size}")
+                for i, m in enumerate(msgs):  # all or nothing: refuse the batch before writing anything
+                    refused = ctl.store.check_message(m) if m.limits_error else None
+                    if refused is not None:
+                        return cmd.response(STATUS_TO_CODE[refused.status],
+                                            f"message {i} of the batch: {refused.error}")
+            started = time.perf_counter()
+            results, request = ctl.store.put_messages_nowait(msgs)
 
-    return {RequestCode.SEND_MESSAGE: send, RequestCode.SEND_MESSAGE_V2: send,
-            RequestCode.SEND_BATCH_MESSAGE: send}
+            def respond() -> RemotingCommand:
+                ok = [r for r in results if r.ok]
+                ctl.stats.put_count += len(ok)
+                if ok and ctl.tracer.enabled:
+                    trace_stored(ctl, msgs, results, h.get("producerGroup", ""), started)
+                return _send_response(ctl, cmd, results, queue_id)
+
+            return respond() if request is None else _after_flush(ctl, request, results, respond)
+
+        return {RequestCode.SEND_MESSAGE: send, RequestCode.SEND_MESSAGE_V2: send,
+                RequestCode.SEND_BATCH_MESSAGE: send}

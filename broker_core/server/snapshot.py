@@ -15,15 +15,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
-from broker_core.remoting.server import Connection
-from broker_core.store.snapshot import DEFAULT_TTL_MS, SNAPSHOTS_DIR, SegmentSnapshots
-
-if TYPE_CHECKING:
-    from broker_core.server.controller import BrokerController
+from broker_core.remoting.server import Connection, Handler
+from broker_core.store.snapshot import DEFAULT_TTL_MS, SegmentSnapshots
 
 log = logging.getLogger(__name__)
 
@@ -37,41 +32,45 @@ def _opt_int(header: dict[str, object], name: str) -> int | None:
     return int(value)  # type: ignore[call-overload]
 
 
-def handlers(ctl: BrokerController) -> dict[int, object]:
-    store = ctl.store
-    snaps = SegmentSnapshots(store.commit_log, Path(store.config.store_path_root_dir) / SNAPSHOTS_DIR,
-                             store.clock.now_ms, lambda: ctl.broker_addr)
+async def expire_snapshots(snaps: SegmentSnapshots, interval_s: float = EXPIRY_INTERVAL_S) -> None:
+    """Remove expired snapshots every ``interval_s`` (the controller runs this for the broker's life)."""
+    loop = asyncio.get_running_loop()
+    while True:
+        try:
+            await loop.run_in_executor(None, snaps.clean_expired)
+        except OSError:
+            log.exception("cannot clean expired snapshots")
+        await asyncio.sleep(interval_s)
 
-    async def expire_loop() -> None:
-        loop = asyncio.get_running_loop()
-        while True:
+
+class SnapshotProcessor:
+    """SNAPSHOT_SEGMENTS and RELEASE_SNAPSHOT over the store's :class:`SegmentSnapshots`."""
+
+    def __init__(self, snaps: SegmentSnapshots) -> None:
+        self.snaps = snaps
+
+    def handlers(self) -> dict[int, Handler]:
+        snaps = self.snaps
+
+        async def snapshot(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+            h = cmd.header
             try:
-                await loop.run_in_executor(None, snaps.clean_expired)
-            except OSError:
-                log.exception("cannot clean expired snapshots")
-            await asyncio.sleep(EXPIRY_INTERVAL_S)
+                kwargs = {"begin_ms": _opt_int(h, "beginTimestamp"), "end_ms": _opt_int(h, "endTimestamp"),
+                          "begin_offset": _opt_int(h, "beginOffset"), "end_offset": _opt_int(h, "endOffset"),
+                          "ttl_ms": _opt_int(h, "ttlMs") or DEFAULT_TTL_MS}
+                export = h.get("exportDir")
+                manifest = await asyncio.get_running_loop().run_in_executor(
+                    None, lambda: snaps.take(snapshot_id=str(export) if export else None, **kwargs))
+            except (ValueError, TypeError, FileExistsError) as exc:
+                return cmd.response(ResponseCode.SYSTEM_ERROR, str(exc))
+            return cmd.response(ResponseCode.SUCCESS, body=json.dumps(manifest).encode())
 
-    ctl._tasks.append(asyncio.ensure_future(expire_loop()))
+        async def release(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+            try:
+                sid = str(cmd.header.get("snapshotId", ""))
+                released = await asyncio.get_running_loop().run_in_executor(None, snaps.release, sid)
+            except ValueError as exc:
+                return cmd.response(ResponseCode.SYSTEM_ERROR, str(exc))
+            return cmd.response(ResponseCode.SUCCESS, body=json.dumps({"released": released}).encode())
 
-    async def snapshot(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
-        h = cmd.header
-        try:
-            kwargs = {"begin_ms": _opt_int(h, "beginTimestamp"), "end_ms": _opt_int(h, "endTimestamp"),
-                      "begin_offset": _opt_int(h, "beginOffset"), "end_offset": _opt_int(h, "endOffset"),
-                      "ttl_ms": _opt_int(h, "ttlMs") or DEFAULT_TTL_MS}
-            export = h.get("exportDir")
-            manifest = await asyncio.get_running_loop().run_in_executor(
-                None, lambda: snaps.take(snapshot_id=str(export) if export else None, **kwargs))
-        except (ValueError, TypeError, FileExistsError) as exc:
-            return cmd.response(ResponseCode.SYSTEM_ERROR, str(exc))
-        return cmd.response(ResponseCode.SUCCESS, body=json.dumps(manifest).encode())
-
-    async def release(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
-        try:
-            sid = str(cmd.header.get("snapshotId", ""))
-            released = await asyncio.get_running_loop().run_in_executor(None, snaps.release, sid)
-        except ValueError as exc:
-            return cmd.response(ResponseCode.SYSTEM_ERROR, str(exc))
-        return cmd.response(ResponseCode.SUCCESS, body=json.dumps({"released": released}).encode())
-
-    return {RequestCode.SNAPSHOT_SEGMENTS: snapshot, RequestCode.RELEASE_SNAPSHOT: release}
+        return {RequestCode.SNAPSHOT_SEGMENTS: snapshot, RequestCode.RELEASE_SNAPSHOT: release}

@@ -41,7 +41,7 @@ from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
 from broker_core.protocol.fields import BadRequest, int_field
 from broker_core.protocol.headers import TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE, TRANSACTION_ROLLBACK_TYPE
 from broker_core.protocol.validation import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
-from broker_core.remoting.server import Connection
+from broker_core.remoting.server import Connection, Handler
 from broker_core.server.retry import ensure_topic
 from broker_core.store import GetStatus
 from broker_core.store.message import MessageInner
@@ -160,24 +160,30 @@ class TransactionService:
         return sent
 
 
-def handlers(ctl: BrokerController) -> dict[int, object]:
-    service = TransactionService(ctl)
-    ctl.transactions = service
+class EndTransactionProcessor:
+    """END_TRANSACTION over a :class:`TransactionService`."""
 
-    def end(cmd: RemotingCommand, conn: Connection) -> RemotingCommand | None:
-        """END_TRANSACTION (Java sends it oneway): the half message is found by ``commitLogOffset``."""
-        h = cmd.header
-        state = int_field(h, "commitOrRollback")
-        if state == TRANSACTION_NOT_TYPE:
-            return cmd.response(ResponseCode.SUCCESS, "left for the check-back")
-        if state not in (TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK_TYPE):
-            raise BadRequest(f"commitOrRollback must be 8 (commit), 12 (rollback) or 0 (unknown), got {state}")
-        rec = ctl.store.look_message_by_offset(int_field(h, "commitLogOffset"))
-        if rec is None or rec.topic != HALF_TOPIC:
-            return cmd.response(ResponseCode.SYSTEM_ERROR, "Find prepared transaction message failed")
-        if rec.properties.get(PROPERTY_PRODUCER_GROUP, str(h.get("producerGroup", ""))) != h.get("producerGroup"):
-            return cmd.response(ResponseCode.SYSTEM_ERROR, "The producer group wrong")
-        outcome = service.end(rec.queue_offset, state == TRANSACTION_COMMIT_TYPE)
-        return cmd.response(ResponseCode.SUCCESS, outcome)
+    def __init__(self, ctl: BrokerController, service: TransactionService) -> None:
+        self.ctl = ctl
+        self.service = service
 
-    return {RequestCode.END_TRANSACTION: end}
+    def handlers(self) -> dict[int, Handler]:
+        ctl, service = self.ctl, self.service
+
+        def end(cmd: RemotingCommand, conn: Connection) -> RemotingCommand | None:
+            """END_TRANSACTION (Java sends it oneway): the half message is found by ``commitLogOffset``."""
+            h = cmd.header
+            state = int_field(h, "commitOrRollback")
+            if state == TRANSACTION_NOT_TYPE:
+                return cmd.response(ResponseCode.SUCCESS, "left for the check-back")
+            if state not in (TRANSACTION_COMMIT_TYPE, TRANSACTION_ROLLBACK_TYPE):
+                raise BadRequest(f"commitOrRollback must be 8 (commit), 12 (rollback) or 0 (unknown), got {state}")
+            rec = ctl.store.look_message_by_offset(int_field(h, "commitLogOffset"))
+            if rec is None or rec.topic != HALF_TOPIC:
+                return cmd.response(ResponseCode.SYSTEM_ERROR, "Find prepared transaction message failed")
+            if rec.properties.get(PROPERTY_PRODUCER_GROUP, str(h.get("producerGroup", ""))) != h.get("producerGroup"):
+                return cmd.response(ResponseCode.SYSTEM_ERROR, "The producer group wrong")
+            outcome = service.end(rec.queue_offset, state == TRANSACTION_COMMIT_TYPE)
+            return cmd.response(ResponseCode.SUCCESS, outcome)
+
+        return {RequestCode.END_TRANSACTION: end}

@@ -18,7 +18,8 @@ import fcntl
 import logging
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 from broker_core.codec import CodecError
 from broker_core.codec.consume_queue import BLANK_UNIT_SIZE, CQ_STORE_UNIT_SIZE, CQ_UNIT
@@ -44,6 +45,7 @@ from broker_core.store.message import MessageInner
 from broker_core.store.results import GetMessageResult, GetStatus, PutMessageResult, PutStatus, QueryMessageResult
 from broker_core.store.retention import CleanCommitLogService, DiskCheck, DiskProbe, RetentionReport
 from broker_core.store.schedule import DeliveryReport, ScheduleMessageService
+from broker_core.store.snapshot import SNAPSHOTS_DIR, SegmentSnapshots
 
 log = logging.getLogger(__name__)
 
@@ -474,6 +476,15 @@ class MessageStore:
     @property
     def max_delay_level(self) -> int:
         return self.schedule.max_level
+
+    def segment_snapshots(self, broker_addr: Callable[[], str]) -> SegmentSnapshots:
+        """The snapshot service over this store's CommitLog (hard links under ``<root>/snapshots``)."""
+        return SegmentSnapshots(self.commit_log, Path(self.config.store_path_root_dir) / SNAPSHOTS_DIR,
+                                self.clock.now_ms, broker_addr)
+
+    def set_store_port(self, port: int) -> None:
+        """The port written into STOREHOST of new records (and so into offset message ids)."""
+        self.commit_log.store_port = port
 
     def get_message_bytes(self, phy_offset: int, size: int) -> bytes | None:
         """The stored record bytes at ``phy_offset`` (as pulls, queries and views send them)."""
