@@ -20,6 +20,7 @@ from broker_core.codec.message import (
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_TYPE_MASK,
     decode_properties,
+    encode_properties,
     host_to_bytes,
 )
 from broker_core.codec.wire import decode_batch
@@ -212,14 +213,17 @@ class SendMessageProcessor:
             if not entries:
                 return cmd.response(ResponseCode.MESSAGE_ILLEGAL, "empty batch")
             extra = _store_properties(ctl, header_props)
+            extra_b = encode_properties(extra)
             host_b = host_to_bytes(host)
             msgs = []
-            for flag, body, props_b in entries:  # each entry keeps its own properties plus the header's
-                props = {**decode_properties(props_b), **extra}
-                msgs.append(MessageInner(topic, body, queue_id, properties=props, flag=flag, sys_flag=sys_flag,
-                                         born_timestamp=born_ts, born_host=None, born_port=port,
-                                         reconsume_times=reconsume))
-                msgs[-1].born_host = host_b
+            for flag, body, props_b in entries:
+                # as RocketMQ: the entry's own properties, a separator if it does not end with one, then the
+                # header's properties (with CLUSTER) appended as bytes, without re-encoding the entry's
+                joined = props_b + extra_b if not props_b or props_b.endswith(b"\x02") else props_b + b"\x02" + extra_b
+                msgs.append(MessageInner.from_encoded(
+                    topic, body, queue_id, joined, {**decode_properties(props_b), **extra}, flag=flag,
+                    sys_flag=sys_flag, born_timestamp=born_ts, born_host=host_b, born_port=port,
+                    reconsume_times=reconsume))
             return h, msgs, queue_id
 
         def send(cmd: RemotingCommand, conn: Connection) -> RemotingCommand | Awaitable[RemotingCommand]:

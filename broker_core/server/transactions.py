@@ -35,6 +35,10 @@ from broker_core.codec.message import (
     PROPERTY_REAL_TOPIC,
     PROPERTY_TRANSACTION_PREPARED,
     PROPERTY_UNIQ_KEY,
+    TRANSACTION_TYPE_MASK,
+)
+from broker_core.codec.message import (
+    TRANSACTION_COMMIT_TYPE as SYSFLAG_COMMIT,
 )
 from broker_core.codec.message_id import UniqueIdGenerator
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
@@ -83,6 +87,9 @@ class TransactionService:
         msg.topic = HALF_TOPIC
         msg.topic_bytes = HALF_TOPIC.encode()
         msg.queue_id = 0
+        # as RocketMQ's parseHalfMessageInner: the half record itself is a plain message of the half topic
+        # (a PREPARED sysFlag would keep it out of the ConsumeQueue)
+        msg.sys_flag &= ~TRANSACTION_TYPE_MASK
         msg.replace_properties(props)
         for topic in (HALF_TOPIC, OP_TOPIC):
             ensure_topic(self.ctl, topic)
@@ -102,8 +109,9 @@ class TransactionService:
                 topic = props.pop(PROPERTY_REAL_TOPIC)
                 queue_id = int(props.pop(PROPERTY_REAL_QUEUE_ID, "0"))
                 props.pop(PROPERTY_TRANSACTION_PREPARED, None)
+                sys_flag = (rec.sys_flag & ~TRANSACTION_TYPE_MASK) | SYSFLAG_COMMIT
                 r = self.store.put_messages([MessageInner(topic, rec.body, queue_id, properties=props, flag=rec.flag,
-                                                          born_timestamp=rec.born_timestamp)])[0]
+                                                          sys_flag=sys_flag, born_timestamp=rec.born_timestamp)])[0]
                 if not r.ok:
                     raise RuntimeError(f"commit of half message {half_offset} failed: {r.status.name}")
             r = self.store.put_messages([MessageInner(OP_TOPIC, str(half_offset).encode(), 0,
