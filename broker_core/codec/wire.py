@@ -104,6 +104,8 @@ def decode_binary_header(buf: bytes | bytearray | memoryview
                          ) -> tuple[int, int, int, int, int, str | None, dict[str, str]]:
     """``(code, language, version, opaque, flag, remark, ext_fields)``; raises :class:`CodecError` when a
     length runs past the header (the whole header must be consumed exactly by its fields)."""
+    if not isinstance(buf, bytes):
+        buf = bytes(buf)
     end = len(buf)
     if end < BINARY_HEAD_SIZE + 4:
         raise CodecError(f"binary header of {end} bytes is shorter than its {BINARY_HEAD_SIZE + 4} fixed bytes",
@@ -112,7 +114,7 @@ def decode_binary_header(buf: bytes | bytearray | memoryview
     pos = BINARY_HEAD_SIZE
     if rlen < 0 or pos + rlen + 4 > end:
         raise CodecError(f"remark length {rlen} runs past the header", "header", pos - 4)
-    remark = bytes(buf[pos:pos + rlen]).decode() if rlen else None
+    remark = buf[pos:pos + rlen].decode() if rlen else None
     pos += rlen
     (ext_len,) = _I32.unpack_from(buf, pos)
     pos += 4
@@ -120,21 +122,21 @@ def decode_binary_header(buf: bytes | bytearray | memoryview
         raise CodecError(f"extFields length {ext_len} does not end the header ({end - pos} bytes left)",
                          "header", pos - 4)
     ext: dict[str, str] = {}
+    i16 = _I16.unpack_from
+    i32 = _I32.unpack_from
     while pos < end:
-        if end - pos < 2:
-            raise CodecError("truncated extFields key length", "header", pos)
-        (klen,) = _I16.unpack_from(buf, pos)
-        pos += 2
-        if klen < 0 or pos + klen + 4 > end:
-            raise CodecError(f"extFields key length {klen} runs past the header", "header", pos - 2)
-        key = bytes(buf[pos:pos + klen]).decode()
-        pos += klen
-        (vlen,) = _I32.unpack_from(buf, pos)
-        pos += 4
-        if vlen < 0 or pos + vlen > end:
-            raise CodecError(f"extFields value length {vlen} runs past the header", "header", pos - 4)
-        ext[key] = bytes(buf[pos:pos + vlen]).decode()
-        pos += vlen
+        if end - pos < 6:
+            raise CodecError("truncated extFields entry", "header", pos)
+        (klen,) = i16(buf, pos)
+        kend = pos + 2 + klen
+        if klen < 0 or kend + 4 > end:
+            raise CodecError(f"extFields key length {klen} runs past the header", "header", pos)
+        (vlen,) = i32(buf, kend)
+        vend = kend + 4 + vlen
+        if vlen < 0 or vend > end:
+            raise CodecError(f"extFields value length {vlen} runs past the header", "header", kend)
+        ext[buf[pos + 2:kend].decode()] = buf[kend + 4:vend].decode()
+        pos = vend
     return code, language, version, opaque, flag, remark, ext
 
 
