@@ -83,21 +83,22 @@ def encode_binary_header(code: int, language: int, version: int, opaque: int, fl
                          ext_fields: dict[str, str] | None) -> bytes:
     """The ROCKETMQ header; ``code`` and ``version`` must fit an i16. Null keys or values are skipped."""
     rb = remark.encode() if remark else b""
-    parts = [BINARY_HEAD.pack(code, language, version, opaque, flag, len(rb)), rb]
+    out = bytearray(BINARY_HEAD.pack(code, language, version, opaque, flag, len(rb)))
+    out += rb
+    out += b"\0\0\0\0"  # extLen, set below
+    start = len(out)
     if ext_fields:
-        entries = []
         for k, v in ext_fields.items():
             if k is None or v is None:
                 continue
             kb = k.encode()
             vb = v.encode()
-            entries.append(_I16.pack(len(kb)) + kb + _I32.pack(len(vb)) + vb)
-        block = b"".join(entries)
-        parts.append(_I32.pack(len(block)))
-        parts.append(block)
-    else:
-        parts.append(b"\0\0\0\0")
-    return b"".join(parts)
+            out += len(kb).to_bytes(2, "big")
+            out += kb
+            out += len(vb).to_bytes(4, "big")
+            out += vb
+    _I32.pack_into(out, start - 4, len(out) - start)
+    return bytes(out)
 
 
 def decode_binary_header(buf: bytes | bytearray | memoryview

@@ -73,16 +73,19 @@ def _text(value: Any) -> str | None:
 
 def stringify_fields(fields: dict[str, Any]) -> dict[str, str]:
     """``fields`` with every value as text (ints in decimal, booleans ``true``/``false``) and nulls dropped."""
-    for v in fields.values():
-        if type(v) is not str:
-            break
-    else:
-        return fields
-    out = {}
+    out: dict[str, str] = {}
     for k, v in fields.items():
-        t = _text(v)
-        if t is not None:
-            out[str(k)] = t
+        t = type(v)
+        if t is str:
+            out[k] = v
+        elif t is int:
+            out[k] = str(v)
+        elif t is bool:
+            out[k] = "true" if v else "false"
+        elif v is not None:
+            text = _text(v)
+            if text is not None:
+                out[str(k)] = text
     return out
 
 
