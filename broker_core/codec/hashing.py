@@ -1,32 +1,59 @@
-"""Hash functions stored in files.
+"""Hash functions stored in files, both Java's ``String.hashCode`` as RocketMQ 4.9 computes them
+(reference §7.2, §7.3), so a store directory written by Apache RocketMQ is read in place.
 
-- Tag hash (ConsumeQueue ``tagsCode``): Java ``String.hashCode()`` over UTF-16 code units, as a signed
-  64-bit field; ``"TagA"`` hashes to 2598919 as in the seeds' dump example.
-- IndexFile key hash: ``crc32(UTF-8 key) & 0x7FFFFFFF``. The seeds leave the method open (upstream uses
-  ``abs(String.hashCode())``); crc32 runs in C, which matters on the put path. Collisions are resolved
-  by reading the record and comparing the key.
+- Tag hash (ConsumeQueue ``tagsCode``): ``String.hashCode()`` of the tag over UTF-16 code units, as a
+  signed 32-bit value stored in a 64-bit field; ``"TagA"`` hashes to 2598919.
+- IndexFile key hash: ``abs(String.hashCode(topic + "#" + key))``; Java's ``abs(Integer.MIN_VALUE)``
+  stays negative and RocketMQ stores 0 for it. Collisions are resolved by reading the record and
+  comparing the key.
+
+``hashCode`` is evaluated as one polynomial ``sum(unit[i] * 31**(n-1-i)) mod 2**32`` whose powers are
+cached per length, so the loop runs in C (``sum(map(mul, ...))``) rather than per character in Python.
 """
 
 from __future__ import annotations
 
-import struct
-import zlib
+import sys
 from functools import lru_cache
+from operator import mul
+
+_MASK = 0xFFFFFFFF
+_UTF16 = "utf-16-le" if sys.byteorder == "little" else "utf-16-be"
+
+
+@lru_cache(maxsize=1024)
+def _powers(n: int) -> tuple[int, ...]:
+    """``31**(n-1-i) mod 2**32`` for i in 0..n-1."""
+    out = [1] * n
+    for i in range(n - 2, -1, -1):
+        out[i] = (out[i + 1] * 31) & _MASK
+    return tuple(out)
+
+
+def java_hash_u32(s: str) -> int:
+    """Java ``String.hashCode()`` of ``s`` as an unsigned 32-bit value."""
+    if s.isascii():
+        units: bytes | memoryview = s.encode("ascii")
+    else:
+        units = memoryview(s.encode(_UTF16)).cast("H")  # non-BMP characters count as two units
+    return sum(map(mul, units, _powers(len(units)))) & _MASK
 
 
 @lru_cache(maxsize=65536)
 def tag_hash(tag: str) -> int:
     """Java ``String.hashCode()`` of ``tag`` as a signed 32-bit value."""
-    data = tag.encode("utf-16-be")
-    h = 0
-    for (unit,) in struct.iter_unpack(">H", data):
-        h = (31 * h + unit) & 0xFFFFFFFF
-    return h - 0x100000000 if h >= 0x80000000 else h
+    h = java_hash_u32(tag)
+    return h - 0x100000000 if h & 0x80000000 else h
 
 
 def index_key_hash(key: str) -> int:
-    """Non-negative 31-bit hash of an index key (``topic#key``)."""
-    return zlib.crc32(key.encode()) & 0x7FFFFFFF
+    """RocketMQ's IndexFile hash of ``key`` (``topic#key``): ``abs(hashCode)``, 0 for ``Integer.MIN_VALUE``."""
+    h = java_hash_u32(key)
+    if h & 0x80000000:
+        h = 0x100000000 - h
+        if h == 0x80000000:
+            return 0
+    return h
 
 
 def index_key(topic: str, key: str) -> str:

@@ -168,8 +168,16 @@ def write_blank_into(buf: memoryview | bytearray, pos: int, max_blank: int) -> N
     BLANK.pack_into(buf, pos, max_blank, BLANK_MAGIC_CODE)
 
 
-def body_crc(body: bytes) -> int:
-    return zlib.crc32(body)
+def body_crc(body: bytes | memoryview) -> int:
+    """RocketMQ's ``UtilAll.crc32``: CRC-32 of the body with the top bit cleared (reference §7.1)."""
+    return zlib.crc32(body) & 0x7FFFFFFF
+
+
+def crc_matches(stored: int, body: bytes | memoryview) -> bool:
+    """Whether ``stored`` is the body's CRC. Records written by this product before it matched RocketMQ
+    kept all 32 bits; they are accepted too, so an older store still recovers whole."""
+    c = zlib.crc32(body)
+    return stored == (c & 0x7FFFFFFF) or stored == c
 
 
 @dataclass(slots=True)
@@ -251,7 +259,7 @@ def encode_record(
     total = HEADER_SIZE + len(body) + len(tail)
     out = bytearray(total)
     write_record_into(
-        out, 0, total, zlib.crc32(body), queue_id, flag, queue_offset, physical_offset, sys_flag,
+        out, 0, total, zlib.crc32(body) & 0x7FFFFFFF, queue_id, flag, queue_offset, physical_offset, sys_flag,
         born_timestamp, host_to_bytes(bh), int(bp), store_timestamp, host_to_bytes(sh), int(sp),
         reconsume_times, prepared_transaction_offset, body, tail,
     )
@@ -295,8 +303,8 @@ def decode_record(
     if p + 2 + plen != pos + total:
         raise CodecError(f"inconsistent lengths: properties {plen} do not end the record", source, where)
     props_raw = bytes(buf[p + 2:p + 2 + plen])
-    if check_crc and zlib.crc32(body) != crc:
-        raise CodecError(f"body CRC mismatch: stored 0x{crc:08X}, computed 0x{zlib.crc32(body):08X}", source, where)
+    if check_crc and not crc_matches(crc, body):
+        raise CodecError(f"body CRC mismatch: stored 0x{crc:08X}, computed 0x{body_crc(body):08X}", source, where)
     try:
         topic = topic_raw.decode()
         properties = decode_properties(props_raw)
@@ -363,7 +371,7 @@ def check_record(
     end = pos + total
     if blen < 0 or p + blen + 3 > end:
         return DispatchRequest(False, 0, error=f"inconsistent body length {blen}")
-    if check_crc and zlib.crc32(buf[p:p + blen]) != crc:
+    if check_crc and not crc_matches(crc, buf[p:p + blen]):
         return DispatchRequest(False, 0, error="body CRC mismatch")
     p += blen
     tlen = buf[p]
@@ -419,8 +427,10 @@ def scan_records(
             pp = tp + 1 + tlen
             if pp + 2 > pos + total or pp + 2 + _SHORT.unpack_from(buf, pp)[0] != pos + total:
                 return pos, "inconsistent topic or properties length"
-            if check_crc and crc32(buf[p:p + blen]) != fields[2]:
-                return pos, "body CRC mismatch"
+            if check_crc:
+                c = crc32(buf[p:p + blen])
+                if fields[2] != c & 0x7FFFFFFF and fields[2] != c:  # RocketMQ's masked CRC, or ours before it
+                    return pos, "body CRC mismatch"
             pos += total
         elif magic == BLANK_MAGIC_CODE:
             return pos, SCAN_BLANK

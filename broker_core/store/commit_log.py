@@ -143,8 +143,8 @@ class CommitLog:
                 qoff = table.get(qkey, 0)
                 sys_flag = msg.sys_flag
                 HEADER.pack_into(
-                    mv, pos, total, MESSAGE_MAGIC_CODE, zlib.crc32(body), msg.queue_id, msg.flag, qoff, phy,
-                    sys_flag, msg.born_timestamp, msg.born_host, msg.born_port, now, host, port,
+                    mv, pos, total, MESSAGE_MAGIC_CODE, zlib.crc32(body) & 0x7FFFFFFF, msg.queue_id, msg.flag, qoff,
+                    phy, sys_flag, msg.born_timestamp, msg.born_host, msg.born_port, now, host, port,
                     msg.reconsume_times, msg.prepared_transaction_offset, blen)
                 p = pos + HEADER_SIZE + blen
                 mv[pos + HEADER_SIZE:p] = body

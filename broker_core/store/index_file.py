@@ -24,7 +24,6 @@ import logging
 import mmap
 import os
 import threading
-import zlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -200,7 +199,6 @@ class IndexService:
         self.files: list[IndexFile] = []
         self.last_indexed_phy = -1
         self._lock = threading.Lock()
-        self._prefix_crc: dict[str, int] = {}
 
     def load(self, last_exit_ok: bool, checkpoint_index_ts: int) -> int | None:
         """Open the files; after an abnormal exit drop those newer than the checkpoint. Returns the
@@ -254,20 +252,16 @@ class IndexService:
         entries = []
         append = entries.append
         last = self.last_indexed_phy
-        prefixes = self._prefix_crc
+        key_hash = index_key_hash
         for phy, _, topic, _, _, _, ts, keys, uniq, sys_flag in batch:
             if phy <= last or (sys_flag & TRANSACTION_TYPE_MASK) == TRANSACTION_ROLLBACK_TYPE:
                 continue
-            prefix = prefixes.get(topic)
-            if prefix is None:
-                prefix = prefixes[topic] = zlib.crc32(f"{topic}#".encode())
-            # crc32 continued from the "topic#" prefix == index_key_hash(f"{topic}#{key}")
             if uniq:
-                append((zlib.crc32(uniq.encode(), prefix) & 0x7FFFFFFF, phy, ts))
+                append((key_hash(f"{topic}#{uniq}"), phy, ts))
             if keys:
                 for key in keys.split(KEY_SEPARATOR):
                     if key:
-                        append((zlib.crc32(key.encode(), prefix) & 0x7FFFFFFF, phy, ts))
+                        append((key_hash(f"{topic}#{key}"), phy, ts))
             last = phy
         with self._lock:
             if entries:

@@ -24,13 +24,6 @@ def main() -> None:
     (HERE / "index_entry.bin").write_bytes(
         INDEX_ENTRY.pack(index_key_hash(index_key("TopicTest", "order-1")), 4096, 5, 2))
     (HERE / "checkpoint.bin").write_bytes(encode_checkpoint(1, 2, 3))
-    from broker_core.codec.wire import encode_batch
-    from broker_core.protocol import RemotingCommand, RequestCode
-
-    cmd = RemotingCommand.request(RequestCode.SEND_MESSAGE, {"topic": "T", "queueId": 1}, b"body")
-    cmd.opaque = 7
-    (HERE / "frame_send_message.bin").write_bytes(cmd.encode())
-    (HERE / "batch.bin").write_bytes(encode_batch([(0, b"one", b"KEYS\x01k1\x02"), (3, b"", b"")]))
     (HERE / "offset_msg_id.txt").write_text(encode_offset_msg_id(bytes([192, 168, 1, 9]), 10911, 1073742827) + "\n")
 
 

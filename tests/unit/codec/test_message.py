@@ -16,6 +16,7 @@ from broker_core.codec.message import (
     MESSAGE_MAGIC_CODE,
     SCAN_BLANK,
     SCAN_END,
+    body_crc,
     check_record,
     decode_properties,
     decode_record,
@@ -45,7 +46,7 @@ def test_field_offsets_by_hand():
     raw = encode_record(**SAMPLE)
     assert struct.unpack_from(">i", raw, 0)[0] == len(raw)
     assert raw[4:8] == bytes.fromhex("DAA320A7")
-    assert struct.unpack_from(">I", raw, 8)[0] == zlib.crc32(b"Hello RocketMQ")
+    assert struct.unpack_from(">I", raw, 8)[0] == zlib.crc32(b"Hello RocketMQ") & 0x7FFFFFFF == 1774740973  # Java
     assert struct.unpack_from(">i", raw, 12)[0] == 3
     assert struct.unpack_from(">q", raw, 20)[0] == 42
     assert struct.unpack_from(">q", raw, 28)[0] == 201
@@ -147,3 +148,20 @@ def test_blank_and_scan():
     end, why = scan_records(buf, 0, len(buf))
     assert end == len(a) and "CRC" in why
     assert MESSAGE_MAGIC_CODE == 0xDAA320A7
+
+
+def test_body_crc_is_rocketmq_masked_and_legacy_full_crc_still_reads():
+    """RocketMQ's UtilAll.crc32 clears the top bit; records this product wrote before kept all 32 bits."""
+    sample = {**SAMPLE, "body": b"a"}  # crc32(b"a") = 0xE8B7BE43: the top bit is set
+    raw = bytearray(encode_record(**sample))
+    assert struct.unpack_from(">I", raw, 8)[0] == 0x68B7BE43 == body_crc(b"a")
+    assert decode_record(bytes(raw)).body == b"a"
+    struct.pack_into(">I", raw, 8, 0xE8B7BE43)  # as the earlier version stored it
+    assert decode_record(bytes(raw)).body == b"a"
+    assert check_record(raw, 0, len(raw), check_crc=True).success
+    assert scan_records(raw, 0, len(raw), check_crc=True)[0] == len(raw)
+    struct.pack_into(">I", raw, 8, 0x68B7BE44)
+    with pytest.raises(CodecError, match="CRC"):
+        decode_record(bytes(raw))
+    assert not check_record(raw, 0, len(raw), check_crc=True).success
+    assert scan_records(raw, 0, len(raw), check_crc=True) == (0, "body CRC mismatch")

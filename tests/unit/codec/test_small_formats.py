@@ -52,11 +52,30 @@ def test_index_sizes_and_golden():
     assert raw == INDEX_HEADER.pack(1700000000000, 1700000005000, 0, 4096, 3, 4)
     assert decode_header(raw) == (1700000000000, 1700000005000, 0, 4096, 3, 4)
     entry = (GOLDEN / "index_entry.bin").read_bytes()
-    assert INDEX_ENTRY.unpack(entry) == (index_key_hash(index_key("TopicTest", "order-1")), 4096, 5, 2)
+    assert INDEX_ENTRY.unpack(entry) == (1829193424, 4096, 5, 2)  # abs("TopicTest#order-1".hashCode())
     with pytest.raises(CodecError):
         decode_header(raw[:39], source="idx")
     with pytest.raises(CodecError, match="counts"):
         decode_header(INDEX_HEADER.pack(0, 0, 0, 0, 0, 0))
+
+
+# (String, String.hashCode(), RocketMQ's index hash) as printed by Java 17 (`x.hashCode()`, then
+# `Math.abs(h)`, and 0 when that stays negative, as IndexService.buildKey/IndexFile.indexKeyHashMethod do).
+JAVA_HASHES = [
+    ("TagA", 2598919, 2598919),
+    ("TopicTest#order-1", -1829193424, 1829193424),
+    ("polygenelubricants", -2147483648, 0),
+    ("日本", 835047, 835047),
+    ("\U0001F600", 1772899, 1772899),  # a non-BMP character counts as two UTF-16 units
+    ("T#KEY-€-1", -723215981, 723215981),
+    ("TopicTest#7F0000010D2A18B4AAC2512345670000", -948049668, 948049668),
+]
+
+
+@pytest.mark.parametrize(("text", "java_hash", "index_hash"), JAVA_HASHES)
+def test_hashes_match_java(text: str, java_hash: int, index_hash: int) -> None:
+    assert tag_hash(text) == java_hash
+    assert index_key_hash(text) == index_hash
 
 
 def test_index_key_hash_is_non_negative_and_stable():
