@@ -1,31 +1,74 @@
-"""Broker state persisted under ``config/``: topic configs (``topics.json``), consumer offsets
-(``consumerOffset.json``) and subscription groups (``subscriptionGroup.json``).
+"""Broker state persisted under ``config/`` in RocketMQ 4.9's files (reference §7.5): topic configs
+(``topics.json``, a ``TopicConfigSerializeWrapper``), consumer offsets (``consumerOffset.json``) and subscription
+groups (``subscriptionGroup.json``, a ``SubscriptionGroupWrapper``).
 
-Each manager is thread-safe, keeps its state in memory, and writes its file atomically when asked
-(``persist``); topics and groups persist on every change, offsets on a timer and at shutdown.
+Each manager is thread-safe, keeps its state in memory, and writes its file the way RocketMQ does when asked
+(``.tmp``, old content to ``.bak``, rename; :mod:`broker_core.codec.config_file`): topics and groups on every
+change, offsets on a timer and at shutdown. Files are read with RocketMQ's fallback to ``.bak``, in the Java
+form (camelCase keys, unquoted integer keys) and in the snake_case form earlier versions of this product
+wrote; fields unknown to 4.x (5.x's ``attributes``) are ignored. The same JSON is the body of the admin codes
+that return these tables (21, 43, 201).
 """
 
 from __future__ import annotations
 
+import re
 import threading
-from dataclasses import asdict, dataclass
+import time
+from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Any
 
-from broker_core.server.json_file import read_json, write_json_atomic
+from broker_core.codec.config_file import read_config_file, write_config_file
+from broker_core.codec.fastjson import dumps_fastjson, items
 
 PERM_READ = 4
 PERM_WRITE = 2
 PERM_INHERIT = 1
 DEFAULT_PERM = PERM_READ | PERM_WRITE
 
+_CAMEL = re.compile(r"(?<!^)(?=[A-Z])")
+
+
+def _snake(key: str) -> str:
+    return _CAMEL.sub("_", key).lower()
+
+
+def _camel(key: str) -> str:
+    head, *rest = key.split("_")
+    return head + "".join(w.title() for w in rest)
+
+
+def _from_json(cls: type, raw: Any) -> Any:
+    """A dataclass from a JSON object in either key style; unknown keys are ignored."""
+    known = {f.name for f in fields(cls)}
+    kwargs = {_snake(k): v for k, v in items(raw) if isinstance(k, str)}
+    return cls(**{k: v for k, v in kwargs.items() if k in known})
+
+
+def _to_json(obj: Any) -> dict[str, Any]:
+    """The Java getters' view of a dataclass: camelCase keys, sorted as fastjson writes them."""
+    return dict(sorted((_camel(f.name), getattr(obj, f.name)) for f in fields(obj)))
+
+
+def _counter(raw: Any) -> int:
+    """``dataVersion.counter`` (Java) or the bare integer earlier versions wrote."""
+    if isinstance(raw, dict):
+        return int(raw.get("counter", 0))
+    return int(raw or 0)
+
 
 @dataclass
 class TopicConfig:
+    """RocketMQ 4.9's ``TopicConfig`` (``topicFilterType`` SINGLE_TAG or MULTI_TAG)."""
+
     topic_name: str
     read_queue_nums: int = 4
     write_queue_nums: int = 4
     perm: int = DEFAULT_PERM
     order: bool = False
+    topic_filter_type: str = "SINGLE_TAG"
+    topic_sys_flag: int = 0
 
     def wire(self) -> dict[str, int]:
         return {"readQueueNums": self.read_queue_nums, "writeQueueNums": self.write_queue_nums, "perm": self.perm}
@@ -43,10 +86,12 @@ class TopicConfigManager:
     def __init__(self, config_dir: Path) -> None:
         self.path = config_dir / "topics.json"
         self._lock = threading.Lock()
-        raw = read_json(self.path, {"topicConfigTable": {}})
+        raw = read_config_file(self.path) or {}
         self.table: dict[str, TopicConfig] = {
-            name: TopicConfig(**cfg) for name, cfg in raw.get("topicConfigTable", {}).items()}
-        self.data_version = int(raw.get("dataVersion", 0))
+            name: _from_json(TopicConfig, cfg) for name, cfg in items(raw.get("topicConfigTable", {}))}
+        self.data_version = _counter(raw.get("dataVersion"))
+        self.data_version_ts = int(raw["dataVersion"].get("timestamp", 0)) \
+            if isinstance(raw.get("dataVersion"), dict) else 0
         if not self.path.exists():
             self._persist()
 
@@ -72,10 +117,20 @@ class TopicConfigManager:
     def wire_table(self) -> dict[str, dict[str, int]]:
         return {name: cfg.wire() for name, cfg in self.table.items()}
 
+    def wrapper(self) -> dict[str, Any]:
+        """``TopicConfigSerializeWrapper``: ``{"dataVersion":{...},"topicConfigTable":{name: TopicConfig}}``."""
+        table = self.table
+        return {"dataVersion": {"counter": self.data_version, "timestamp": self.data_version_ts},
+                "topicConfigTable": {name: _to_json(table[name]) for name in sorted(table)}}
+
+    def encode(self, pretty: bool = False) -> str:
+        """The wrapper as fastjson writes it: the body of GET_ALL_TOPIC_CONFIG (21) and ``topics.json``."""
+        return dumps_fastjson(self.wrapper(), pretty)
+
     def _persist(self) -> None:
         self.data_version += 1
-        write_json_atomic(self.path, {"dataVersion": self.data_version,
-                                      "topicConfigTable": {k: asdict(v) for k, v in self.table.items()}})
+        self.data_version_ts = int(time.time() * 1000)
+        write_config_file(self.path, self.encode(pretty=True))
 
 
 class ConsumerOffsetManager:
@@ -84,9 +139,9 @@ class ConsumerOffsetManager:
     def __init__(self, config_dir: Path) -> None:
         self.path = config_dir / "consumerOffset.json"
         self._lock = threading.Lock()
-        raw = read_json(self.path, {"offsetTable": {}})
+        raw = read_config_file(self.path) or {}
         self.table: dict[str, dict[int, int]] = {
-            key: {int(q): int(o) for q, o in queues.items()} for key, queues in raw.get("offsetTable", {}).items()}
+            key: {int(q): int(o) for q, o in items(queues)} for key, queues in items(raw.get("offsetTable", {}))}
         self.dirty = not self.path.exists()
         self.persist()
 
@@ -123,31 +178,47 @@ class ConsumerOffsetManager:
                 del self.table[k]
             self.dirty = True
 
+    def encode(self, pretty: bool = False) -> str:
+        """``ConsumerOffsetSerializeWrapper`` (``{"offsetTable":{"T@g":{0:5}}}``, integer keys bare): the body of
+        GET_ALL_CONSUMER_OFFSET (43) and ``consumerOffset.json``."""
+        with self._lock:
+            table = {k: dict(sorted(v.items())) for k, v in sorted(self.table.items())}
+        return dumps_fastjson({"offsetTable": table}, pretty)
+
     def persist(self) -> None:
         with self._lock:
             if not self.dirty:
                 return
-            data = {"offsetTable": {k: {str(q): o for q, o in v.items()} for k, v in self.table.items()}}
             self.dirty = False
-        write_json_atomic(self.path, data)
+        write_config_file(self.path, self.encode(pretty=True))
 
 
 @dataclass
 class SubscriptionGroupConfig:
+    """RocketMQ 4.9's ``SubscriptionGroupConfig`` with its defaults."""
+
     group_name: str
     consume_enable: bool = True
+    consume_from_min_enable: bool = True
     consume_broadcast_enable: bool = True
     retry_queue_nums: int = 1
     retry_max_times: int = 16
+    broker_id: int = 0
+    which_broker_when_consume_slowly: int = 1
+    notify_consumer_ids_changed_enable: bool = True
 
 
 class SubscriptionGroupManager:
     def __init__(self, config_dir: Path) -> None:
         self.path = config_dir / "subscriptionGroup.json"
         self._lock = threading.Lock()
-        raw = read_json(self.path, {"subscriptionGroupTable": {}})
+        raw = read_config_file(self.path) or {}
         self.table: dict[str, SubscriptionGroupConfig] = {
-            name: SubscriptionGroupConfig(**cfg) for name, cfg in raw.get("subscriptionGroupTable", {}).items()}
+            name: _from_json(SubscriptionGroupConfig, cfg)
+            for name, cfg in items(raw.get("subscriptionGroupTable", {}))}
+        self.data_version = _counter(raw.get("dataVersion"))
+        self.data_version_ts = int(raw["dataVersion"].get("timestamp", 0)) \
+            if isinstance(raw.get("dataVersion"), dict) else 0
         if not self.path.exists():
             self._persist()
 
@@ -162,5 +233,33 @@ class SubscriptionGroupManager:
                     self._persist()
         return cfg
 
+    def upsert(self, cfg: SubscriptionGroupConfig) -> SubscriptionGroupConfig | None:
+        """Create or replace; returns the previous config."""
+        with self._lock:
+            before = self.table.get(cfg.group_name)
+            self.table = {**self.table, cfg.group_name: cfg}
+            self._persist()
+            return before
+
+    def delete(self, group: str) -> SubscriptionGroupConfig | None:
+        with self._lock:
+            before = self.table.get(group)
+            if before is not None:
+                self.table = {k: v for k, v in self.table.items() if k != group}
+                self._persist()
+            return before
+
+    def wrapper(self) -> dict[str, Any]:
+        """``SubscriptionGroupWrapper``: ``{"dataVersion":{...},"subscriptionGroupTable":{name: config}}``."""
+        table = self.table
+        return {"dataVersion": {"counter": self.data_version, "timestamp": self.data_version_ts},
+                "subscriptionGroupTable": {name: _to_json(table[name]) for name in sorted(table)}}
+
+    def encode(self, pretty: bool = False) -> str:
+        """The body of GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201) and ``subscriptionGroup.json``."""
+        return dumps_fastjson(self.wrapper(), pretty)
+
     def _persist(self) -> None:
-        write_json_atomic(self.path, {"subscriptionGroupTable": {k: asdict(v) for k, v in self.table.items()}})
+        self.data_version += 1
+        self.data_version_ts = int(time.time() * 1000)
+        write_config_file(self.path, self.encode(pretty=True))

@@ -20,15 +20,14 @@ Invariants:
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import threading
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING
 
+from broker_core.codec.config_file import read_config_file, write_config_file
 from broker_core.codec.consume_queue import BLANK_UNIT_SIZE
+from broker_core.codec.fastjson import dumps_fastjson, items
 from broker_core.codec.message import (
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_REAL_QUEUE_ID,
@@ -58,16 +57,6 @@ class DeliveryReport:
     delivered_messages: list[tuple[str, str, list[str], int]] = field(default_factory=list)
 
 
-def write_json_atomic(path: Path, data: object) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(data, fh)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
 class ScheduleMessageService:
     def __init__(self, store: MessageStore) -> None:
         self.store = store
@@ -80,17 +69,19 @@ class ScheduleMessageService:
         self.ids = UniqueIdGenerator(store.config.broker_ip)
 
     def load(self) -> None:
-        if self.path.exists():
-            raw = json.loads(self.path.read_text(encoding="utf-8"))
-            self.offsets = {int(k): int(v) for k, v in raw.get("offsetTable", {}).items()}
+        """Read ``delayOffset.json`` (RocketMQ's ``{"offsetTable":{1:0,3:12}}``: level -> next queue offset;
+        quoted keys from earlier versions read too), falling back to its ``.bak``."""
+        raw = read_config_file(self.path)
+        if raw is not None:
+            self.offsets = {int(k): int(v) for k, v in items(raw.get("offsetTable", {}))}
 
     def persist(self) -> None:
         with self._lock:
             if not self._dirty:
                 return
-            data = {"offsetTable": {str(k): v for k, v in sorted(self.offsets.items())}}
+            text = dumps_fastjson({"offsetTable": dict(sorted(self.offsets.items()))}, pretty=True)
             self._dirty = False
-        write_json_atomic(self.path, data)
+        write_config_file(self.path, text)
 
     @property
     def max_level(self) -> int:
