@@ -220,6 +220,13 @@ class BrokerConfig:
         return out
 
     @classmethod
+    def parse_updates(cls, props: Mapping[str, str]) -> dict[str, Any]:
+        """``{field name: value}`` for the known keys of ``props`` (unknown keys are skipped); raises
+        :class:`ConfigError` for a value of the wrong type."""
+        keys = cls.keys()
+        return {keys[k].name: _coerce(keys[k], raw, k) for k, raw in props.items() if k in keys}
+
+    @classmethod
     def load(
         cls,
         path: str | os.PathLike[str] | None = None,

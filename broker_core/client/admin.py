@@ -12,7 +12,7 @@ from broker_core.client.message import ClientError, MessageExt
 from broker_core.codec import CodecError
 from broker_core.codec.message_id import decode_offset_msg_id
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
-from broker_core.protocol.bodies import decode_mq_offset_table
+from broker_core.protocol.bodies import decode_mq_offset_table, items, loads_fastjson
 from broker_core.protocol.headers import PULL_SUBSCRIPTION
 from broker_core.protocol.validation import dlq_topic, topic_error
 from broker_core.remoting.client import run_sync
@@ -78,9 +78,26 @@ class AdminClient:
         return self._run(self._cluster())
 
     def broker_runtime(self, broker_addr: str) -> dict[str, Any]:
+        """GET_BROKER_RUNTIME_INFO's ``KVTable`` with numbers and booleans parsed back from their strings."""
         async def go() -> dict[str, Any]:
-            return json.loads((await self._call(broker_addr, RequestCode.GET_BROKER_RUNTIME_INFO)).body)
+            body = json.loads((await self._call(broker_addr, RequestCode.GET_BROKER_RUNTIME_INFO)).body)
+            return {k: _scalar(v) for k, v in body.get("table", {}).items()}
         return self._run(go())
+
+    def broker_config(self, broker_addr: str) -> dict[str, str]:
+        """GET_BROKER_CONFIG: every setting of the broker as ``{key: value}`` text."""
+        async def go() -> dict[str, str]:
+            text = (await self._call(broker_addr, RequestCode.GET_BROKER_CONFIG)).body.decode()
+            return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+        return self._run(go())
+
+    def update_broker_config(self, broker_addr: str, settings: dict[str, str]) -> None:
+        """UPDATE_BROKER_CONFIG: apply ``settings`` in the broker's memory (not written to its config file)."""
+        body = "".join(f"{k}={v}\n" for k, v in settings.items()).encode()
+
+        async def go() -> None:
+            await self._call(broker_addr, RequestCode.UPDATE_BROKER_CONFIG, {}, body)
+        self._run(go())
 
     def topic_list(self) -> list[str]:
         async def go() -> list[str]:
@@ -124,57 +141,84 @@ class AdminClient:
         self._run(go())
 
     def topic_stats(self, topic: str) -> list[dict[str, Any]]:
-        """Per queue: broker, queue id, min/max offset, last update time."""
+        """Per queue (GET_TOPIC_STATS_INFO's ``TopicStatsTable``): broker, topic, queue id, min/max offset, last
+        update time."""
         async def go() -> list[dict[str, Any]]:
             rows = []
             for name, addr in sorted((await self._topic_brokers(topic)).items()):
                 resp = await self._call(addr, RequestCode.GET_TOPIC_STATS_INFO, {"topic": topic})
-                rows += [{"brokerName": name, **r} for r in json.loads(resp.body)["offsetTable"]]
+                for (t, _b, q), v in sorted(decode_mq_offset_table(resp.body).items(), key=lambda kv: kv[0][2]):
+                    rows.append({"brokerName": name, "topic": t, "queueId": q, "minOffset": int(v["minOffset"]),
+                                 "maxOffset": int(v["maxOffset"]),
+                                 "lastUpdateTimestamp": int(v.get("lastUpdateTimestamp", 0))})
             return rows
         return self._run(go())
 
     # ------------------------------------------------------------------ groups
     def consume_stats(self, group: str, topic: str | None = None) -> dict[str, Any]:
-        """Per queue committed offset and lag, the total lag and the online clients."""
+        """Per queue committed offset and lag (GET_CONSUME_STATS's ``ConsumeStats``), the total lag and the online
+        clients. ``consumerOffset`` is -1 where the group never committed."""
         async def go() -> dict[str, Any]:
             brokers = await (self._topic_brokers(topic) if topic else self._master_addrs())
             rows: list[dict[str, Any]] = []
             online: set[str] = set()
             for name, addr in sorted(brokers.items()):
                 header = {"consumerGroup": group, **({"topic": topic} if topic else {})}
-                data = json.loads((await self._call(addr, RequestCode.GET_CONSUME_STATS, header)).body)
-                rows += [{"brokerName": name, **r} for r in data["offsetTable"]]
-                online.update(data.get("online", []))
+                body = (await self._call(addr, RequestCode.GET_CONSUME_STATS, header)).body
+                for (t, _b, q), v in sorted(decode_mq_offset_table(body).items()):
+                    committed = int(v.get("committed", v["consumerOffset"]))
+                    broker_offset = int(v["brokerOffset"])
+                    low = int(v.get("minOffset", 0))
+                    rows.append({
+                        "brokerName": name, "topic": t, "queueId": q, "minOffset": low, "maxOffset": broker_offset,
+                        "consumerOffset": committed,
+                        "lag": int(v.get("lag", broker_offset - (committed if committed >= 0 else low))),
+                        "lastTimestamp": int(v.get("lastTimestamp", 0)),
+                        "lastUpdateTimestamp": int(v.get("lastUpdateTimestamp", 0))})
+                online.update(loads_fastjson(body).get("online", []))
             return {"offsetTable": rows, "totalLag": sum(r["lag"] for r in rows), "online": sorted(online)}
         return self._run(go())
 
+    async def _consumer_connection(self, addr: str, group: str) -> dict[str, Any] | None:
+        resp = await self._call(addr, RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": group},
+                                ok=(ResponseCode.SUCCESS, ResponseCode.CONSUMER_NOT_ONLINE))
+        return json.loads(resp.body) if resp.code == ResponseCode.SUCCESS else None
+
     def consumer_connections(self, group: str) -> list[dict[str, Any]]:
         """The online clients of ``group`` as they registered with the masters (one row per client, merged over
-        brokers): ``clientId``, ``clientAddr``, ``consumeType`` (PUSH...), ``messageModel`` (CLUSTERING or
-        BROADCASTING), ``consumeFromWhere``, ``consumeOrderly`` (None when the client does not say),
-        ``subscriptions`` ({topic: expression}) and ``brokers`` (the brokers it heartbeats to)."""
+        brokers): ``clientId``, ``clientAddr``, ``language``, ``version``, ``consumeType`` (PUSH...),
+        ``messageModel`` (CLUSTERING or BROADCASTING), ``consumeFromWhere``, ``consumeOrderly`` (None when the
+        client does not say), ``subscriptions`` ({topic: expression}) and ``brokers`` (the brokers it heartbeats
+        to)."""
         async def go() -> list[dict[str, Any]]:
             clients: dict[str, dict[str, Any]] = {}
             for name, addr in sorted((await self._master_addrs()).items()):
-                resp = await self._call(addr, RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": group})
-                for c in json.loads(resp.body)["connections"]:
+                data = await self._consumer_connection(addr, group)
+                for c in (data or {}).get("connectionSet", []):
                     row = clients.setdefault(c["clientId"], {**c, "brokers": []})
                     row["brokers"].append(name)
             return [clients[k] for k in sorted(clients)]
         return self._run(go())
 
     def group_list(self) -> dict[str, dict[str, Any]]:
-        """Every consumer group a master knows (``GET_ALL_SUBSCRIPTIONGROUP_CONFIG``), merged over masters:
+        """Every consumer group a master knows, merged over masters: its subscription groups
+        (GET_ALL_SUBSCRIPTIONGROUP_CONFIG) and the groups holding offsets (GET_ALL_CONSUMER_OFFSET):
         ``{group: {"brokers": [...], "offsetTopics": [...], "online": clients summed over brokers}}``."""
         async def go() -> dict[str, dict[str, Any]]:
             groups: dict[str, dict[str, Any]] = {}
             for name, addr in sorted((await self._master_addrs()).items()):
-                resp = await self._call(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, {})
-                for group, data in json.loads(resp.body)["groups"].items():
+                subs = loads_fastjson((await self._call(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)).body)
+                offsets = loads_fastjson((await self._call(addr, RequestCode.GET_ALL_CONSUMER_OFFSET)).body)
+                topics_of: dict[str, set[str]] = {}
+                for key, _queues in items(offsets.get("offsetTable", {})):
+                    t, _, g = str(key).partition("@")
+                    topics_of.setdefault(g, set()).add(t)
+                for group in set(dict(items(subs.get("subscriptionGroupTable", {})))) | set(topics_of):
                     row = groups.setdefault(group, {"brokers": [], "offsetTopics": [], "online": 0})
                     row["brokers"].append(name)
-                    row["offsetTopics"] = sorted(set(row["offsetTopics"]) | set(data["offsetTopics"]))
-                    row["online"] += int(data["online"])
+                    row["offsetTopics"] = sorted(set(row["offsetTopics"]) | topics_of.get(group, set()))
+                    conn = await self._consumer_connection(addr, group)
+                    row["online"] += len(conn["connectionSet"]) if conn else 0
             return dict(sorted(groups.items()))
         return self._run(go())
 
@@ -348,3 +392,17 @@ class AdminClient:
             resp = await self._call(addr, RequestCode.RELEASE_SNAPSHOT, {"snapshotId": snapshot_id})
             return bool(json.loads(resp.body)["released"])
         return self._run(go())
+
+
+def _scalar(text: object) -> Any:
+    """A KVTable value back as the number or boolean it was written from (other text as is)."""
+    if not isinstance(text, str):
+        return text
+    if text in ("true", "false"):
+        return text == "true"
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text

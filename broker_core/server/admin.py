@@ -1,139 +1,315 @@
-"""Admin requests: topics, runtime info, lookups by id and key, group lag, offset reset, store
-maintenance (retention now, disk check)."""
+"""Admin requests (RocketMQ's ``AdminBrokerProcessor``) with RocketMQ 4.9's headers and bodies, so ``mqadmin``,
+the RocketMQ dashboard and the Go/Java admin APIs work against this broker (reference §2.3, §5):
+
+- topics: 17 UPDATE_AND_CREATE_TOPIC, 215 DELETE_TOPIC_IN_BROKER (success when absent, as Java), 21
+  GET_ALL_TOPIC_CONFIG (``TopicConfigSerializeWrapper``), 202 GET_TOPIC_STATS_INFO (``TopicStatsTable``), 300
+  QUERY_TOPIC_CONSUME_BY_WHO (``GroupList``), 305 GET_SYSTEM_TOPIC_LIST_FROM_BROKER (``TopicList``);
+- broker: 25 UPDATE_BROKER_CONFIG / 26 GET_BROKER_CONFIG (properties text), 28 GET_BROKER_RUNTIME_INFO
+  (``KVTable``, RocketMQ's keys plus this broker's own);
+- offsets and groups: 43 GET_ALL_CONSUMER_OFFSET, 45 GET_ALL_DELAY_OFFSET, 200 / 201 / 207 subscription
+  groups, 203 GET_CONSUMER_CONNECTION_LIST (206 when nobody is online), 204 GET_PRODUCER_CONNECTION_LIST,
+  208 GET_CONSUME_STATS (``ConsumeStats``), 222 INVOKE_BROKER_TO_RESET_OFFSET;
+- messages: 12 QUERY_MESSAGE, 33 VIEW_MESSAGE_BY_ID;
+- this broker's own maintenance codes (900-904): retention now, disk check, delayed delivery, delay backlog.
+
+Maps keyed by ``MessageQueue`` are written in fastjson's object-key form. Where this broker knows more than the
+Java body carries (lag, min offset, each member's subscriptions), it adds keys, which Java (fastjson) and Go
+(encoding/json) readers ignore.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
 import json
-from typing import TYPE_CHECKING
+import time
+from typing import TYPE_CHECKING, Any
 
+from broker_core import __version__
+from broker_core.codec.fastjson import FastjsonPairs, dumps_fastjson, loads_fastjson
+from broker_core.config import BrokerConfig, ConfigError, parse_properties
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
 from broker_core.protocol.bodies import encode_reset_offset_body
+from broker_core.protocol.command import CURRENT_VERSION
 from broker_core.protocol.fields import BadRequest, bool_field, int_field, str_field
-from broker_core.protocol.validation import topic_error
-from broker_core.remoting.server import Connection
-from broker_core.server.state import DEFAULT_PERM, TopicConfig
+from broker_core.protocol.validation import SYSTEM_TOPICS, topic_error
+from broker_core.remoting.server import Connection, Handler
+from broker_core.server.state import DEFAULT_PERM, SubscriptionGroupConfig, TopicConfig
 from broker_core.store.message_store import MAX_TIMESTAMP
 
 if TYPE_CHECKING:
     from broker_core.server.controller import BrokerController
 
+# Keys UPDATE_BROKER_CONFIG refuses: identity, addresses and file layout only take effect at start.
+FIXED_KEYS = frozenset({
+    "brokerClusterName", "brokerName", "brokerId", "brokerRole", "brokerIP1", "listenPort", "storePathRootDir",
+    "storePathCommitLog", "storePathConsumeQueue", "storePathIndex", "storeCheckpoint", "abortFile",
+    "mapedFileSizeCommitLog", "mappedFileSizeCommitLog", "mapedFileSizeConsumeQueue",
+    "mappedFileSizeConsumeQueue", "maxHashSlotNum", "maxIndexNum", "namesrvAddr"})
+
 
 def _json(data: object) -> bytes:
-    return json.dumps(data, default=str).encode()
+    return json.dumps(data, default=str, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-def handlers(ctl: BrokerController) -> dict[int, object]:
-    store = ctl.store
+def _mq(topic: str, broker_name: str, queue_id: int) -> tuple[tuple[str, Any], ...]:
+    return (("brokerName", broker_name), ("queueId", queue_id), ("topic", topic))
 
-    async def create_topic(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+
+def _java_str(value: object) -> str:
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+
+class AdminProcessor:
+    """The admin codes; state comes from the controller's managers and the store's facade."""
+
+    def __init__(self, ctl: BrokerController) -> None:
+        self.ctl = ctl
+        self.store = ctl.store
+        self.config_version = {"counter": 0, "timestamp": int(time.time() * 1000)}
+
+    def handlers(self) -> dict[int, Handler]:
+        return {
+            RequestCode.UPDATE_AND_CREATE_TOPIC: self.create_topic,
+            RequestCode.DELETE_TOPIC_IN_BROKER: self.delete_topic,
+            RequestCode.GET_ALL_TOPIC_CONFIG: self.all_topics, RequestCode.GET_TOPIC_STATS_INFO: self.topic_stats,
+            RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: self.consumed_by,
+            RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: self.system_topics,
+            RequestCode.UPDATE_BROKER_CONFIG: self.update_config, RequestCode.GET_BROKER_CONFIG: self.get_config,
+            RequestCode.GET_BROKER_RUNTIME_INFO: self.runtime,
+            RequestCode.GET_ALL_CONSUMER_OFFSET: self.all_offsets, RequestCode.GET_ALL_DELAY_OFFSET: self.delay_offsets,
+            RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: self.create_group,
+            RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: self.all_groups,
+            RequestCode.DELETE_SUBSCRIPTIONGROUP: self.delete_group,
+            RequestCode.GET_CONSUMER_CONNECTION_LIST: self.consumer_connections,
+            RequestCode.GET_PRODUCER_CONNECTION_LIST: self.producer_connections,
+            RequestCode.GET_CONSUME_STATS: self.consume_stats,
+            RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.reset_offset,
+            RequestCode.VIEW_MESSAGE_BY_ID: self.view_by_id, RequestCode.QUERY_MESSAGE: self.query,
+            RequestCode.CLEAN_EXPIRED_FILES: self.clean, RequestCode.CHECK_DISK: self.disk,
+            RequestCode.DELIVER_DELAYED: self.deliver, RequestCode.GET_DELAY_BACKLOG: self.delay_backlog,
+        }
+
+    # ------------------------------------------------------------------ topics
+    async def create_topic(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """17: ``topic, defaultTopic, readQueueNums, writeQueueNums, perm, topicFilterType, [topicSysFlag], order``."""
         h = cmd.header
         topic = str_field(h, "topic")
         err = topic_error(topic)
         if err:
             return cmd.response(ResponseCode.SYSTEM_ERROR, err)
+        if topic == self.ctl.config.broker_cluster_name:
+            return cmd.response(ResponseCode.SYSTEM_ERROR,
+                                f"The topic[{topic}] is conflict with system reserved words.")
         read, write = int_field(h, "readQueueNums", 4), int_field(h, "writeQueueNums", 4)
         perm = int_field(h, "perm", DEFAULT_PERM)
-        if not (1 <= read <= 1024 and 1 <= write <= 1024) or perm & ~7:
-            return cmd.response(ResponseCode.SYSTEM_ERROR, "queue counts must be 1..1024 and perm a 3-bit value")
-        before = ctl.topics.upsert(TopicConfig(topic, read, write, perm, bool_field(h, "order")))
-        await ctl.register_all()
-        return cmd.response(ResponseCode.SUCCESS, "", {"created": before is None})
-
-    async def delete_topic(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
-        topic = str_field(cmd.header, "topic")
-        if ctl.topics.delete(topic) is None:
-            return cmd.response(ResponseCode.TOPIC_NOT_EXIST, f"topic {topic} does not exist on this broker")
-        await asyncio.get_running_loop().run_in_executor(None, store.delete_topic, topic)
-        ctl.offsets.remove_topic(topic)
-        await ctl.register_all()
+        if not (1 <= read <= 1024 and 1 <= write <= 1024) or perm & ~15:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, "queue counts must be 1..1024 and perm a 4-bit value")
+        filter_type = str(h.get("topicFilterType") or "SINGLE_TAG")
+        if filter_type not in ("SINGLE_TAG", "MULTI_TAG"):
+            return cmd.response(ResponseCode.SYSTEM_ERROR, "topicFilterType must be SINGLE_TAG or MULTI_TAG")
+        self.ctl.topics.upsert(TopicConfig(topic, read, write, perm, bool_field(h, "order"), filter_type,
+                                           int_field(h, "topicSysFlag", 0)))
+        await self.ctl.register_all()
         return cmd.response(ResponseCode.SUCCESS)
 
-    async def all_topics(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
-        return cmd.response(ResponseCode.SUCCESS, body=_json({"topicConfigTable": ctl.topics.wire_table()}))
-
-    async def runtime(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
-        return cmd.response(ResponseCode.SUCCESS, body=_json(ctl.runtime_info()))
-
-    async def view_by_id(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
-        """VIEW_MESSAGE_BY_ID: header ``offset``, the CommitLog physical offset (clients decode it from the
-        offset message id) -> the record as stored; SYSTEM_ERROR when there is none."""
-        offset = int_field(cmd.header, "offset")
-        rec = store.look_message_by_offset(offset)
-        raw = store.get_message_bytes(rec.commit_log_offset, rec.store_size) if rec is not None else None
-        if not raw:
-            return cmd.response(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset}")
-        return cmd.response(ResponseCode.SUCCESS, body=raw)
-
-    async def query(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
-        h = cmd.header
-        topic, key = str_field(h, "topic"), str_field(h, "key")
-        res = await asyncio.get_running_loop().run_in_executor(
-            None, store.query_message, topic, key, int_field(h, "maxNum", store.config.default_query_max_num),
-            int_field(h, "beginTimestamp", 0), int_field(h, "endTimestamp", MAX_TIMESTAMP))
-        index_fields = {"indexLastUpdateTimestamp": res.index_last_update_timestamp,
-                        "indexLastUpdatePhyoffset": res.index_last_update_phy_offset}
-        if not res.messages:
-            return cmd.response(ResponseCode.QUERY_NOT_FOUND, "can not find message, maybe time range not correct",
-                                index_fields)
-        body = b"".join(store.get_message_bytes(m.commit_log_offset, m.store_size) or b"" for m in res.messages)
-        # "truncated" is ours (more matches than maxNum); RocketMQ clients ignore fields they do not know
-        return cmd.response(ResponseCode.SUCCESS, "", {**index_fields, "truncated": res.truncated}, body)
-
-    def _queue_rows(topic: str, group: str | None) -> list[dict[str, object]]:
-        cfg = ctl.topics.get(topic)
-        queues = range(cfg.read_queue_nums) if cfg else store.queue_ids(topic)
-        rows = []
-        for q in queues:
-            max_off = store.get_max_offset_in_queue(topic, q)
-            row: dict[str, object] = {"topic": topic, "queueId": q,
-                                      "minOffset": store.get_min_offset_in_queue(topic, q), "maxOffset": max_off,
-                                      "lastUpdateTimestamp": store.get_queue_store_time(topic, q, max_off - 1)
-                                      if max_off else 0}
-            if group is not None:
-                committed = ctl.offsets.query(group, topic, q)
-                row["consumerOffset"] = committed
-                row["lag"] = max_off - committed if committed >= 0 else max_off - int(row["minOffset"])  # type: ignore[call-overload]
-                row["lastTimestamp"] = (store.get_queue_store_time(topic, q, committed - 1)
-                                        if committed > 0 else 0)
-            rows.append(row)
-        return rows
-
-    async def topic_stats(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+    async def delete_topic(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """215: removes the config, offsets and files; a topic this broker does not hold is a success (admin tools
+        send the request to every master of the cluster)."""
         topic = str_field(cmd.header, "topic")
-        if ctl.topics.get(topic) is None and not store.queue_ids(topic):
-            return cmd.response(ResponseCode.TOPIC_NOT_EXIST, f"topic {topic} does not exist on this broker")
-        return cmd.response(ResponseCode.SUCCESS, body=_json({"offsetTable": _queue_rows(topic, None)}))
+        if self.ctl.topics.delete(topic) is not None or self.store.queue_ids(topic):
+            await asyncio.get_running_loop().run_in_executor(None, self.store.delete_topic, topic)
+            self.ctl.offsets.remove_topic(topic)
+            await self.ctl.register_all()
+        return cmd.response(ResponseCode.SUCCESS)
 
-    async def consume_stats(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+    def all_topics(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        return cmd.response(ResponseCode.SUCCESS, body=self.ctl.topics.encode().encode())
+
+    def _queues(self, topic: str) -> range | list[int]:
+        cfg = self.ctl.topics.get(topic)
+        return range(cfg.write_queue_nums) if cfg else self.store.queue_ids(topic)
+
+    def topic_stats(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """202: ``TopicStatsTable`` ``{"offsetTable":{<mq>:{"lastUpdateTimestamp","maxOffset","minOffset"}}}``."""
+        topic = str_field(cmd.header, "topic")
+        if self.ctl.topics.get(topic) is None:
+            return cmd.response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
+        store, name = self.store, self.ctl.config.broker_name
+        table = FastjsonPairs()
+        for q in self._queues(topic):
+            lo, hi = store.get_min_offset_in_queue(topic, q), store.get_max_offset_in_queue(topic, q)
+            table.append((_mq(topic, name, q), {
+                "lastUpdateTimestamp": store.get_queue_store_time(topic, q, hi - 1) if hi > 0 else 0,
+                "maxOffset": hi, "minOffset": lo}))
+        return cmd.response(ResponseCode.SUCCESS, body=dumps_fastjson({"offsetTable": table}).encode())
+
+    def consumed_by(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """300: ``GroupList`` of groups subscribing online or holding offsets on ``topic``."""
+        topic = str_field(cmd.header, "topic")
+        groups = set(self.ctl.offsets.groups_of(topic))
+        groups |= {g for g, members in self.ctl.consumers.groups.items()
+                   if any(topic in m.subscriptions for m in members.values())}
+        return cmd.response(ResponseCode.SUCCESS, body=_json({"groupList": sorted(groups)}))
+
+    def system_topics(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """305: ``TopicList`` of the system topics this broker holds, with its cluster and broker names."""
+        cfg = self.ctl.config
+        names = {t for t in self.ctl.topics.table if t in SYSTEM_TOPICS}
+        names |= {cfg.broker_cluster_name, cfg.broker_name}
+        return cmd.response(ResponseCode.SUCCESS, body=_json({"topicList": sorted(names)}))
+
+    # ------------------------------------------------------------------ broker
+    def _properties(self) -> dict[str, str]:
+        cfg = self.ctl.config
+        out = {}
+        for f in dataclasses.fields(BrokerConfig):
+            key = f.metadata.get("key")
+            if key:
+                out[key] = _java_str(getattr(cfg, f.name))
+        return dict(sorted(out.items()))
+
+    def get_config(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """26: every setting as ``key=value`` lines; header ``version`` is the config's DataVersion JSON."""
+        body = "".join(f"{k}={v}\n" for k, v in self._properties().items()).encode()
+        return cmd.response(ResponseCode.SUCCESS, "", {"version": json.dumps(self.config_version,
+                                                                             separators=(",", ":"))}, body)
+
+    def update_config(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """25: body = properties text; known keys take effect in memory (not written back to the config file);
+        unknown keys are ignored as Java does; identity, address and layout keys are refused."""
+        try:
+            props = parse_properties(cmd.body.decode("utf-8"), "UPDATE_BROKER_CONFIG")
+        except UnicodeDecodeError:
+            raise BadRequest("the body is not UTF-8 properties text") from None
+        fixed = sorted(k for k in props if k in FIXED_KEYS)
+        if fixed:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"can not be changed while running: {', '.join(fixed)}")
+        cfg = self.ctl.config
+        try:
+            updates = BrokerConfig.parse_updates(props)
+            dataclasses.replace(cfg, **updates).validate()
+        except ConfigError as exc:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, str(exc))
+        for name, value in updates.items():
+            setattr(cfg, name, value)
+        self.config_version = {"counter": self.config_version["counter"] + 1, "timestamp": int(time.time() * 1000)}
+        return cmd.response(ResponseCode.SUCCESS)
+
+    def runtime_info(self) -> dict[str, object]:
+        """RocketMQ's runtime keys (``brokerVersion``, ``commitLogMaxOffset``, ``putTps`` ...) and this broker's."""
+        ctl, store = self.ctl, self.store
+        own = ctl.runtime_info()
+        put_tps, get_tps = ctl.stats.tps()
+        disk = store.check_disk()
+        java = {
+            "brokerVersionDesc": "V4_9_4", "brokerVersion": CURRENT_VERSION, "brokerActive": True,
+            "bootTimestamp": int((time.time() - (time.monotonic() - ctl.stats.started)) * 1000),
+            "commitLogMaxOffset": own.get("commit_log_max_offset", 0),
+            "commitLogMinOffset": own.get("commit_log_min_offset", 0),
+            "commitLogDiskRatio": round(disk.ratio, 4), "dispatchBehindBytes": own.get("dispatch_behind_bytes", 0),
+            "msgPutTotalTodayNow": ctl.stats.put_count, "msgGetTotalTodayNow": ctl.stats.get_count,
+            "getTransferedTps": f"{get_tps:.1f}", "putTps": f"{put_tps:.1f}", "getTotalTps": f"{get_tps:.1f}",
+            "serverVersion": __version__,
+        }
+        return {**java, **own}
+
+    def runtime(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """28: ``KVTable`` ``{"table":{key: string}}``."""
+        table = {k: _java_str(v) for k, v in sorted(self.runtime_info().items())}
+        return cmd.response(ResponseCode.SUCCESS, body=_json({"table": table}))
+
+    # ------------------------------------------------------------------ offsets and groups
+    def all_offsets(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """43: ``ConsumerOffsetSerializeWrapper``, the content of ``consumerOffset.json``."""
+        return cmd.response(ResponseCode.SUCCESS, body=self.ctl.offsets.encode().encode())
+
+    def delay_offsets(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """45: the text of ``delayOffset.json`` (``{"offsetTable":{level:offset}}``)."""
+        text = dumps_fastjson({"offsetTable": self.store.delay_offsets()}, pretty=True)
+        return cmd.response(ResponseCode.SUCCESS, body=text.encode())
+
+    def create_group(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """200: body ``SubscriptionGroupConfig`` JSON."""
+        try:
+            doc = loads_fastjson(cmd.body)
+            if not isinstance(doc, dict):
+                raise ValueError("expected an object")
+            name = str(doc["groupName"])
+            fields = {f.name for f in dataclasses.fields(SubscriptionGroupConfig)}
+            snake = {"".join("_" + c.lower() if c.isupper() else c for c in k): v for k, v in doc.items()}
+            cfg = SubscriptionGroupConfig(**{k: v for k, v in snake.items() if k in fields and k != "group_name"},
+                                          group_name=name)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise BadRequest(f"bad SubscriptionGroupConfig body: {exc}") from None
+        if topic_error(name):
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"the group name {name!r} is not valid")
+        self.ctl.groups.upsert(cfg)
+        return cmd.response(ResponseCode.SUCCESS)
+
+    def all_groups(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """201: ``SubscriptionGroupWrapper``, the content of ``subscriptionGroup.json``."""
+        return cmd.response(ResponseCode.SUCCESS, body=self.ctl.groups.encode().encode())
+
+    def delete_group(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """207: header ``groupName``; success whether or not the group existed, as Java."""
+        self.ctl.groups.delete(str_field(cmd.header, "groupName"))
+        return cmd.response(ResponseCode.SUCCESS)
+
+    def consumer_connections(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """203: ``ConsumerConnection``; 206 CONSUMER_NOT_ONLINE when no member is connected."""
         group = str_field(cmd.header, "consumerGroup")
-        topic = cmd.header.get("topic")
-        topics = [str(topic)] if topic else ctl.offsets.topics_of(group)
-        rows = [row for t in topics for row in _queue_rows(t, group)]
-        return cmd.response(ResponseCode.SUCCESS, body=_json({
-            "offsetTable": rows, "totalLag": sum(int(r["lag"]) for r in rows),  # type: ignore[call-overload]
-            "online": ctl.consumers.client_ids(group)}))
+        body = self.ctl.consumers.consumer_connection(group)
+        if body is None:
+            return cmd.response(ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{group}] not online")
+        return cmd.response(ResponseCode.SUCCESS, body=_json(body))
 
-    async def consumer_connections(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
-        group = str_field(cmd.header, "consumerGroup")
-        return cmd.response(ResponseCode.SUCCESS, body=_json({"connections": ctl.consumers.connections(group)}))
+    def producer_connections(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """204: ``ProducerConnection``; SYSTEM_ERROR when no producer of the group is connected."""
+        group = str_field(cmd.header, "producerGroup")
+        body = self.ctl.consumers.producer_connection(group)
+        if body is None:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"the producer group[{group}] not exist")
+        return cmd.response(ResponseCode.SUCCESS, body=_json(body))
 
-    def all_groups(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
-        """Every consumer group this broker knows: a subscription group config (created on first pull or
-        heartbeat), committed offsets, or online clients."""
-        committed = ctl.offsets.groups()
-        names = set(ctl.groups.table) | set(committed) | {g for g, m in ctl.consumers.groups.items() if m}
-        return cmd.response(ResponseCode.SUCCESS, body=_json({"groups": {
-            g: {"subscriptionGroup": g in ctl.groups.table, "offsetTopics": committed.get(g, []),
-                "online": len(ctl.consumers.groups.get(g, {}))} for g in sorted(names)}}))
+    def consume_stats(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """208: ``ConsumeStats`` for ``consumerGroup`` on ``topic`` or every topic it committed offsets on:
+        ``{"consumeTps":x,"offsetTable":{<mq>:{"brokerOffset","consumerOffset","lastTimestamp"}}}``.
+        ``consumerOffset`` is 0 when never committed (as Java); each value also carries ``committed`` (-1 then),
+        ``minOffset``, ``lag`` (from the min offset when never committed) and ``lastUpdateTimestamp``; the top
+        level carries ``online`` (client ids)."""
+        h = cmd.header
+        group = str_field(h, "consumerGroup")
+        topic = h.get("topic")
+        topics = [str(topic)] if topic else self.ctl.offsets.topics_of(group)
+        store, name = self.store, self.ctl.config.broker_name
+        table = FastjsonPairs()
+        for t in topics:
+            if self.ctl.topics.get(t) is None and not store.queue_ids(t):
+                continue
+            for q in self._queues(t):
+                hi, lo = store.get_max_offset_in_queue(t, q), store.get_min_offset_in_queue(t, q)
+                committed = self.ctl.offsets.query(group, t, q)
+                table.append((_mq(t, name, q), {
+                    "brokerOffset": hi, "consumerOffset": max(committed, 0),
+                    "lastTimestamp": store.get_queue_store_time(t, q, committed - 1) if committed > 0 else 0,
+                    "committed": committed, "minOffset": lo, "lag": hi - (committed if committed >= 0 else lo),
+                    "lastUpdateTimestamp": store.get_queue_store_time(t, q, hi - 1) if hi > 0 else 0}))
+        _put, get_tps = self.ctl.stats.tps()
+        body = {"consumeTps": round(get_tps, 1), "offsetTable": table,
+                "online": self.ctl.consumers.client_ids(group)}
+        return cmd.response(ResponseCode.SUCCESS, body=dumps_fastjson(body).encode())
 
-    async def reset_offset(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+    async def reset_offset(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """222: header ``topic, group, timestamp, isForce`` (timestamp -1 = latest, 0 = earliest, as the SDK
+        uses it); an optional body ``{"offsets":{queueId: offset}}`` (this broker's own) sets exact offsets.
+        Answers ``ResetOffsetBody`` and tells the group's clients (220)."""
+        ctl, store = self.ctl, self.store
         h = cmd.header
         group, topic = str_field(h, "group"), str_field(h, "topic")
         cfg = ctl.topics.get(topic)
         if cfg is None:
-            return cmd.response(ResponseCode.TOPIC_NOT_EXIST, f"topic {topic} does not exist on this broker")
+            return cmd.response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
         offsets: dict[int, int] = {}
         if cmd.body:
             try:
@@ -156,35 +332,53 @@ def handlers(ctl: BrokerController) -> dict[int, object]:
         ctl.offsets.persist()
         ctl.consumers.notify_reset(group, topic, ctl.config.broker_name, applied, int_field(h, "timestamp", -1),
                                    bool_field(h, "isForce", True))
-        return cmd.response(ResponseCode.SUCCESS,
-                            body=encode_reset_offset_body(topic, ctl.config.broker_name, applied))
+        return cmd.response(ResponseCode.SUCCESS, body=encode_reset_offset_body(topic, ctl.config.broker_name, applied))
 
-    async def clean(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+    # ------------------------------------------------------------------ messages
+    def view_by_id(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """33: header ``offset``, the CommitLog physical offset (clients decode it from the offset message id)
+        -> the record as stored; SYSTEM_ERROR when there is none."""
+        store = self.store
+        offset = int_field(cmd.header, "offset")
+        rec = store.look_message_by_offset(offset)
+        raw = store.get_message_bytes(rec.commit_log_offset, rec.store_size) if rec is not None else None
+        if not raw:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset}")
+        return cmd.response(ResponseCode.SUCCESS, body=raw)
+
+    async def query(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """12: ``topic, key, maxNum, beginTimestamp, endTimestamp`` -> the records; 22 when none matches."""
+        store = self.store
+        h = cmd.header
+        topic, key = str_field(h, "topic"), str_field(h, "key")
+        res = await asyncio.get_running_loop().run_in_executor(
+            None, store.query_message, topic, key, int_field(h, "maxNum", store.config.default_query_max_num),
+            int_field(h, "beginTimestamp", 0), int_field(h, "endTimestamp", MAX_TIMESTAMP))
+        index_fields = {"indexLastUpdateTimestamp": res.index_last_update_timestamp,
+                        "indexLastUpdatePhyoffset": res.index_last_update_phy_offset}
+        if not res.messages:
+            return cmd.response(ResponseCode.QUERY_NOT_FOUND, "can not find message, maybe time range not correct",
+                                index_fields)
+        body = b"".join(store.get_message_bytes(m.commit_log_offset, m.store_size) or b"" for m in res.messages)
+        # "truncated" is ours (more matches than maxNum); RocketMQ clients ignore fields they do not know
+        return cmd.response(ResponseCode.SUCCESS, "", {**index_fields, "truncated": res.truncated}, body)
+
+    # ------------------------------------------------------------------ this broker's maintenance codes
+    async def clean(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         force = bool_field(cmd.header, "force")
-        report = await asyncio.get_running_loop().run_in_executor(None, store.clean_expired_files, None, force)
+        report = await asyncio.get_running_loop().run_in_executor(None, self.store.clean_expired_files, None, force)
         data = dataclasses.asdict(report)
         data["files_deleted"] = report.files_deleted
         return cmd.response(ResponseCode.SUCCESS, body=_json(data))
 
-    async def disk(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
-        return cmd.response(ResponseCode.SUCCESS, body=_json(dataclasses.asdict(store.check_disk())))
+    def disk(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        return cmd.response(ResponseCode.SUCCESS, body=_json(dataclasses.asdict(self.store.check_disk())))
 
-    async def deliver(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
-        report = await asyncio.get_running_loop().run_in_executor(None, store.deliver_delayed)
-        ctl.trace_delayed_delivery(report)
+    async def deliver(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        report = await asyncio.get_running_loop().run_in_executor(None, self.store.deliver_delayed)
+        self.ctl.trace_delayed_delivery(report)
         return cmd.response(ResponseCode.SUCCESS, body=_json(dataclasses.asdict(report)))
 
-    def delay_backlog(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
-        return cmd.response(ResponseCode.SUCCESS, body=_json({str(k): v for k, v in store.delay_backlog().items()}))
-
-    return {
-        RequestCode.DELIVER_DELAYED: deliver, RequestCode.GET_DELAY_BACKLOG: delay_backlog,
-        RequestCode.UPDATE_AND_CREATE_TOPIC: create_topic, RequestCode.DELETE_TOPIC_IN_BROKER: delete_topic,
-        RequestCode.GET_ALL_TOPIC_CONFIG: all_topics, RequestCode.GET_BROKER_RUNTIME_INFO: runtime,
-        RequestCode.VIEW_MESSAGE_BY_ID: view_by_id, RequestCode.QUERY_MESSAGE: query,
-        RequestCode.GET_TOPIC_STATS_INFO: topic_stats, RequestCode.GET_CONSUME_STATS: consume_stats,
-        RequestCode.GET_CONSUMER_CONNECTION_LIST: consumer_connections,
-        RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: all_groups,
-        RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: reset_offset, RequestCode.CLEAN_EXPIRED_FILES: clean,
-        RequestCode.CHECK_DISK: disk,
-    }
+    def delay_backlog(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        return cmd.response(ResponseCode.SUCCESS,
+                            body=_json({str(k): v for k, v in self.store.delay_backlog().items()}))

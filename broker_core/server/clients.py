@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from broker_core.codec.hashing import tag_hash
 from broker_core.protocol import RemotingCommand, RequestCode
 from broker_core.protocol.bodies import encode_reset_offset_body
 from broker_core.protocol.command import V3_0_7_SNAPSHOT
@@ -44,6 +45,13 @@ def _subscriptions(consumer_data: dict[str, Any]) -> dict[str, tuple[str, str, i
         out[str(s["topic"])] = (str(s.get("subString") or "*"), str(s.get("expressionType") or "TAG"),
                                 int(s.get("subVersion") or 0))
     return out
+
+
+def subscription_data(topic: str, expr: str, kind: str, version: int) -> dict[str, Any]:
+    """RocketMQ's ``SubscriptionData`` as fastjson writes it: tags split on ``||``, their Java hashes."""
+    tags = [] if kind != "TAG" or expr.strip() in ("", "*") else [t.strip() for t in expr.split("||") if t.strip()]
+    return {"classFilterMode": False, "codeSet": [tag_hash(t) for t in tags], "expressionType": kind,
+            "subString": expr, "subVersion": version, "tagsSet": tags, "topic": topic}
 
 
 class ConsumerManager:
@@ -81,6 +89,8 @@ class ConsumerManager:
                 info.last_heartbeat = time.monotonic()
                 info.consume_orderly = None if orderly is None else bool(orderly)
         conn.attributes["client_id"] = client_id
+        conn.attributes["language"] = language
+        conn.attributes["version"] = version
         return changed
 
     def unregister(self, client_id: str, group: str | None = None) -> list[str]:
@@ -130,6 +140,41 @@ class ConsumerManager:
                  "consumeOrderly": info.consume_orderly, "subscriptions": dict(info.subscriptions),
                  "lastHeartbeatAgoMs": int((now - info.last_heartbeat) * 1000)}
                 for cid, info in sorted(self.groups.get(group, {}).items())]
+
+    def consumer_connection(self, group: str) -> dict[str, Any] | None:
+        """RocketMQ's ``ConsumerConnection`` of ``group`` (None when no member is online): one ``Connection`` per
+        client (``clientAddr, clientId, language, version``, plus what this broker also knows of each member:
+        ``consumeType`` PUSH/PULL, ``consumeOrderly``, ``subscriptions``, ``lastHeartbeatAgoMs``; Java and Go
+        readers ignore keys they do not know), the group's consume type, model and start point as the newest
+        heartbeat says, and ``subscriptionTable`` (topic -> SubscriptionData)."""
+        members = self.groups.get(group, {})
+        if not members:
+            return None
+        now = time.monotonic()
+        newest = max(members.values(), key=lambda i: i.last_heartbeat)
+        conns = [{"clientAddr": info.conn.remote, "clientId": cid, "language": info.language,
+                  "version": info.version, "consumeType": info.consume_type, "messageModel": info.message_model,
+                  "consumeFromWhere": info.consume_from_where, "consumeOrderly": info.consume_orderly,
+                  "subscriptions": dict(info.subscriptions),
+                  "lastHeartbeatAgoMs": int((now - info.last_heartbeat) * 1000)}
+                 for cid, info in sorted(members.items())]
+        table: dict[str, dict[str, Any]] = {}
+        for info in sorted(members.values(), key=lambda i: i.last_heartbeat):
+            for topic, (expr, kind, version) in info.sub_data.items():
+                table[topic] = subscription_data(topic, expr, kind, version)
+        raw_type = {v: k for k, v in CONSUME_TYPES.items()}.get(newest.consume_type, newest.consume_type)
+        return {"connectionSet": conns, "consumeFromWhere": newest.consume_from_where, "consumeType": raw_type,
+                "messageModel": newest.message_model, "subscriptionTable": dict(sorted(table.items()))}
+
+    def producer_connection(self, group: str) -> dict[str, Any] | None:
+        """RocketMQ's ``ProducerConnection`` of ``group``; None when no producer of it is connected."""
+        members = self.producers.get(group, {})
+        if not members:
+            return None
+        return {"connectionSet": [{"clientAddr": conn.remote, "clientId": cid,
+                                   "language": conn.attributes.get("language", "JAVA"),
+                                   "version": conn.attributes.get("version", 0)}
+                                  for cid, conn in sorted(members.items())]}
 
     def notify_changed(self, group: str) -> None:
         cmd = RemotingCommand.request(NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": group}, oneway=True)

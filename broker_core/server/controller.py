@@ -25,7 +25,7 @@ from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
 from broker_core.protocol.headers import DEFAULT_TOPIC
 from broker_core.remoting.client import RemotingClient
 from broker_core.remoting.server import Connection, Handler, RemotingServer
-from broker_core.server import admin
+from broker_core.server.admin import AdminProcessor
 from broker_core.server.clients import ConsumerManager
 from broker_core.server.consume import ConsumerProcessor
 from broker_core.server.locks import RebalanceLockManager
@@ -137,11 +137,10 @@ class BrokerController:
         processors: list[Processor] = [
             SendMessageProcessor(self, self.transactions), ConsumerProcessor(self), SendBackProcessor(self),
             PopProcessor(self, self.pop_service), EndTransactionProcessor(self, self.transactions),
-            SnapshotProcessor(self.snapshots)]
+            SnapshotProcessor(self.snapshots), AdminProcessor(self)]
         handlers: dict[int, Handler] = {}
         for processor in processors:
             handlers.update(processor.handlers())
-        handlers.update(admin.handlers(self))  # type: ignore[arg-type]
         self.server = RemotingServer(
             f"broker {self.config.broker_name}", handlers, max_frame_bytes=self.limits.max_frame_bytes,
             idle_timeout=self.limits.idle_timeout_s, max_inflight=self.limits.max_inflight,

@@ -473,6 +473,10 @@ class MessageStore:
         """Per delay level: messages waiting in ``SCHEDULE_TOPIC_XXXX`` and how due they are."""
         return self.schedule.backlog()
 
+    def delay_offsets(self) -> dict[int, int]:
+        """Per delay level, the next ``SCHEDULE_TOPIC_XXXX`` queue offset to deliver (``delayOffset.json``)."""
+        return dict(sorted(self.schedule.offsets.items()))
+
     @property
     def max_delay_level(self) -> int:
         return self.schedule.max_level

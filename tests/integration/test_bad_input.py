@@ -144,8 +144,10 @@ def test_silent_connection_is_closed(broker):
 
 
 def test_runtime_info_and_store_operations(broker):
-    info = json.loads(call(broker, RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO)).body)
-    assert info["brokerName"] == "broker-a" and info["commit_log_max_offset"] > 0
+    info = json.loads(call(broker, RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO)).body)["table"]
+    assert all(isinstance(v, str) for v in info.values())  # a KVTable of strings
+    assert info["brokerName"] == "broker-a" and int(info["commit_log_max_offset"]) > 0
+    assert int(info["commitLogMaxOffset"]) == int(info["commit_log_max_offset"])
     report = json.loads(call(broker, RemotingCommand.request(RequestCode.CLEAN_EXPIRED_FILES)).body)
     assert report["deleted_commit_log_files"] == [] and "disk" in report
     disk = json.loads(call(broker, RemotingCommand.request(RequestCode.CHECK_DISK)).body)
