@@ -24,6 +24,7 @@ import logging
 import mmap
 import os
 import threading
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -200,9 +201,12 @@ class IndexService:
         self.last_indexed_phy = -1
         self._lock = threading.Lock()
 
-    def load(self, last_exit_ok: bool, checkpoint_index_ts: int) -> int | None:
-        """Open the files; after an abnormal exit drop those newer than the checkpoint. Returns the
-        CommitLog offset from which dropped entries must be rebuilt (None when nothing was dropped)."""
+    def load(self, last_exit_ok: bool, checkpoint_index_ts: int,
+             keys_at: Callable[[int], list[str] | None] | None = None) -> int | None:
+        """Open the files; after an abnormal exit drop those newer than the checkpoint, and drop files whose
+        keys were hashed by this product's earlier crc32 scheme (see :meth:`_legacy_hash`; ``keys_at`` gives
+        the ``topic#key`` strings of the record at a CommitLog offset). Returns the CommitLog offset from which
+        dropped entries must be rebuilt (None when nothing was dropped)."""
         rebuild_from = None
         if not self.root.is_dir():
             return None
@@ -210,8 +214,12 @@ class IndexService:
             tmp.unlink()
         for path in sorted(p for p in self.root.iterdir() if p.is_file()):
             f = IndexFile(path, self.hash_slot_num, self.index_num)
-            if not last_exit_ok and f.end_timestamp > checkpoint_index_ts:
-                log.info("abnormal exit: dropping IndexFile %s newer than the checkpoint", path.name)
+            newer = not last_exit_ok and f.end_timestamp > checkpoint_index_ts
+            legacy = not newer and keys_at is not None and self._legacy_hash(f, keys_at)
+            if newer or legacy:
+                log.info("IndexFile %s: %s; rebuilding it from the CommitLog", path.name,
+                         "newer than the checkpoint after an abnormal exit" if newer
+                         else "keys hashed with crc32 by an earlier version")
                 begin = f.begin_phy_offset if f.index_count > 1 else None
                 f.destroy()
                 if begin is not None:
@@ -225,6 +233,18 @@ class IndexService:
             # de-duplicate offsets).
             self.last_indexed_phy = min(self.last_indexed_phy, rebuild_from - 1)
         return rebuild_from
+
+    @staticmethod
+    def _legacy_hash(f: IndexFile, keys_at: Callable[[int], list[str] | None]) -> bool:
+        """Whether ``f``'s newest entry hashes one of its record's keys as ``crc32 & 0x7FFFFFFF`` (what this
+        product wrote before it matched RocketMQ) rather than ``abs(String.hashCode)``."""
+        if f.index_count <= 1:
+            return False
+        h, phy, _, _ = INDEX_ENTRY.unpack_from(f.mv, f._entries_base + (f.index_count - 1) * INDEX_ENTRY_SIZE)
+        keys = keys_at(phy)
+        if not keys or any(index_key_hash(k) == h for k in keys):
+            return False
+        return any(zlib.crc32(k.encode()) & 0x7FFFFFFF == h for k in keys)
 
     def _new_file(self) -> IndexFile:
         self.root.mkdir(parents=True, exist_ok=True)

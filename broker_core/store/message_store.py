@@ -151,15 +151,26 @@ class MessageStore:
         self.checkpoint = StoreCheckpoint(cfg.checkpoint_path)
         index_rebuild_from = None
         if self.index_service is not None:
-            index_rebuild_from = self.index_service.load(self.last_exit_ok, self.checkpoint.index_msg_timestamp)
+            index_rebuild_from = self.index_service.load(self.last_exit_ok, self.checkpoint.index_msg_timestamp,
+                                                         self._index_keys_at)
         max_phy_cq = recovery.recover_consume_queues(self)
         if self.last_exit_ok:
             reput_from = recovery.recover_normally(self, max_phy_cq)
+            if index_rebuild_from is not None:  # an IndexFile from an earlier version was dropped
+                reput_from = min(reput_from, max(index_rebuild_from, self.commit_log.min_offset()))
         else:
             reput_from = recovery.recover_abnormally(self, max_phy_cq, index_rebuild_from)
         self.reput.reput_from_offset = max(reput_from, 0)
         self.reput.do_reput()
         recovery.recover_topic_queue_table(self)
+
+    def _index_keys_at(self, phy_offset: int) -> list[str] | None:
+        """The index keys (``topic#UNIQ_KEY``, ``topic#KEYS`` values) of the record at ``phy_offset``."""
+        rec = self.look_message_by_offset(phy_offset)
+        if rec is None:
+            return None
+        keys = ([rec.uniq_key] if rec.uniq_key else []) + rec.keys
+        return [f"{rec.topic}#{k}" for k in keys]
 
     def _load_consume_queues(self) -> None:
         root = self.config.consume_queue_dir

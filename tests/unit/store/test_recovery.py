@@ -98,3 +98,37 @@ def test_clean_restart_keeps_everything_and_continues_offsets(open_store, clock)
         assert len(_bodies(again)) == 51
     finally:
         again.shutdown()
+
+
+@pytest.mark.parametrize("abnormal", [False, True])
+def test_index_hashed_by_an_earlier_version_is_rebuilt(open_store, clock, abnormal):
+    """An IndexFile whose keys were hashed with crc32 (this product before it matched RocketMQ's
+    ``abs(String.hashCode)``) is found at start and rebuilt from the CommitLog, so older keys stay findable."""
+    import zlib
+
+    from broker_core.codec.hashing import index_key_hash
+    from broker_core.store.index_file import IndexFile
+
+    store = open_store()
+    results = _write(store, 40)
+    cfg = store.config
+    records = [store.look_message_by_offset(r.phy_offset) for r in results]
+    store.shutdown()
+    for f in cfg.index_dir.iterdir():
+        f.unlink()
+    legacy = IndexFile(cfg.index_dir / "20230101000000000", cfg.max_hash_slot_num, cfg.max_index_num, create=True)
+    entries = [(zlib.crc32(f"T#{k}".encode()) & 0x7FFFFFFF, rec.commit_log_offset, rec.store_timestamp)
+               for rec in records for k in rec.keys]
+    assert legacy.put_keys(entries, 0) == len(entries)
+    legacy.write_header()
+    legacy.close()
+    if abnormal:
+        cfg.abort_path.touch()
+    again = MessageStore(cfg, clock, background=False).start()
+    try:
+        assert [m.commit_log_offset for m in again.query_message("T", "k7").messages] == [results[7].phy_offset]
+        assert len(again.query_message("T", "k39").messages) == 1
+        (rebuilt,) = again.index_service.files
+        assert rebuilt.select_phy_offsets(index_key_hash("T#k3"), 4, 0, 2**62) == [results[3].phy_offset]
+    finally:
+        again.shutdown()
