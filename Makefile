@@ -16,12 +16,22 @@ export STORE_DIR NAMESRV_PORT BROKER_PORT WEB_PORT BROKER_CORE_NAMESRV REDIS_POR
 
 .PHONY: run test lint bench clean system-packages
 
+# A real RocketMQ client not written here, for tests/compat: the Apache C++ core bundled in PyPI's rocketmq 0.4.4,
+# in its own virtualenv (its module name `rocketmq` must stay out of .venv)
+CPP_CLIENT_VENV := .venv-rocketmq
+CPP_CLIENT_STAMP := $(CPP_CLIENT_VENV)/.installed
+
 $(STAMP): requirements.txt
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON)"; exit 1; }
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	@touch $(STAMP)
+
+$(CPP_CLIENT_STAMP):
+	@test -x $(CPP_CLIENT_VENV)/bin/python || $(PYTHON) -m venv $(CPP_CLIENT_VENV)
+	$(CPP_CLIENT_VENV)/bin/python -m pip install --quiet --disable-pip-version-check rocketmq==0.4.4
+	@touch $(CPP_CLIENT_STAMP)
 
 run: $(STAMP) system-packages
 	@mkdir -p $(STORE_DIR) var/redis
@@ -44,7 +54,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
 
-test: $(STAMP) system-packages lint
+test: $(STAMP) $(CPP_CLIENT_STAMP) system-packages lint
 	$(VENV)/bin/pytest
 
 bench: $(STAMP)
@@ -53,4 +63,4 @@ bench: $(STAMP)
 	$(PY) -m bench.broker
 
 clean:
-	rm -rf $(VENV) var .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(CPP_CLIENT_VENV) var .pytest_cache .ruff_cache .hypothesis
