@@ -12,6 +12,7 @@ import asyncio
 import logging
 import signal
 import sys
+from pathlib import Path
 
 from broker_core.namesrv.route_info import BROKER_CHANNEL_EXPIRED_MS
 from broker_core.namesrv.server import DEFAULT_LISTEN_PORT, DEFAULT_SCAN_INTERVAL_MS, NamesrvController
@@ -54,6 +55,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--broker-expire-ms", type=positive_int, default=BROKER_CHANNEL_EXPIRED_MS, metavar="N",
                         help=f"a broker with no heartbeat for longer than this many milliseconds is removed "
                              f"from all routes (default {BROKER_CHANNEL_EXPIRED_MS})")
+    parser.add_argument("--kv-config-path", type=Path, default=None, metavar="FILE",
+                        help="keep the KV config (PUT_KV_CONFIG ...) in this file, RocketMQ's kvConfig.json "
+                             "(default: in memory only)")
+    parser.add_argument("--order-message-enable", action="store_true",
+                        help="add orderTopicConf from the ORDER_TOPIC_CONFIG namespace to routes "
+                             "(RocketMQ's orderMessageEnable; off by default as upstream)")
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
                         type=str.upper, metavar="LEVEL",
                         help="log level for stderr: DEBUG, INFO, WARNING or ERROR (default INFO)")
@@ -61,7 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 async def serve(args: argparse.Namespace) -> int:
-    controller = NamesrvController(scan_interval_ms=args.scan_interval_ms, broker_expire_ms=args.broker_expire_ms)
+    controller = NamesrvController(scan_interval_ms=args.scan_interval_ms, broker_expire_ms=args.broker_expire_ms,
+                                   kv_config_path=args.kv_config_path,
+                                   order_message_enable=args.order_message_enable)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

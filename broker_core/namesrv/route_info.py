@@ -36,7 +36,8 @@ PERM_READ = 4
 PERM_WRITE = 2
 PERM_INHERIT = 1
 DEFAULT_PERM = PERM_READ | PERM_WRITE  # 6
-PERM_MASK = PERM_READ | PERM_WRITE | PERM_INHERIT
+PERM_PRIORITY = 8
+PERM_MASK = PERM_PRIORITY | PERM_READ | PERM_WRITE | PERM_INHERIT
 
 MASTER_ID = 0
 BROKER_CHANNEL_EXPIRED_MS = 120_000
@@ -59,10 +60,14 @@ class QueueData:
     read_queue_nums: int
     write_queue_nums: int
     perm: int = DEFAULT_PERM
+    topic_sys_flag: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        return {"brokerName": self.broker_name, "readQueueNums": self.read_queue_nums,
-                "writeQueueNums": self.write_queue_nums, "perm": self.perm}
+        """RocketMQ's QueueData; the flag under both its 4.9 key ``topicSysFlag`` and the 4.8 ``topicSynFlag``
+        that client-go still reads (readers ignore keys they do not know)."""
+        return {"brokerName": self.broker_name, "perm": self.perm, "readQueueNums": self.read_queue_nums,
+                "topicSynFlag": self.topic_sys_flag, "topicSysFlag": self.topic_sys_flag,
+                "writeQueueNums": self.write_queue_nums}
 
 
 @dataclass(slots=True)
@@ -72,8 +77,9 @@ class BrokerData:
     broker_addrs: dict[int, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {"cluster": self.cluster, "brokerName": self.broker_name,
-                "brokerAddrs": {str(bid): addr for bid, addr in sorted(self.broker_addrs.items())}}
+        """RocketMQ's BrokerData; ``brokerAddrs`` keys are brokerIds as (quoted) strings."""
+        return {"brokerAddrs": {str(bid): addr for bid, addr in sorted(self.broker_addrs.items())},
+                "brokerName": self.broker_name, "cluster": self.cluster}
 
 
 def queue_data_from_config(broker_name: str, topic: str, config: object) -> QueueData:
@@ -81,14 +87,17 @@ def queue_data_from_config(broker_name: str, topic: str, config: object) -> Queu
     if not isinstance(config, dict):
         raise ValueError(f"topicConfigTable[{topic!r}] is not an object")
     values: dict[str, int] = {}
-    for key, default in (("readQueueNums", None), ("writeQueueNums", None), ("perm", DEFAULT_PERM)):
+    for key, default in (("readQueueNums", None), ("writeQueueNums", None), ("perm", DEFAULT_PERM),
+                         ("topicSysFlag", 0)):
         value = config.get(key, default)
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ValueError(f"topicConfigTable[{topic!r}].{key} must be a non-negative integer, got {value!r}")
         values[key] = value
     if values["perm"] & ~PERM_MASK:
-        raise ValueError(f"topicConfigTable[{topic!r}].perm must be a combination of 4, 2 and 1, got {values['perm']}")
-    return QueueData(broker_name, values["readQueueNums"], values["writeQueueNums"], values["perm"])
+        raise ValueError(f"topicConfigTable[{topic!r}].perm must be a combination of 8, 4, 2 and 1, "
+                         f"got {values['perm']}")
+    return QueueData(broker_name, values["readQueueNums"], values["writeQueueNums"], values["perm"],
+                     values["topicSysFlag"])
 
 
 class RouteInfoManager:
@@ -99,15 +108,19 @@ class RouteInfoManager:
         self.broker_addr_table: dict[str, BrokerData] = {}
         self.cluster_addr_table: dict[str, set[str]] = {}
         self.broker_live_table: dict[str, int] = {}
+        self.broker_ha_addr: dict[str, str] = {}  # brokerAddr -> haServerAddr it registered
+        self.broker_data_version: dict[str, dict[str, Any]] = {}  # brokerAddr -> DataVersion it registered
 
     # -- registration -------------------------------------------------------------------------------------
 
     def register_broker(self, cluster: str, broker_name: str, broker_id: int, broker_addr: str,
-                        topic_config_table: dict[str, Any] | None = None) -> str | None:
+                        topic_config_table: dict[str, Any] | None = None, ha_server_addr: str = "",
+                        data_version: dict[str, Any] | None = None) -> str | None:
         """Record a broker and refresh its heartbeat; a master's topic set replaces its previous one.
 
         Returns the master's address when a slave registers and its master is live (upstream HA bootstrap),
-        else None. Raises ValueError on a bad topic name or topic config (nothing changes then).
+        else None (:meth:`ha_server_addr` gives the master's HA address). Raises ValueError on a bad topic name
+        or topic config (nothing changes then).
         """
         queue_datas: dict[str, QueueData] = {}
         for topic, config in (topic_config_table or {}).items():
@@ -129,10 +142,12 @@ class RouteInfoManager:
             old_addr = data.broker_addrs.get(broker_id)
             data.broker_addrs[broker_id] = broker_addr
             if old_addr is not None and old_addr != broker_addr and not self._addr_in_use(old_addr):
-                self.broker_live_table.pop(old_addr, None)  # the id moved to a new address
+                self._forget_addr(old_addr)  # the id moved to a new address
             if broker_id == MASTER_ID:
                 self._replace_queue_datas(broker_name, queue_datas)
             self.broker_live_table[broker_addr] = self.clock.now_ms()
+            self.broker_ha_addr[broker_addr] = ha_server_addr
+            self.broker_data_version[broker_addr] = dict(data_version or {})
             if broker_id != MASTER_ID:
                 master = data.broker_addrs.get(MASTER_ID)
                 if master is not None and master in self.broker_live_table:
@@ -147,7 +162,7 @@ class RouteInfoManager:
         old address does not remove the broker that replaced it.
         """
         with self._lock:
-            self.broker_live_table.pop(broker_addr, None)
+            self._forget_addr(broker_addr)
             data = self.broker_addr_table.get(broker_name)
             if data is None or data.broker_addrs.get(broker_id) != broker_addr:
                 return False
@@ -161,12 +176,60 @@ class RouteInfoManager:
             now = self.clock.now_ms() if now_ms is None else now_ms
             expired = sorted(addr for addr, last in self.broker_live_table.items() if last + expire_ms < now)
             for addr in expired:
-                del self.broker_live_table[addr]
+                self._forget_addr(addr)
                 for data in list(self.broker_addr_table.values()):
                     for bid, baddr in list(data.broker_addrs.items()):
                         if baddr == addr:
                             self._remove_broker_id(data, bid)
             return expired
+
+    def ha_server_addr(self, broker_addr: str) -> str:
+        """The HA address ``broker_addr`` registered ("" when none)."""
+        with self._lock:
+            return self.broker_ha_addr.get(broker_addr, "")
+
+    def query_data_version(self, broker_addr: str, data_version: dict[str, Any]) -> tuple[bool, dict[str, Any] | None]:
+        """QUERY_DATA_VERSION: whether ``data_version`` differs from the one the broker last registered (and that
+        one); refreshes the broker's heartbeat when it is registered."""
+        with self._lock:
+            stored = self.broker_data_version.get(broker_addr)
+            if broker_addr in self.broker_live_table:
+                self.broker_live_table[broker_addr] = self.clock.now_ms()
+            return stored != data_version, (dict(stored) if stored is not None else None)
+
+    def change_write_perm(self, broker_name: str, writable: bool) -> int:
+        """WIPE_/ADD_WRITE_PERM_OF_BROKER: clear or set the write bit of every queue data of ``broker_name``;
+        returns how many topics it has queue data in."""
+        with self._lock:
+            count = 0
+            for queues in self.topic_queue_table.values():
+                qd = queues.get(broker_name)
+                if qd is None:
+                    continue
+                perm = qd.perm | PERM_WRITE if writable else qd.perm & ~PERM_WRITE
+                queues[broker_name] = QueueData(qd.broker_name, qd.read_queue_nums, qd.write_queue_nums, perm,
+                                                qd.topic_sys_flag)
+                count += 1
+            return count
+
+    def topics_by_cluster(self, cluster: str) -> list[str]:
+        """Topics with queue data on a broker of ``cluster``."""
+        with self._lock:
+            names = self.cluster_addr_table.get(cluster, set())
+            return sorted(t for t, queues in self.topic_queue_table.items() if names & set(queues))
+
+    def system_topic_list(self) -> dict[str, Any]:
+        """GET_SYSTEM_TOPIC_LIST_FROM_NS's ``TopicList``: every cluster and broker name (RocketMQ's per-cluster and
+        per-broker system topics) and one master address to ask."""
+        with self._lock:
+            names = set(self.cluster_addr_table) | set(self.broker_addr_table)
+            out: dict[str, Any] = {"topicList": sorted(names)}
+            for name in sorted(self.broker_addr_table):
+                master = self.broker_addr_table[name].broker_addrs.get(MASTER_ID)
+                if master:
+                    out["brokerAddr"] = master
+                    break
+            return out
 
     def delete_topic(self, topic: str) -> bool:
         """Forget a topic's route (admin ``deleteTopic``); True if it existed. Brokers re-registering it revive it."""
@@ -176,7 +239,8 @@ class RouteInfoManager:
     # -- reads ----------------------------------------------------------------------------------------------
 
     def pickup_topic_route(self, topic: str) -> dict[str, Any] | None:
-        """``{"queueDatas": [...], "brokerDatas": [...]}`` (wire JSON shape), or None if the topic is unknown."""
+        """RocketMQ's TopicRouteData ``{"brokerDatas": [...], "filterServerTable": {}, "queueDatas": [...]}``, or
+        None if the topic is unknown."""
         with self._lock:
             queues = self.topic_queue_table.get(topic)
             if not queues:
@@ -186,7 +250,7 @@ class RouteInfoManager:
                             if name in self.broker_addr_table]
             if not broker_datas:
                 return None
-            return {"queueDatas": queue_datas, "brokerDatas": broker_datas}
+            return {"brokerDatas": broker_datas, "filterServerTable": {}, "queueDatas": queue_datas}
 
     def cluster_info(self) -> dict[str, Any]:
         """``{"brokerAddrTable", "clusterAddrTable", "brokerLiveTable"}`` (wire JSON shape)."""
@@ -234,6 +298,11 @@ class RouteInfoManager:
             names.discard(broker_name)
             if not names:
                 del self.cluster_addr_table[cluster]
+
+    def _forget_addr(self, addr: str) -> None:
+        self.broker_live_table.pop(addr, None)
+        self.broker_ha_addr.pop(addr, None)
+        self.broker_data_version.pop(addr, None)
 
     def _addr_in_use(self, addr: str) -> bool:
         return any(addr in data.broker_addrs.values() for data in self.broker_addr_table.values())

@@ -5,7 +5,11 @@ Invariants:
 1. Handlers only validate, call :class:`RouteInfoManager` and encode; the route tables live there alone.
 2. A request with a missing or ill-typed header field gets ``SYSTEM_ERROR`` naming the field and changes
    nothing. A route lookup for a malformed topic name gets ``TOPIC_NOT_EXIST`` with the validation message.
-3. Bodies are UTF-8 JSON objects (compact encoding); ``brokerAddrs`` keys are brokerIds as strings.
+3. Bodies are RocketMQ 4.9's (reference §2.2, §5.2): registration takes ``RegisterBrokerBody``
+   (``{"filterServerList":[],"topicConfigSerializeWrapper":{"dataVersion":..,"topicConfigTable":..}}``, read with
+   the fastjson-tolerant parser; a bare wrapper as pre-3.0.11 brokers send it is accepted too) checked against
+   ``bodyCrc32`` (crc32 & 0x7FFFFFFF, 0 = unchecked); answers are compact JSON with quoted keys (every client
+   reads them; Go splits ``brokerAddrs`` by hand, so no spaces).
 4. While started, a background task calls ``scan_not_active_broker`` every ``scan_interval_ms`` (first after
    ``scan_initial_delay_ms``: 5 s as upstream, or the interval if that is shorter), so a broker silent for
    longer than ``broker_expire_ms`` disappears within one interval after expiring.
@@ -19,8 +23,12 @@ import asyncio
 import contextlib
 import json
 import logging
+import zlib
+from pathlib import Path
 from typing import Any
 
+from broker_core.codec.fastjson import FastjsonPairs, loads_fastjson
+from broker_core.namesrv.kv_config import NAMESPACE_ORDER_TOPIC_CONFIG, KVConfigManager
 from broker_core.namesrv.route_info import BROKER_CHANNEL_EXPIRED_MS, NowClock, RouteInfoManager
 from broker_core.protocol import BadRequest, RemotingCommand, RequestCode, ResponseCode
 from broker_core.protocol.validation import topic_error
@@ -70,20 +78,30 @@ def _broker_fields(cmd: RemotingCommand) -> tuple[str, str, int, str]:
     return _str_field(h, "clusterName"), _str_field(h, "brokerName"), _broker_id_field(h), _addr_field(h)
 
 
-def _topic_config_table(body: bytes) -> dict[str, Any]:
-    """The registration body; an empty body means the broker reports no topics."""
+def _registration_body(body: bytes) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(topicConfigTable, dataVersion)`` of a ``RegisterBrokerBody`` (or of a bare
+    ``TopicConfigSerializeWrapper``); an empty body means the broker reports no topics."""
     if not body:
-        return {}
+        return {}, {}
     try:
-        doc = json.loads(body.decode("utf-8"))
+        doc = loads_fastjson(body)
     except (UnicodeDecodeError, ValueError) as exc:
         raise BadRequest(f"body is not UTF-8 JSON: {exc}") from None
     if not isinstance(doc, dict):
-        raise BadRequest("body must be a JSON object with topicConfigTable")
-    table = doc.get("topicConfigTable", {})
+        raise BadRequest("body must be a RegisterBrokerBody JSON object")
+    wrapper = doc.get("topicConfigSerializeWrapper", doc)
+    if not isinstance(wrapper, dict):
+        raise BadRequest("body field topicConfigSerializeWrapper must be an object")
+    table = wrapper.get("topicConfigTable", {})
     if not isinstance(table, dict):
         raise BadRequest("body field topicConfigTable must be an object of topic -> config")
-    return table
+    version = wrapper.get("dataVersion", {})
+    return table, version if isinstance(version, dict) else {}
+
+
+def _kv_table(table: dict[str, str]) -> bytes:
+    """``KVTable``: ``{"table":{key:value}}``."""
+    return encode_json({"table": dict(sorted(table.items()))})
 
 
 class NamesrvController:
@@ -91,7 +109,8 @@ class NamesrvController:
 
     def __init__(self, *, scan_interval_ms: int = DEFAULT_SCAN_INTERVAL_MS,
                  broker_expire_ms: int = BROKER_CHANNEL_EXPIRED_MS, scan_initial_delay_ms: int | None = None,
-                 clock: NowClock | None = None, idle_timeout: float = 120.0) -> None:
+                 clock: NowClock | None = None, idle_timeout: float = 120.0, kv_config_path: Path | None = None,
+                 order_message_enable: bool = False) -> None:
         if scan_interval_ms <= 0 or broker_expire_ms <= 0:
             raise ValueError("scan_interval_ms and broker_expire_ms must be positive")
         self.scan_interval_ms = scan_interval_ms
@@ -99,7 +118,16 @@ class NamesrvController:
         self.scan_initial_delay_ms = (min(DEFAULT_SCAN_INITIAL_DELAY_MS, scan_interval_ms)
                                       if scan_initial_delay_ms is None else scan_initial_delay_ms)
         self.routes = RouteInfoManager(clock)
+        self.kv = KVConfigManager(kv_config_path)
+        self.order_message_enable = order_message_enable
         handlers: dict[int, Handler] = {
+            RequestCode.PUT_KV_CONFIG: self._put_kv, RequestCode.GET_KV_CONFIG: self._get_kv,
+            RequestCode.DELETE_KV_CONFIG: self._delete_kv, RequestCode.GET_KVLIST_BY_NAMESPACE: self._kv_list,
+            RequestCode.WIPE_WRITE_PERM_OF_BROKER: self._wipe_write_perm,
+            RequestCode.ADD_WRITE_PERM_OF_BROKER: self._add_write_perm,
+            RequestCode.GET_TOPICS_BY_CLUSTER: self._topics_by_cluster,
+            RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS: self._system_topics,
+            RequestCode.QUERY_DATA_VERSION: self._query_data_version,
             RequestCode.REGISTER_BROKER: self._register_broker,
             RequestCode.UNREGISTER_BROKER: self._unregister_broker,
             RequestCode.GET_ROUTEINFO_BY_TOPIC: self._get_route_info,
@@ -144,15 +172,28 @@ class NamesrvController:
     # -- handlers -------------------------------------------------------------------------------------------
 
     def _register_broker(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """REGISTER_BROKER: header ``brokerName, brokerAddr, clusterName, haServerAddr, brokerId, [compressed],
+        [bodyCrc32]``, body ``RegisterBrokerBody``. A slave is answered its master's ``masterAddr`` and
+        ``haServerAddr``; the body is the ``ORDER_TOPIC_CONFIG`` KVTable when that namespace has keys."""
+        h = cmd.header
         try:
             cluster, name, broker_id, addr = _broker_fields(cmd)
-            table = _topic_config_table(cmd.body)
-            master = self.routes.register_broker(cluster, name, broker_id, addr, table)
-        except ValueError as exc:  # BadRequest, or a bad topic config from the manager
+            crc = int(str(h.get("bodyCrc32") or 0))
+            if crc and cmd.body and zlib.crc32(cmd.body) & 0x7FFFFFFF != crc:
+                return cmd.response(ResponseCode.SYSTEM_ERROR, "crc32 not match")
+            if str(h.get("compressed", "false")).lower() == "true":
+                return cmd.response(ResponseCode.SYSTEM_ERROR,
+                                    "compressed registration bodies are not supported (set compressedRegister=false)")
+            table, version = _registration_body(cmd.body)
+            master = self.routes.register_broker(cluster, name, broker_id, addr, table,
+                                                 str(h.get("haServerAddr") or ""), version)
+        except ValueError as exc:  # BadRequest, a bad bodyCrc32, or a bad topic config from the manager
             return cmd.response(ResponseCode.SYSTEM_ERROR, str(exc))
         log.debug("registered broker %s/%s id=%d at %s from %s (%d topics)", cluster, name, broker_id, addr,
                   conn.remote, len(table))
-        return cmd.response(ResponseCode.SUCCESS, header={"masterAddr": master} if master else None)
+        header = {"masterAddr": master, "haServerAddr": self.routes.ha_server_addr(master)} if master else None
+        order = self.kv.namespace(NAMESPACE_ORDER_TOPIC_CONFIG)
+        return cmd.response(ResponseCode.SUCCESS, header=header, body=_kv_table(order) if order else b"")
 
     def _unregister_broker(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         try:
@@ -174,6 +215,10 @@ class NamesrvController:
         if route is None:
             return cmd.response(ResponseCode.TOPIC_NOT_EXIST,
                                 f"No topic route info in name server for the topic: {topic}")
+        if self.order_message_enable:
+            conf = self.kv.get(NAMESPACE_ORDER_TOPIC_CONFIG, topic)
+            if conf:
+                route["orderTopicConf"] = conf
         return cmd.response(ResponseCode.SUCCESS, body=encode_json(route))
 
     def _get_cluster_info(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
@@ -192,3 +237,57 @@ class NamesrvController:
         if self.routes.delete_topic(topic):
             log.info("deleted topic %s from the routes", topic)
         return cmd.response(ResponseCode.SUCCESS)
+
+    # -- KV config, permissions, lists -------------------------------------------------------------------
+
+    def _put_kv(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        h = cmd.header
+        self.kv.put(_str_field(h, "namespace"), _str_field(h, "key"), str(h.get("value", "")))
+        return cmd.response(ResponseCode.SUCCESS)
+
+    def _get_kv(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        ns, key = _str_field(cmd.header, "namespace"), _str_field(cmd.header, "key")
+        value = self.kv.get(ns, key)
+        if value is None:
+            return cmd.response(ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {ns} Key: {key}")
+        return cmd.response(ResponseCode.SUCCESS, header={"value": value})
+
+    def _delete_kv(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        self.kv.delete(_str_field(cmd.header, "namespace"), _str_field(cmd.header, "key"))
+        return cmd.response(ResponseCode.SUCCESS)
+
+    def _kv_list(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        ns = _str_field(cmd.header, "namespace")
+        table = self.kv.namespace(ns)
+        if table is None:
+            return cmd.response(ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {ns}")
+        return cmd.response(ResponseCode.SUCCESS, body=_kv_table(table))
+
+    def _wipe_write_perm(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        count = self.routes.change_write_perm(_str_field(cmd.header, "brokerName"), writable=False)
+        return cmd.response(ResponseCode.SUCCESS, header={"wipeTopicCount": count})
+
+    def _add_write_perm(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        count = self.routes.change_write_perm(_str_field(cmd.header, "brokerName"), writable=True)
+        return cmd.response(ResponseCode.SUCCESS, header={"addTopicCount": count})
+
+    def _topics_by_cluster(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        topics = self.routes.topics_by_cluster(_str_field(cmd.header, "cluster"))
+        return cmd.response(ResponseCode.SUCCESS, body=encode_json({"topicList": topics}))
+
+    def _system_topics(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        return cmd.response(ResponseCode.SUCCESS, body=encode_json(self.routes.system_topic_list()))
+
+    def _query_data_version(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """QUERY_DATA_VERSION: header ``brokerAddr, brokerName, clusterName, brokerId``, body the broker's
+        DataVersion -> header ``changed``, body the DataVersion the name server holds (none if unknown)."""
+        _cluster, _name, _bid, addr = _broker_fields(cmd)
+        try:
+            version = loads_fastjson(cmd.body) if cmd.body else {}
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise BadRequest(f"body is not a DataVersion: {exc}") from None
+        if isinstance(version, FastjsonPairs) or not isinstance(version, dict):
+            raise BadRequest("body is not a DataVersion object")
+        changed, stored = self.routes.query_data_version(addr, version)
+        return cmd.response(ResponseCode.SUCCESS, header={"changed": changed},
+                            body=encode_json(stored) if stored is not None else b"")

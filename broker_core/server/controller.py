@@ -11,14 +11,15 @@ processor per request area, each given the services it uses -> server -> backgro
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from broker_core import __version__
+from broker_core.codec.fastjson import dumps_fastjson
 from broker_core.codec.wire import SERIALIZE_JSON
 from broker_core.config import BrokerConfig
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
@@ -112,6 +113,8 @@ class BrokerController:
         self._tasks: list[asyncio.Task[None]] = []
         self._background: set[asyncio.Task[None]] = set()
         self.registered = False
+        self.master_addr = ""  # a slave's master, as the name server answers registration
+        self.master_ha_addr = ""
 
     def spawn(self, coro) -> None:  # type: ignore[no-untyped-def]
         """Run a background coroutine, keeping a reference until it ends."""
@@ -218,17 +221,28 @@ class BrokerController:
         return {"clusterName": self.config.broker_cluster_name, "brokerName": self.config.broker_name,
                 "brokerId": self.config.broker_id, "brokerAddr": self.broker_addr}
 
+    def registration_request(self) -> RemotingCommand:
+        """REGISTER_BROKER as a 4.9 broker sends it: ``RegisterBrokerBody`` (the topics as a
+        ``TopicConfigSerializeWrapper``) with its masked CRC32 in ``bodyCrc32``. No HA service yet, so
+        ``haServerAddr`` is empty."""
+        body = dumps_fastjson({"filterServerList": [], "topicConfigSerializeWrapper": self.topics.wrapper()}).encode()
+        header = {**self._registration_header(), "haServerAddr": "", "compressed": False,
+                  "bodyCrc32": zlib.crc32(body) & 0x7FFFFFFF}
+        return RemotingCommand.request(RequestCode.REGISTER_BROKER, header, body)
+
     async def register_all(self) -> bool:
-        """Register with every name server; False if any failed (the periodic task retries in 2 s)."""
-        body = json.dumps({"topicConfigTable": self.topics.wire_table()}).encode()
+        """Register with every name server; False if any failed (the periodic task retries in 2 s). A slave
+        learns its master's address and HA address from the answers (``master_addr``, ``master_ha_addr``)."""
         ok = True
         for addr in self.namesrv_addrs:
-            cmd = RemotingCommand.request(RequestCode.REGISTER_BROKER, self._registration_header(), body)
             try:
-                resp = await self.namesrv_client.invoke(addr, cmd, 3.0)
+                resp = await self.namesrv_client.invoke(addr, self.registration_request(), 3.0)
                 if resp.code != ResponseCode.SUCCESS:
                     ok = False
                     log.warning("namesrv %s refused registration: %s", addr, resp.remark)
+                elif self.config.broker_id != 0:
+                    self.master_addr = str(resp.header.get("masterAddr") or "") or self.master_addr
+                    self.master_ha_addr = str(resp.header.get("haServerAddr") or "") or self.master_ha_addr
             except (ConnectionError, TimeoutError) as exc:
                 ok = False
                 log.warning("cannot register with namesrv %s: %s", addr, exc)

@@ -116,8 +116,10 @@ def test_register_route_and_expiry(start_namesrv, client):
             break
     assert resp.code == ResponseCode.SUCCESS, resp.remark
     assert json.loads(resp.body) == {
-        "queueDatas": [{"brokerName": "broker-a", "readQueueNums": 4, "writeQueueNums": 4, "perm": 6}],
+        "queueDatas": [{"brokerName": "broker-a", "readQueueNums": 4, "writeQueueNums": 4, "perm": 6,
+                        "topicSysFlag": 0, "topicSynFlag": 0}],
         "brokerDatas": [{"cluster": "DefaultCluster", "brokerName": "broker-a", "brokerAddrs": {"0": addr}}],
+        "filterServerTable": {},
     }
     # no more heartbeats: the scan removes it
     deadline = time.monotonic() + DEADLINE_S

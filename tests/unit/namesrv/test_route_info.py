@@ -21,6 +21,12 @@ def cfg(read: int = 4, write: int = 4, perm: int = 6) -> dict[str, int]:
     return {"readQueueNums": read, "writeQueueNums": write, "perm": perm}
 
 
+def qd(name: str, read: int = 4, write: int = 4, perm: int = 6, sys_flag: int = 0) -> dict[str, object]:
+    """RocketMQ's QueueData, the flag under its 4.9 name and the 4.8 name client-go still reads."""
+    return {"brokerName": name, "readQueueNums": read, "writeQueueNums": write, "perm": perm,
+            "topicSysFlag": sys_flag, "topicSynFlag": sys_flag}
+
+
 @pytest.fixture
 def routes(clock: ManualClock) -> RouteInfoManager:
     return RouteInfoManager(clock)
@@ -34,8 +40,9 @@ def test_register_and_route_shape(routes):
     routes.register_broker("DefaultCluster", "broker-a", 0, A0, {"orders": cfg(8, 4, 6)})
     route = routes.pickup_topic_route("orders")
     assert route == {
-        "queueDatas": [{"brokerName": "broker-a", "readQueueNums": 8, "writeQueueNums": 4, "perm": 6}],
+        "queueDatas": [qd("broker-a", 8, 4, 6)],
         "brokerDatas": [{"cluster": "DefaultCluster", "brokerName": "broker-a", "brokerAddrs": {"0": A0}}],
+        "filterServerTable": {},
     }
     assert json.loads(json.dumps(route)) == route  # JSON-ready as is
     assert routes.topic_list() == ["orders"]
@@ -62,7 +69,7 @@ def test_only_the_master_sets_queue_data(routes):
     routes.register_broker("c", "broker-a", 0, A0, {"t": cfg(4, 4)})
     routes.register_broker("c", "broker-a", 1, A1, {"t": cfg(16, 16), "slave-only": cfg()})
     route = routes.pickup_topic_route("t")
-    assert route["queueDatas"] == [{"brokerName": "broker-a", "readQueueNums": 4, "writeQueueNums": 4, "perm": 6}]
+    assert route["queueDatas"] == [qd("broker-a")]
     assert route["brokerDatas"][0]["brokerAddrs"] == {"0": A0, "1": A1}
     assert routes.topic_list() == ["t"]
 
@@ -80,14 +87,13 @@ def test_reregister_replaces_the_topic_set(routes):
     assert routes.topic_list() == ["keep", "new", "shared"]
     assert routes.pickup_topic_route("drop") is None
     assert [q["brokerName"] for q in routes.pickup_topic_route("shared")["queueDatas"]] == ["broker-b"]
-    assert routes.pickup_topic_route("keep")["queueDatas"][0] == {
-        "brokerName": "broker-a", "readQueueNums": 8, "writeQueueNums": 8, "perm": 4}
+    assert routes.pickup_topic_route("keep")["queueDatas"][0] == qd("broker-a", 8, 8, 4)
 
 
 def test_bad_topic_config_changes_nothing(routes):
     routes.register_broker("c", "broker-a", 0, A0, {"t": cfg()})
     for table in ({"bad topic": cfg()}, {"t2": {"readQueueNums": -1, "writeQueueNums": 1}},
-                  {"t2": {"readQueueNums": 1, "writeQueueNums": "1"}}, {"t2": cfg(perm=8)}, {"t2": []}):
+                  {"t2": {"readQueueNums": 1, "writeQueueNums": "1"}}, {"t2": cfg(perm=16)}, {"t2": []}):
         with pytest.raises(ValueError):
             routes.register_broker("c", "broker-a", 0, A0, table)
     assert routes.topic_list() == ["t"]
