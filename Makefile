@@ -20,6 +20,9 @@ export STORE_DIR NAMESRV_PORT BROKER_PORT WEB_PORT BROKER_CORE_NAMESRV REDIS_POR
 # in its own virtualenv (its module name `rocketmq` must stay out of .venv)
 CPP_CLIENT_VENV := .venv-rocketmq
 CPP_CLIENT_STAMP := $(CPP_CLIENT_VENV)/.installed
+# ... and ali-ons, the Node.js RocketMQ 4.x client, pinned by tests/compat/node/package-lock.json
+NODE_CLIENT_DIR := tests/compat/node
+NODE_CLIENT_STAMP := $(NODE_CLIENT_DIR)/node_modules/.installed
 
 $(STAMP): requirements.txt
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON)"; exit 1; }
@@ -32,6 +35,11 @@ $(CPP_CLIENT_STAMP):
 	@test -x $(CPP_CLIENT_VENV)/bin/python || $(PYTHON) -m venv $(CPP_CLIENT_VENV)
 	$(CPP_CLIENT_VENV)/bin/python -m pip install --quiet --disable-pip-version-check rocketmq==0.4.4
 	@touch $(CPP_CLIENT_STAMP)
+
+$(NODE_CLIENT_STAMP): $(NODE_CLIENT_DIR)/package-lock.json
+	@command -v npm >/dev/null || { echo "need node and npm (Node 20) for tests/compat"; exit 1; }
+	cd $(NODE_CLIENT_DIR) && npm ci --no-audit --no-fund --loglevel=error
+	@touch $(NODE_CLIENT_STAMP)
 
 run: $(STAMP) system-packages
 	@mkdir -p $(STORE_DIR) var/redis
@@ -54,7 +62,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
 
-test: $(STAMP) $(CPP_CLIENT_STAMP) system-packages lint
+test: $(STAMP) $(CPP_CLIENT_STAMP) $(NODE_CLIENT_STAMP) system-packages lint
 	$(VENV)/bin/pytest
 
 bench: $(STAMP)
@@ -63,4 +71,4 @@ bench: $(STAMP)
 	$(PY) -m bench.broker
 
 clean:
-	rm -rf $(VENV) $(CPP_CLIENT_VENV) var .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(CPP_CLIENT_VENV) $(NODE_CLIENT_DIR)/node_modules var .pytest_cache .ruff_cache .hypothesis
