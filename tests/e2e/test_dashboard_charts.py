@@ -32,6 +32,9 @@ def test_dashboard_shows_rate_topic_and_disk_charts_after_sampling(
     sampling.sample_all(brokers, now=now - timedelta(seconds=60))
     for i in range(120):
         sdk_producer.send(Message(topic, b"tick %d" % i))
+    # the broker dispatches to the ConsumeQueue after the send returns: sample once all 120 are countable
+    wait_until(lambda: sum(r["maxOffset"] for r in sdk_admin.topic_stats(topic)) == 120, timeout=30,
+               what="dispatch of the 120 messages")
     sampling.sample_all(brokers, now=now)
 
     login(page, make_user("viewer"))

@@ -13,9 +13,16 @@ from broker_core.client import AdminClient, Message, MessageQueue, Producer, Pul
 from console.models import AuditEvent
 from console.monitoring.models import BrokerSample, LagSample, TopicSample
 from console.selectors import lag as lag_selector
-from tests.integration.cluster import Cluster
+from tests.integration.cluster import Cluster, wait_until
 from tests.workers.conftest import make_topic
 from workers import sampling, services
+
+
+def dispatched(admin: AdminClient, topic: str, count: int) -> None:
+    """Wait until the broker has dispatched ``count`` messages of ``topic`` to its ConsumeQueues (sends return
+    once the CommitLog holds them; the queue offsets samples count follow a moment later)."""
+    wait_until(lambda: sum(r["maxOffset"] for r in admin.topic_stats(topic)) == count, timeout=30,
+               what=f"dispatch of {count} messages of {topic}")
 
 pytestmark = pytest.mark.integration
 
@@ -52,6 +59,7 @@ def test_two_samples_give_put_and_get_rates_per_topic_and_broker_and_disk_use(cl
                                                                               unique: Callable[[str], str]):
     topic, group = make_topic(sdk_admin, unique("Rated"), "broker-a"), unique("raters")
     producer.send(Message(topic, b"first"))
+    dispatched(sdk_admin, topic, 1)
     _commit(cluster, group, topic, 0)
     AuditEvent.objects.create(action="group.reset_offset", target=f"{group}/{topic}", ok=True)  # a known group
     brokers = services.broker_addrs()
@@ -62,6 +70,7 @@ def test_two_samples_give_put_and_get_rates_per_topic_and_broker_and_disk_use(cl
 
     for i in range(20):
         producer.send(Message(topic, b"m%d" % i))
+    dispatched(sdk_admin, topic, 21)
     _commit(cluster, group, topic, 11)  # the group consumed 11 messages (offset 0 -> 11)
     sampling.sample_all(brokers, now=t0 + timedelta(seconds=10))
 
