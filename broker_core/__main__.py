@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     overrides = {"listen_port": int(port_text)}
     if args.namesrv is not None:
-        overrides["namesrv_addr"] = args.namesrv  # type: ignore[assignment]
+        overrides["namesrv_addr"] = args.namesrv
     try:
         config = BrokerConfig.load(args.config, overrides=overrides).with_store_dir(args.store_dir).validate()
     except (ConfigError, OSError) as exc:

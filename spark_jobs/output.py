@@ -83,7 +83,7 @@ def write_csv(rows: Iterable[dict[str, Any]], path: str | os.PathLike[str]) -> s
 
 def read_jsonl(path: str | os.PathLike[str], offset: int = 0, limit: int | None = None) -> list[dict[str, Any]]:
     """Rows ``offset .. offset+limit`` of a JSON lines file (what a results page shows)."""
-    out = []
+    out: list[dict[str, Any]] = []
     with open(path, encoding="utf-8") as f:
         for i, line in enumerate(f):
             if i < offset:

@@ -91,12 +91,14 @@ class SplitStats:
 def segments_from_manifest(manifest: dict[str, Any] | str | os.PathLike[str]) -> list[Segment]:
     """Segments of a snapshot manifest (the dict ``AdminClient.snapshot_segments`` returns, its
     ``manifest.json``, or the snapshot directory holding it)."""
-    if not isinstance(manifest, dict):
+    if isinstance(manifest, dict):
+        doc = manifest
+    else:
         p = Path(manifest)
         if p.is_dir():
             p = p / "manifest.json"
-        manifest = json.loads(p.read_text())
-    return [Segment(s["path"], int(s["fileFromOffset"]), int(s["bound"])) for s in manifest["segments"]]
+        doc = json.loads(p.read_text())
+    return [Segment(s["path"], int(s["fileFromOffset"]), int(s["bound"])) for s in doc["segments"]]
 
 
 def plan_splits(segments: Iterable[Segment], split_bytes: int = DEFAULT_SPLIT_BYTES) -> list[Split]:

@@ -79,7 +79,7 @@ def build_session(app_name: str | None = None, master: str | None = None,
         ship_code = os.environ.get("SPARK_SHIP_CODE", "") == "1" or not master.startswith("local")
     if ship_code and not getattr(spark.sparkContext, "_broker_core_shipped", False):
         spark.sparkContext.addPyFile(build_code_zip())
-        spark.sparkContext._broker_core_shipped = True
+        setattr(spark.sparkContext, "_broker_core_shipped", True)  # noqa: B010 (our marker, not a Spark attribute)
     return spark
 
 

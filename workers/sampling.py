@@ -73,7 +73,7 @@ def rate(current: int | None, previous: Any, now: datetime) -> float:
 def _previous(model: type[models.Model], key: str, field: str) -> dict[str, tuple[datetime, int | None]]:
     """``{key value: (timestamp, counter)}`` of each key's newest raw row having a counter."""
     out: dict[str, tuple[datetime, int | None]] = {}
-    rows = (model.objects.filter(bucket_seconds=RAW_BUCKET, **{f"{field}__isnull": False})  # type: ignore[attr-defined]
+    rows = (model.objects.filter(bucket_seconds=RAW_BUCKET, **{f"{field}__isnull": False})
             .order_by(key, "-timestamp").values_list(key, "timestamp", field))
     for name, ts, value in rows:
         out.setdefault(name, (ts, value))
@@ -169,7 +169,7 @@ def downsample(model: type[models.Model], cutoff: datetime) -> tuple[int, int]:
     (raw rows removed, hourly rows written)."""
     keys, averaged, integers, counters = SAMPLE_SHAPES[model]
     cutoff = cutoff.replace(minute=0, second=0, microsecond=0)
-    raw = model.objects.filter(bucket_seconds__lt=HOUR_BUCKET, timestamp__lt=cutoff)  # type: ignore[attr-defined]
+    raw = model.objects.filter(bucket_seconds__lt=HOUR_BUCKET, timestamp__lt=cutoff)
     groups: dict[tuple[Any, ...], list[Any]] = {}
     for row in raw.order_by("timestamp", "id").iterator():
         hour = row.timestamp.replace(minute=0, second=0, microsecond=0)
@@ -185,7 +185,7 @@ def downsample(model: type[models.Model], cutoff: datetime) -> tuple[int, int]:
         hourly.append(model(timestamp=group_key[-1], bucket_seconds=HOUR_BUCKET, **fields))
     with transaction.atomic():
         removed = raw.delete()[0]  # the same rows: new raw samples are stamped now, past the cutoff
-        model.objects.bulk_create(hourly)  # type: ignore[attr-defined]
+        model.objects.bulk_create(hourly)
     return removed, len(hourly)
 
 
@@ -194,7 +194,7 @@ def downsample_and_prune(now: datetime | None = None) -> dict[str, int]:
     now = now or timezone.now()
     counts = {"samples_downsampled": 0, "hourly_rows_written": 0, "samples_pruned": 0}
     for model in SAMPLE_SHAPES:
-        counts["samples_pruned"] += model.objects.filter(  # type: ignore[attr-defined]
+        counts["samples_pruned"] += model.objects.filter(
             timestamp__lt=now - timedelta(days=sample_days())).delete()[0]
         removed, written = downsample(model, now - timedelta(hours=raw_hours()))
         counts["samples_downsampled"] += removed

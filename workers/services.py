@@ -183,7 +183,7 @@ def run_sampling() -> JobRun:
 def prune_samples(older_than: timedelta | None = None) -> int:
     """Delete samples of every kind older than ``older_than`` (default: the kept days)."""
     cutoff = timezone.now() - (older_than or timedelta(days=sampling.sample_days()))
-    return sum(m.objects.filter(timestamp__lt=cutoff).delete()[0] for m in sampling.SAMPLE_SHAPES)  # type: ignore[attr-defined]
+    return sum(m.objects.filter(timestamp__lt=cutoff).delete()[0] for m in sampling.SAMPLE_SHAPES)
 
 
 def run_prune() -> JobRun:

@@ -90,7 +90,7 @@ class _Progress:
 
     def state(self) -> dict[str, Any]:
         cur = self.current
-        out = {k: v + int(cur.get(k, 0)) for k, v in self.base.items()}
+        out: dict[str, Any] = {k: v + int(cur.get(k, 0)) for k, v in self.base.items()}
         out["tasks_active"] = int(cur.get("tasks_active", 0))
         frac = float(cur.get("fraction", 0.0)) if cur.get("phase") != "done" else 0.0
         out["fraction"] = round(min(1.0, (self.brokers_done + frac) / self.brokers), 4)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import json
 import logging
 import os
@@ -567,7 +568,7 @@ class PushConsumer(_ConsumerBase):
                 continue
             for m in res.messages:
                 fut = loop.run_in_executor(self.pool, self._consume, m)
-                fut.add_done_callback(lambda f, m=m, pq=pq: self._consumed(pq, m, f))
+                fut.add_done_callback(functools.partial(self._consumed, pq, m))
 
     def _consume(self, msg: MessageExt) -> bool:
         started = time.perf_counter()

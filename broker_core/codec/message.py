@@ -168,12 +168,12 @@ def write_blank_into(buf: memoryview | bytearray, pos: int, max_blank: int) -> N
     BLANK.pack_into(buf, pos, max_blank, BLANK_MAGIC_CODE)
 
 
-def body_crc(body: bytes | memoryview) -> int:
+def body_crc(body: bytes | bytearray | memoryview) -> int:
     """RocketMQ's ``UtilAll.crc32``: CRC-32 of the body with the top bit cleared (reference §7.1)."""
     return zlib.crc32(body) & 0x7FFFFFFF
 
 
-def crc_matches(stored: int, body: bytes | memoryview) -> bool:
+def crc_matches(stored: int, body: bytes | bytearray | memoryview) -> bool:
     """Whether ``stored`` is the body's CRC. Records written by this product before it matched RocketMQ
     kept all 32 bits; they are accepted too, so an older store still recovers whole."""
     c = zlib.crc32(body)

@@ -150,7 +150,7 @@ def decode_command(serialize_type: int, header: bytes | bytearray | memoryview, 
     """A command from its header bytes and body; :class:`ProtocolError` if the header does not parse."""
     if serialize_type == SERIALIZE_JSON:
         try:
-            obj = json.loads(header)
+            obj = json.loads(header.tobytes() if isinstance(header, memoryview) else header)
         except (UnicodeDecodeError, ValueError) as exc:
             raise ProtocolError(f"JSON command header does not parse: {exc}") from None
         if not isinstance(obj, dict):

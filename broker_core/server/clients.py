@@ -98,8 +98,8 @@ class ConsumerManager:
         for name, members in self.groups.items():
             if (group is None or name == group) and members.pop(client_id, None) is not None:
                 changed.append(name)
-        for members in self.producers.values():
-            members.pop(client_id, None)
+        for producers in self.producers.values():
+            producers.pop(client_id, None)
         return changed
 
     def connection_closed(self, conn: Connection) -> list[str]:
@@ -108,9 +108,9 @@ class ConsumerManager:
             for cid in [cid for cid, info in members.items() if info.conn is conn]:
                 del members[cid]
                 changed.append(name)
-        for members in self.producers.values():
-            for cid in [cid for cid, c in members.items() if c is conn]:
-                del members[cid]
+        for producers in self.producers.values():
+            for cid in [cid for cid, c in producers.items() if c is conn]:
+                del producers[cid]
         return changed
 
     def scan_expired(self) -> list[str]:

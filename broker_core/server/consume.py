@@ -100,7 +100,7 @@ class ConsumerProcessor:
                 res = store.get_message(topic, queue_id, offset, max_nums, hashes, decode=False)
                 if res.status is GetStatus.FOUND:
                     ctl.stats.get_count += len(res.queue_offsets)
-                    body = b"".join(res.messages)
+                    body = b"".join(res.chunks)
                     if ctl.tracer.enabled and group != ADMIN_GROUP:  # the console browsing is not a delivery
                         trace_delivered(ctl, body, group)
                     return cmd.response(ResponseCode.SUCCESS, "FOUND", _offsets(res), body)

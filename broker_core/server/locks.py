@@ -58,4 +58,4 @@ class RebalanceLockManager:
 
     def holder(self, group: str, mq: QueueKey) -> str | None:
         entry = self.table.get(group, {}).get(mq)
-        return entry.client_id if self._live(entry, time.monotonic()) else None
+        return entry.client_id if entry is not None and self._live(entry, time.monotonic()) else None

@@ -18,7 +18,7 @@ class PullRequestHoldService:
         self.waiting: dict[tuple[str, int], set[asyncio.Future[None]]] = defaultdict(set)
         self._count = 0
 
-    def arrived(self, batch: list[tuple]) -> None:  # type: ignore[type-arg]
+    def arrived(self, batch: list[tuple]) -> None:
         """Dispatcher thread."""
         if not self._count:
             return

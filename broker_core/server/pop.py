@@ -119,13 +119,13 @@ class PopService:
                     del pq.inflight[offset]  # removed by retention
                     continue
                 if fl.reconsume + 1 > max_reconsume:
-                    self._dead_letter(group, topic, res.messages[0], fl.reconsume + 1, max_reconsume)
+                    self._dead_letter(group, topic, res.chunks[0], fl.reconsume + 1, max_reconsume)
                     del pq.inflight[offset]
                     continue
                 fl.reconsume += 1
                 fl.serial = next(self.serials)
                 fl.deadline = now + invisible_ms / 1000
-                records.append(res.messages[0])
+                records.append(res.chunks[0])
                 meta.append({"handle": self.handle(topic, queue_id, offset, fl.serial, fl.deadline),
                              "reconsumeTimes": fl.reconsume})
             while len(records) < max_nums:
@@ -138,7 +138,7 @@ class PopService:
                         pq.next = res.next_begin_offset
                         continue
                     break
-                records.extend(res.messages)
+                records.extend(res.chunks)
                 for offset in res.queue_offsets:
                     fl = InFlight(now + invisible_ms / 1000, 0, next(self.serials))
                     pq.inflight[offset] = fl
@@ -160,7 +160,7 @@ class PopService:
                     continue
                 res = self.ctl.store.get_message(topic, queue_id, offset, 1, None, decode=False)
                 if res.status is GetStatus.FOUND and res.queue_offsets[0] == offset:
-                    self._dead_letter(group, topic, res.messages[0], fl.reconsume + 1, max_reconsume)
+                    self._dead_letter(group, topic, res.chunks[0], fl.reconsume + 1, max_reconsume)
                     moved += 1
                 del pq.inflight[offset]
                 self._commit(group, topic, queue_id, pq)

@@ -55,12 +55,14 @@ class SnapshotProcessor:
         async def snapshot(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
             h = cmd.header
             try:
-                kwargs = {"begin_ms": _opt_int(h, "beginTimestamp"), "end_ms": _opt_int(h, "endTimestamp"),
-                          "begin_offset": _opt_int(h, "beginOffset"), "end_offset": _opt_int(h, "endOffset"),
-                          "ttl_ms": _opt_int(h, "ttlMs") or DEFAULT_TTL_MS}
+                begin_ms, end_ms = _opt_int(h, "beginTimestamp"), _opt_int(h, "endTimestamp")
+                begin_offset, end_offset = _opt_int(h, "beginOffset"), _opt_int(h, "endOffset")
+                ttl_ms = _opt_int(h, "ttlMs") or DEFAULT_TTL_MS
                 export = h.get("exportDir")
                 manifest = await asyncio.get_running_loop().run_in_executor(
-                    None, lambda: snaps.take(snapshot_id=str(export) if export else None, **kwargs))
+                    None, lambda: snaps.take(snapshot_id=str(export) if export else None, begin_ms=begin_ms,
+                                             end_ms=end_ms, begin_offset=begin_offset, end_offset=end_offset,
+                                             ttl_ms=ttl_ms))
             except (ValueError, TypeError, FileExistsError) as exc:
                 return cmd.response(ResponseCode.SYSTEM_ERROR, str(exc))
             return cmd.response(ResponseCode.SUCCESS, body=json.dumps(manifest).encode())

@@ -68,7 +68,7 @@ class CommitLog:
         # Hand-off to the dispatcher, in CommitLog order: (phy, size, topic, queue_id, queue_offset,
         # tags_code, store_timestamp, keys, uniq_key, sys_flag). A hint: the dispatcher parses the
         # CommitLog itself when an entry is missing.
-        self.pending_dispatch: deque[tuple] = deque()  # type: ignore[type-arg]
+        self.pending_dispatch: deque[tuple] = deque()
 
     # ------------------------------------------------------------------ checks
     def check(self, msg: MessageInner) -> PutMessageResult | None:

@@ -104,7 +104,7 @@ class ReputMessageService:
             while pending and pending[0][0] < offset:
                 pending.popleft()
             if pending and pending[0][0] == offset:
-                batch = []
+                batch: list[Dispatch] = []
                 limit = commit_log.max_offset()
                 while pending and len(batch) < _BATCH:
                     d = pending[0]

@@ -266,10 +266,10 @@ class IndexService:
             return self.files[-1]
         return self._new_file()
 
-    def build_batch(self, batch: list[tuple]) -> None:  # type: ignore[type-arg]
+    def build_batch(self, batch: list[tuple]) -> None:
         """Index dispatched records ``(phy, size, topic, queue_id, queue_offset, tags_code, store_ts, keys,
         uniq_key, sys_flag)``: the unique key and every KEYS value, as ``topic#key``."""
-        entries = []
+        entries: list[tuple[int, int, int]] = []
         append = entries.append
         last = self.last_indexed_phy
         key_hash = index_key_hash

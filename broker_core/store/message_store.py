@@ -74,7 +74,7 @@ class MessageStore:
         self.index_service = (
             IndexService(config.index_dir, config.max_hash_slot_num, config.max_index_num, clock.now_ms)
             if config.message_index_enable else None)
-        self.checkpoint: StoreCheckpoint | None = None  # type: ignore[assignment]
+        self.checkpoint: StoreCheckpoint  # opened by start() (_load_and_recover), before anything reads it
         self.reput = ReputMessageService(self)
         self.sync_flush = config.flush_disk_type == "SYNC_FLUSH"
         self.flush_service: FlushRealTimeService | GroupCommitService = (
@@ -266,7 +266,7 @@ class MessageStore:
     def put_message(self, msg: MessageInner) -> PutMessageResult:
         if not self.sync_flush and self.running and not self.disk_full and self._writable_role and \
                 not msg.delay_level:
-            return self.commit_log.put_messages((msg,))[0]  # the common case, without the batch wrapping
+            return self.commit_log.put_messages([msg])[0]  # the common case, without the batch wrapping
         return self.put_messages([msg])[0]
 
     def put_delivered(self, msg: MessageInner) -> PutMessageResult:
@@ -396,7 +396,7 @@ class MessageStore:
                     out.messages.append(decode_record(mv, phy - start, base_offset=start, check_crc=False))
                     out.queue_offsets.append(queue_offset)
             else:
-                out.messages.append(data)  # raw: whole runs, concatenated by the caller
+                out.chunks.append(data)  # raw: whole runs, concatenated by the caller
                 out.queue_offsets.extend(q for _, _, q in picked[i:j])
             i = j
         if out.queue_offsets:

@@ -84,7 +84,10 @@ class GetMessageResult:
     min_offset: int
     max_offset: int
     messages: list[MessageRecord] = field(default_factory=list)
-    # Queue offsets of ``messages``, in the same order.
+    # With ``decode=False``: the record bytes instead, as whole runs of adjacent records (their concatenation is
+    # the pull body); ``messages`` stays empty.
+    chunks: list[bytes] = field(default_factory=list)
+    # Queue offsets of the messages (decoded or in ``chunks``), in order.
     queue_offsets: list[int] = field(default_factory=list)
     error: str = ""
 

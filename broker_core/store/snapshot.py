@@ -26,6 +26,7 @@ bytes, which the record walk's checks (magic, lengths, physical offset) stop at.
 
 from __future__ import annotations
 
+import builtins
 import json
 import logging
 import os
@@ -179,8 +180,8 @@ class SegmentSnapshots:
             shutil.rmtree(path)
         return True
 
-    def list(self) -> list[dict[str, Any]]:
-        out = []
+    def list(self) -> builtins.list[dict[str, Any]]:
+        out: builtins.list[dict[str, Any]] = []
         if not self.root.is_dir():
             return out
         for d in sorted(self.root.iterdir()):
@@ -190,7 +191,7 @@ class SegmentSnapshots:
                 continue
         return out
 
-    def clean_expired(self, now_ms: int | None = None) -> list[str]:
+    def clean_expired(self, now_ms: int | None = None) -> builtins.list[str]:
         """Remove expired snapshots, unfinished ``.tmp`` ones and directories without a readable manifest
         older than the default TTL (a crash mid-write). Returns the removed names."""
         now = self.now_ms() if now_ms is None else now_ms

@@ -50,7 +50,7 @@ def iter_segment(path: Path, check_crc: bool = True) -> Iterator[tuple[int, obje
     try:
         pos = 0
         while pos + 8 <= len(mm):
-            total, magic = peek_size_magic(mm, pos)
+            total, magic = peek_size_magic(memoryview(mm), pos)
             if magic == BLANK_MAGIC_CODE:
                 yield pos, "blank"
                 return
@@ -61,7 +61,7 @@ def iter_segment(path: Path, check_crc: bool = True) -> Iterator[tuple[int, obje
                 yield pos, CodecError(f"bad magic code 0x{magic:08X}", str(path), pos)
                 return
             try:
-                rec = decode_record(mm, pos, source=str(path), check_crc=check_crc)
+                rec = decode_record(memoryview(mm), pos, source=str(path), check_crc=check_crc)
             except CodecError as exc:
                 yield pos, exc
                 return
@@ -71,8 +71,8 @@ def iter_segment(path: Path, check_crc: bool = True) -> Iterator[tuple[int, obje
         mm.close()
 
 
-def dump(store: Path, *, records: int, topic: str | None, out: list[dict]) -> None:  # type: ignore[type-arg]
-    info: dict = {"store": str(store)}  # type: ignore[type-arg]
+def dump(store: Path, *, records: int, topic: str | None, out: list[dict]) -> None:
+    info: dict = {"store": str(store)}
     info["abort"] = (store / "abort").exists()
     lock = store / "lock"
     info["lock_pid"] = lock.read_text().strip() if lock.exists() else None
@@ -144,7 +144,7 @@ def dump(store: Path, *, records: int, topic: str | None, out: list[dict]) -> No
                 out.append({"kind": "index", "name": f.name, "error": str(exc)})
 
 
-def _text(row: dict) -> str:  # type: ignore[type-arg]
+def _text(row: dict) -> str:
     kind = row.pop("kind")
     return f"{kind:8} " + "  ".join(f"{k}={v}" for k, v in row.items())
 
@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.store_dir.is_dir():
         print(f"error: {args.store_dir} is not a directory", file=sys.stderr)
         return 2
-    rows: list[dict] = []  # type: ignore[type-arg]
+    rows: list[dict] = []
     dump(args.store_dir, records=args.records, topic=args.topic, out=rows)
     for row in rows:
         print(json.dumps(row, default=str) if args.json else _text(row))

@@ -54,7 +54,8 @@ class BodyField(serializers.CharField):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.validators = [v for v in self.validators if not isinstance(v, ProhibitSurrogateCharactersValidator)]
+        self.validators: list[Any] = [v for v in self.validators
+                                      if not isinstance(v, ProhibitSurrogateCharactersValidator)]
 
 
 class OutgoingMessageSerializer(serializers.Serializer):
@@ -77,7 +78,7 @@ class OutgoingMessageSerializer(serializers.Serializer):
             return {"body": data["body"], "body_encoding": "utf-8", "delay_level": 0}
         return super().to_internal_value(data)
 
-    def validate(self, attrs: dict[str, Any]) -> OutgoingMessage:  # type: ignore[override]
+    def validate(self, attrs: dict[str, Any]) -> OutgoingMessage:
         if attrs["body_encoding"] == "base64":
             try:
                 body = base64.b64decode(attrs["body"], validate=True)

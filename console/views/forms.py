@@ -138,7 +138,7 @@ class LocalTimeLabels:
     fields: dict[str, Any]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[call-arg]
+        super().__init__(*args, **kwargs)
         zone = timezone.get_current_timezone_name()
         for field in self.fields.values():
             if field.label and "(UTC)" in field.label:

@@ -23,7 +23,7 @@ class ScheduleForm(forms.Form):
     enabled = forms.BooleanField(required=False, label="Enabled")
 
 
-def _with_headlines(runs: list[dict]) -> list[dict]:  # type: ignore[type-arg]
+def _with_headlines(runs: list[dict]) -> list[dict]:
     return [{**r, "headline": headline(r["counts"])} for r in runs]
 
 

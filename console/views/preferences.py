@@ -19,7 +19,7 @@ class PreferencesForm(forms.Form):
     timezone = forms.ChoiceField(label="Time zone", help_text="IANA zone; every page shows times in it")
 
     def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        super().__init__(*args, **kwargs)
         self.fields["timezone"].choices = [(z, z) for z in timezones()]
 
 

@@ -172,8 +172,8 @@ def run_trace(spark: Any, segments: list[Segment] | dict[str, Any] | str, msg_id
                 wanted.add(r["uniq_key"])
             if r["topic"] == TRACE_TOPIC:
                 ev = _event(r)
-                new = (ev or {}).get("extra", {}).get("newMsgId") if ev else None
-                if new and new not in depth_of:
+                new = ev.get("extra", {}).get("newMsgId") if ev else None
+                if ev and new and new not in depth_of:
                     depth_of[new] = depth_of.get(ev["msgId"], depth) + 1
                     wanted.add(new)
         if not (wanted - done):
@@ -274,9 +274,9 @@ def build_timeline(records: list[dict[str, Any]], events: list[dict[str, Any]],
         if s["type"] == "delivered":
             attempts[g] = attempts.get(g, 0) + 1
             s["attempt"] = attempts[g]
-            r = pending_retry.pop(g, None)
-            if r is not None:
-                r["delayMs"] = s["timestamp"] - r["timestamp"]
+            waiting = pending_retry.pop(g, None)
+            if waiting is not None:
+                waiting["delayMs"] = s["timestamp"] - waiting["timestamp"]
         elif s["type"] in ("consumed", "reconsume-later"):
             s["attempt"] = attempts.get(g, 0)
         elif s["type"] == "retry":
