@@ -14,7 +14,7 @@ REDIS_URL ?= redis://127.0.0.1:$(REDIS_PORT)/0
 BROKER_CORE_NAMESRV ?= 127.0.0.1:$(NAMESRV_PORT)
 export STORE_DIR NAMESRV_PORT BROKER_PORT WEB_PORT BROKER_CORE_NAMESRV REDIS_PORT REDIS_URL
 
-.PHONY: run test lint bench clean system-packages
+.PHONY: run test test-fast lint bench clean system-packages
 
 # A real RocketMQ client not written here, for tests/compat: the Apache C++ core bundled in PyPI's rocketmq 0.4.4,
 # in its own virtualenv (its module name `rocketmq` must stay out of .venv)
@@ -65,6 +65,10 @@ lint: $(STAMP)
 
 test: $(STAMP) $(CPP_CLIENT_STAMP) $(NODE_CLIENT_STAMP) system-packages lint
 	$(VENV)/bin/pytest
+
+# The fast loop: unit and architecture tests only, no broker processes, Redis, Spark or browser (seconds)
+test-fast: $(STAMP)
+	$(VENV)/bin/pytest -m "not integration" -q
 
 bench: $(STAMP)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r bench/requirements.txt

@@ -24,6 +24,19 @@ GOLDEN = ROOT / "tests" / "golden"
 REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
 
 
+# Suites that start real processes (brokers, name servers, Redis, Celery, Spark, Chromium, third-party clients):
+# every test in them is marked ``integration``, so ``make test-fast`` (``pytest -m "not integration"``) runs the
+# in-process unit loop alone.
+PROCESS_SUITES = frozenset({"integration", "compat", "console", "e2e", "workers", "spark"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        parts = item.path.relative_to(ROOT / "tests").parts
+        if parts and parts[0] in PROCESS_SUITES:
+            item.add_marker(pytest.mark.integration)
+
+
 def small_config(store_dir: Path, **overrides: object) -> BrokerConfig:
     """A config with tiny files so tests roll segments, queue files and index files quickly."""
     cfg = BrokerConfig().with_store_dir(store_dir)

@@ -15,6 +15,15 @@ from dataclasses import dataclass
 from django.db import transaction
 from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
+from console.job_names import (
+    TASK_DELIVER_DELAYED,
+    TASK_DISK_CHECK,
+    TASK_EVALUATE_ALERTS,
+    TASK_PRUNE,
+    TASK_RETENTION,
+    TASK_SAMPLE_LAG,
+)
+
 
 @dataclass(frozen=True)
 class BeatEntry:
@@ -27,20 +36,20 @@ class BeatEntry:
 
 
 ENTRIES: tuple[BeatEntry, ...] = (
-    BeatEntry("broker_core: retention", "workers.retention", 60,
+    BeatEntry("broker_core: retention", TASK_RETENTION, 60,
               description="Delete expired CommitLog/ConsumeQueue/index files per the broker's deleteWhen, "
                           "fileReservedTime and disk-ratio rules (at most 10 segments a pass)."),
-    BeatEntry("broker_core: disk check", "workers.disk_check", 10, expire_seconds=30,
+    BeatEntry("broker_core: disk check", TASK_DISK_CHECK, 10, expire_seconds=30,
               description="Measure each broker's store disk; at 90% the broker refuses writes."),
-    BeatEntry("broker_core: delayed delivery", "workers.deliver_delayed", 1, expire_seconds=5,
+    BeatEntry("broker_core: delayed delivery", TASK_DELIVER_DELAYED, 1, expire_seconds=5,
               description="Deliver delay-level messages that are due; records delivered and oldest overdue."),
-    BeatEntry("broker_core: lag sampling", "workers.sample_lag", 60,
+    BeatEntry("broker_core: lag sampling", TASK_SAMPLE_LAG, 60,
               description="Sample topic put/get rates, group lag (messages and seconds), DLQ sizes and broker "
                           "disk use and rates for the dashboard's history."),
-    BeatEntry("broker_core: prune", "workers.prune", 1, IntervalSchedule.HOURS,
+    BeatEntry("broker_core: prune", TASK_PRUNE, 1, IntervalSchedule.HOURS,
               description="Downsample raw samples past 24 h to hourly averages, drop samples past the kept days "
                           "and job runs beyond the kept number."),
-    BeatEntry("broker_core: alerts", "workers.evaluate_alerts", 60, expire_seconds=55,
+    BeatEntry("broker_core: alerts", TASK_EVALUATE_ALERTS, 60, expire_seconds=55,
               description="Evaluate the alert rules on the latest samples and the name server's broker list; "
                           "notify by email and webhook when an alert fires or resolves."),
 )

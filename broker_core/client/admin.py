@@ -11,13 +11,12 @@ from broker_core.client.instance import ClientInstance
 from broker_core.client.message import ClientError, MessageExt
 from broker_core.codec import CodecError
 from broker_core.codec.message_id import decode_offset_msg_id
+from broker_core.codec.names import ADMIN_GROUP
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
 from broker_core.protocol.bodies import decode_mq_offset_table, items, loads_fastjson
 from broker_core.protocol.headers import PULL_SUBSCRIPTION
 from broker_core.protocol.validation import dlq_topic, topic_error
 from broker_core.remoting.client import run_sync
-
-ADMIN_GROUP = "broker_core_admin"
 
 
 class AdminClient:

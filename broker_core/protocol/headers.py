@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker_core.codec.names import DEFAULT_TOPIC  # noqa: F401
 from broker_core.protocol.codes import RequestCode
 
 # V2 letter -> V1 name, in the order of SendMessageRequestHeaderV2.
@@ -15,7 +16,7 @@ V2_TO_V1 = {"a": "producerGroup", "b": "topic", "c": "defaultTopic", "d": "defau
             "f": "sysFlag", "g": "bornTimestamp", "h": "flag", "i": "properties", "j": "reconsumeTimes",
             "k": "unitMode", "l": "maxReconsumeTimes", "m": "batch", "n": "bname"}
 V1_TO_V2 = {v: k for k, v in V2_TO_V1.items()}
-DEFAULT_TOPIC = "TBW102"
+
 DEFAULT_TOPIC_QUEUE_NUMS = 4
 
 # PullSysFlag bits (reference §4.2).

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import re
 
+from broker_core.codec.names import (  # noqa: F401 (re-exported: the names validation is about)
+    DLQ_GROUP_TOPIC_PREFIX,
+    RETRY_GROUP_TOPIC_PREFIX,
+    SCHEDULE_TOPIC,
+    SYSTEM_TOPICS,
+    TRACE_TOPIC,
+    TRANS_HALF_TOPIC,
+    TRANS_OP_HALF_TOPIC,
+)
+
 TOPIC_MAX_LENGTH = 127
 GROUP_MAX_LENGTH = 255
 _VALID = re.compile(r"^[%|a-zA-Z0-9_-]+$")
-RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
-DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"  # the store's own copy is broker_core.store.schedule.SCHEDULE_TOPIC
-TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
-TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
-TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
-SYSTEM_TOPICS = frozenset({SCHEDULE_TOPIC, TRACE_TOPIC, "TBW102", TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC})
 
 
 def topic_error(topic: object) -> str | None:

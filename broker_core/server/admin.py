@@ -35,7 +35,7 @@ from broker_core.protocol.fields import BadRequest, bool_field, int_field, str_f
 from broker_core.protocol.validation import SYSTEM_TOPICS, topic_error
 from broker_core.remoting.server import Connection, Handler
 from broker_core.server.state import DEFAULT_PERM, SubscriptionGroupConfig, TopicConfig
-from broker_core.store.message_store import MAX_TIMESTAMP
+from broker_core.store import MAX_TIMESTAMP
 
 if TYPE_CHECKING:
     from broker_core.server.controller import BrokerController

@@ -21,7 +21,8 @@ from broker_core.store import GetStatus
 if TYPE_CHECKING:
     from broker_core.server.controller import BrokerController
 
-ADMIN_GROUP = "broker_core_admin"
+from broker_core.codec.names import ADMIN_GROUP
+
 _RETRY_NOW = (GetStatus.NO_MATCHED_MESSAGE, GetStatus.MESSAGE_WAS_REMOVING)
 _MOVED = (GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_OVERFLOW_BADLY)
 _EMPTY_QUEUE = (GetStatus.NO_MESSAGE_IN_QUEUE, GetStatus.NO_MATCHED_LOGIC_QUEUE)

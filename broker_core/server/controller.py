@@ -46,9 +46,7 @@ from broker_core.server.state import (
 )
 from broker_core.server.trace import Tracer
 from broker_core.server.transactions import EndTransactionProcessor, TransactionService
-from broker_core.store import MessageStore
-from broker_core.store.clock import SYSTEM_CLOCK, OffsetClock
-from broker_core.store.retention import file_disk_probe
+from broker_core.store import SYSTEM_CLOCK, MessageStore, OffsetClock, file_disk_probe
 
 log = logging.getLogger(__name__)
 

@@ -40,8 +40,7 @@ from broker_core.server.retry import (
     ensure_topic,
     original_topic,
 )
-from broker_core.store import GetStatus
-from broker_core.store.message import MessageInner
+from broker_core.store import GetStatus, MessageInner
 
 if TYPE_CHECKING:
     from broker_core.server.controller import BrokerController

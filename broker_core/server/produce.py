@@ -23,6 +23,7 @@ from broker_core.codec.message import (
     encode_properties,
     host_to_bytes,
 )
+from broker_core.codec.names import SCHEDULE_TOPIC
 from broker_core.codec.wire import decode_batch
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
 from broker_core.protocol.command import V3_4_9
@@ -32,10 +33,7 @@ from broker_core.protocol.validation import RETRY_GROUP_TOPIC_PREFIX, TRANS_HALF
 from broker_core.remoting.server import Connection, Handler
 from broker_core.server.retry import ensure_topic
 from broker_core.server.state import TopicConfig
-from broker_core.store import PutStatus
-from broker_core.store.message import MessageInner
-from broker_core.store.results import PutMessageResult
-from broker_core.store.schedule import SCHEDULE_TOPIC
+from broker_core.store import MessageInner, PutMessageResult, PutStatus
 
 if TYPE_CHECKING:
     from broker_core.server.controller import BrokerController

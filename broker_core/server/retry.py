@@ -27,21 +27,24 @@ from broker_core.codec.message import (
     MessageRecord,
 )
 from broker_core.codec.message_id import UniqueIdGenerator
+from broker_core.codec.names import (
+    PROPERTY_DLQ_ORIGIN_TOPIC,
+    PROPERTY_DLQ_REASON,
+    PROPERTY_DLQ_TIMESTAMP,
+    PROPERTY_RESEND_FROM_DLQ,
+    PROPERTY_SCHEDULE_ORIGIN,
+)
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
 from broker_core.protocol.fields import BadRequest, int_field, str_field
 from broker_core.protocol.validation import dlq_topic, group_error, retry_topic, topic_error
 from broker_core.remoting.server import Connection, Handler
 from broker_core.server.state import PERM_READ, PERM_WRITE, TopicConfig
-from broker_core.store.message import MessageInner
-from broker_core.store.schedule import PROPERTY_SCHEDULE_ORIGIN
+from broker_core.store import MessageInner
 
 if TYPE_CHECKING:
     from broker_core.server.controller import BrokerController
 
-PROPERTY_DLQ_ORIGIN_TOPIC = "DLQ_ORIGIN_TOPIC"
-PROPERTY_DLQ_REASON = "DLQ_REASON"
-PROPERTY_DLQ_TIMESTAMP = "DLQ_TIMESTAMP"
-PROPERTY_RESEND_FROM_DLQ = "RESEND_FROM_DLQ"
+
 RETRY_BASE_LEVEL = 3
 
 

@@ -18,7 +18,7 @@ import logging
 
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
 from broker_core.remoting.server import Connection, Handler
-from broker_core.store.snapshot import DEFAULT_TTL_MS, SegmentSnapshots
+from broker_core.store import DEFAULT_TTL_MS, SegmentSnapshots
 
 log = logging.getLogger(__name__)
 

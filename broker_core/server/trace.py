@@ -15,8 +15,8 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from broker_core.protocol.validation import TRACE_TOPIC, TRANS_OP_HALF_TOPIC
-from broker_core.store.message import MessageInner
+from broker_core.codec.names import TRACE_TOPIC, TRANS_OP_HALF_TOPIC
+from broker_core.store import MessageInner
 
 if TYPE_CHECKING:
     from broker_core.server.controller import BrokerController

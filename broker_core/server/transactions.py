@@ -41,14 +41,13 @@ from broker_core.codec.message import (
     TRANSACTION_COMMIT_TYPE as SYSFLAG_COMMIT,
 )
 from broker_core.codec.message_id import UniqueIdGenerator
+from broker_core.codec.names import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, TRANSACTION_CHECK_GROUP
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
 from broker_core.protocol.fields import BadRequest, int_field
 from broker_core.protocol.headers import TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE, TRANSACTION_ROLLBACK_TYPE
-from broker_core.protocol.validation import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from broker_core.remoting.server import Connection, Handler
 from broker_core.server.retry import ensure_topic
-from broker_core.store import GetStatus
-from broker_core.store.message import MessageInner
+from broker_core.store import GetStatus, MessageInner
 
 if TYPE_CHECKING:
     from broker_core.server.controller import BrokerController
@@ -57,7 +56,7 @@ log = logging.getLogger(__name__)
 
 HALF_TOPIC = TRANS_HALF_TOPIC
 OP_TOPIC = TRANS_OP_HALF_TOPIC
-CHECK_GROUP = "CID_RMQ_SYS_TRANS"
+CHECK_GROUP = TRANSACTION_CHECK_GROUP
 
 
 class TransactionService:

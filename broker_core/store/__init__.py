@@ -1,9 +1,15 @@
 """The message store: CommitLog, ConsumeQueues, IndexFiles, flush, recovery, retention.
 
-Only :class:`~broker_core.store.message_store.MessageStore` is meant to be used from outside this package.
+Its outside API is this package: :class:`MessageStore` and the value types and helpers its callers need. The
+broker's request processors import from here only, never from the submodules (an import-linter contract).
 """
 
-from broker_core.store.message_store import MessageStore
-from broker_core.store.results import GetStatus, PutStatus
+from broker_core.store.clock import SYSTEM_CLOCK, Clock, ManualClock, OffsetClock
+from broker_core.store.message import MessageInner
+from broker_core.store.message_store import MAX_TIMESTAMP, MessageStore
+from broker_core.store.results import GetStatus, PutMessageResult, PutStatus
+from broker_core.store.retention import file_disk_probe
+from broker_core.store.snapshot import DEFAULT_TTL_MS, SegmentSnapshots
 
-__all__ = ["GetStatus", "MessageStore", "PutStatus"]
+__all__ = ["DEFAULT_TTL_MS", "MAX_TIMESTAMP", "SYSTEM_CLOCK", "Clock", "GetStatus", "ManualClock", "MessageInner",
+           "MessageStore", "OffsetClock", "PutMessageResult", "PutStatus", "SegmentSnapshots", "file_disk_probe"]

@@ -35,6 +35,7 @@ from broker_core.codec.message import (
     PROPERTY_UNIQ_KEY,
 )
 from broker_core.codec.message_id import UniqueIdGenerator
+from broker_core.codec.names import PROPERTY_SCHEDULE_ORIGIN, SCHEDULE_TOPIC
 from broker_core.store.message import MessageInner
 
 if TYPE_CHECKING:
@@ -42,8 +43,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
-PROPERTY_SCHEDULE_ORIGIN = "SCHEDULE_ORIGIN"
+
 _PASS_LIMIT = 10_000  # units examined per level per pass
 
 

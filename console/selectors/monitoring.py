@@ -13,9 +13,9 @@ from django.db.models import OuterRef, Subquery
 from django_celery_beat.models import PeriodicTask
 
 from console.errors import not_found
+from console.job_names import TASK_PREFIX
 from console.monitoring.models import RAW_BUCKET, BrokerSample, JobRun
 
-TASK_PREFIX = "workers."
 DISK_CHECK_JOB = "disk_check"
 # diskSpaceWarningLevelRatio's default: at or past it the broker refuses writes
 DISK_WARNING_RATIO = 0.90

@@ -14,9 +14,9 @@ from typing import Any
 from django.conf import settings
 
 from console.errors import ApiError, not_found
+from console.job_names import SEARCH_KIND, TRACE_KIND
 from console.models import Job
 from console.selectors.messages import iso_ms
-from console.services.spark_jobs import SEARCH_KIND, TRACE_KIND
 
 BODY_FIELDS = ("body_text", "body_base64")
 EXPORTS = {"jsonl": ("results.jsonl", "application/x-ndjson"), "csv": ("results.csv", "text/csv")}

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from broker_core.client import MessageExt
+from broker_core.codec.names import PROPERTY_DLQ_ORIGIN_TOPIC, PROPERTY_DLQ_REASON
 from console.selectors.messages import body_json, dead_letters, iso_ms
 
 EXPORT_LIMIT = 10_000  # dead letters per "export all" (the response says when it was cut)
@@ -33,7 +34,8 @@ def export_rows(group: str, ids: list[str] | None, with_body: bool) -> tuple[lis
 def _row(msg: MessageExt, with_body: bool) -> dict[str, Any]:
     row: dict[str, Any] = {
         "offset_msg_id": msg.offset_msg_id, "msg_id": msg.msg_id,
-        "origin_topic": msg.properties.get("DLQ_ORIGIN_TOPIC", ""), "reason": msg.properties.get("DLQ_REASON", ""),
+        "origin_topic": msg.properties.get(PROPERTY_DLQ_ORIGIN_TOPIC, ""),
+        "reason": msg.properties.get(PROPERTY_DLQ_REASON, ""),
         "store_timestamp": iso_ms(msg.store_timestamp), "reconsume_times": msg.reconsume_times,
         "tags": msg.tags or "", "keys": list(msg.keys or []), "body_size": len(msg.body),
         "properties": dict(msg.properties),

@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 from broker_core.client import MessageExt
+from broker_core.codec.names import PROPERTY_DLQ_ORIGIN_TOPIC, PROPERTY_DLQ_REASON, PROPERTY_RETRY_TOPIC
 from console.selectors.messages import dead_letters, iso_ms
 
 HEX_PREVIEW_BYTES = 64 * 1024  # hex of a larger body is cut (and the page says so)
@@ -39,8 +40,8 @@ def body_views(body: bytes) -> dict[str, Any]:
 def dead_letter_row(msg: MessageExt) -> dict[str, Any]:
     """One dead letter for the table: ids, origin topic, reason, times, tags and keys."""
     return {"offset_msg_id": msg.offset_msg_id, "msg_id": msg.msg_id,
-            "origin_topic": msg.properties.get("DLQ_ORIGIN_TOPIC", ""),
-            "reason": msg.properties.get("DLQ_REASON", ""), "store_timestamp": iso_ms(msg.store_timestamp),
+            "origin_topic": msg.properties.get(PROPERTY_DLQ_ORIGIN_TOPIC, ""),
+            "reason": msg.properties.get(PROPERTY_DLQ_REASON, ""), "store_timestamp": iso_ms(msg.store_timestamp),
             "reconsume_times": msg.reconsume_times, "tags": msg.tags, "keys": msg.keys, "body_size": len(msg.body)}
 
 
@@ -53,7 +54,7 @@ def dead_letter_rows(group: str, limit: int) -> tuple[list[dict[str, Any]], bool
 # Properties the broker or SDK set themselves (ids, routing, delay, retry, transaction bookkeeping) or that the
 # send form has fields for; a re-produced message gets fresh ones, so they are not copied into the form.
 SYSTEM_PROPERTIES = frozenset({
-    "TAGS", "KEYS", "UNIQ_KEY", "WAIT", "DELAY", "REAL_TOPIC", "REAL_QID", "RETRY_TOPIC", "ORIGIN_MESSAGE_ID",
+    "TAGS", "KEYS", "UNIQ_KEY", "WAIT", "DELAY", "REAL_TOPIC", "REAL_QID", PROPERTY_RETRY_TOPIC, "ORIGIN_MESSAGE_ID",
     "TRAN_MSG", "PGROUP", "MAX_RECONSUME_TIMES", "TRACE_ON", "MSG_REGION", "CONSUME_START_TIME", "MIN_OFFSET",
     "MAX_OFFSET", "CLUSTER", "TIMER_DELIVER_MS",
 })
@@ -74,4 +75,4 @@ def reproduce_initial(msg: MessageExt) -> dict[str, Any]:
 
 def reproduce_topic(msg: MessageExt) -> str:
     """Where a re-produce of ``msg`` goes: a dead letter's or retry message's original topic, else its own."""
-    return msg.properties.get("DLQ_ORIGIN_TOPIC") or msg.properties.get("RETRY_TOPIC") or msg.topic
+    return msg.properties.get(PROPERTY_DLQ_ORIGIN_TOPIC) or msg.properties.get(PROPERTY_RETRY_TOPIC) or msg.topic

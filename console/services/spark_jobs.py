@@ -22,13 +22,13 @@ from django.db import transaction
 from django.utils import timezone
 
 from console.errors import ApiError, bad_request
+from console.job_names import SEARCH_KIND, TASK_SPARK_SEARCH, TASK_SPARK_TRACE, TRACE_KIND
 from console.models import Job
 from console.services.audit import record
 from console.services.schedules_send import send
 from spark_jobs.transforms.filters import Compiled, SearchSpec
 
-SEARCH_KIND, TRACE_KIND = "spark.search", "spark.trace"
-TASKS = {SEARCH_KIND: "workers.spark_search", TRACE_KIND: "workers.spark_trace"}
+TASKS = {SEARCH_KIND: TASK_SPARK_SEARCH, TRACE_KIND: TASK_SPARK_TRACE}
 ACTIVE = (Job.PENDING, Job.RUNNING, Job.CANCELLING)
 
 

@@ -30,6 +30,9 @@ from typing import Any
 from broker_core.codec import CodecError
 from broker_core.codec.message import PROPERTY_DELAY_TIME_LEVEL, PROPERTY_ORIGIN_MESSAGE_ID, MessageRecord
 from broker_core.codec.message_id import decode_offset_msg_id
+from broker_core.codec.names import DLQ_GROUP_TOPIC_PREFIX as DLQ_PREFIX
+from broker_core.codec.names import PROPERTY_DLQ_ORIGIN_TOPIC, PROPERTY_DLQ_REASON, SCHEDULE_TOPIC, TRACE_TOPIC
+from broker_core.codec.names import RETRY_GROUP_TOPIC_PREFIX as RETRY_PREFIX
 from spark_jobs.output import jsonable, write_jsonl
 from spark_jobs.runner import ProgressCallback, run_splits
 from spark_jobs.segments import (
@@ -44,11 +47,6 @@ from spark_jobs.segments import (
 from spark_jobs.transforms.filters import Compiled, SearchSpec
 from spark_jobs.transforms.scan import scan_split
 
-# topic names (protocol.validation holds the broker's copies; spark_jobs imports the codec only)
-TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
-RETRY_PREFIX = "%RETRY%"
-DLQ_PREFIX = "%DLQ%"
 LIFECYCLE = ["produced", "stored", "delayed", "delivered-after-delay", "delivered", "consumed", "reconsume-later",
              "retry", "dead-lettered", "resent", "transaction-commit", "transaction-rollback"]
 _RANK = {t: i for i, t in enumerate(LIFECYCLE)}
@@ -227,7 +225,8 @@ def _record_steps(r: dict[str, Any], depth: int) -> list[dict[str, Any]]:
                  "group": topic[len(RETRY_PREFIX):], "topic": props.get("RETRY_TOPIC", topic)}]
     if topic.startswith(DLQ_PREFIX):
         return [{**base, "type": "dead-lettered", "timestamp": r["store_timestamp"], "group": topic[len(DLQ_PREFIX):],
-                 "topic": props.get("DLQ_ORIGIN_TOPIC", topic), "status": props.get("DLQ_REASON", "")}]
+                 "topic": props.get(PROPERTY_DLQ_ORIGIN_TOPIC, topic),
+                  "status": props.get(PROPERTY_DLQ_REASON, "")}]
     if topic == SCHEDULE_TOPIC:
         return [{**base, "type": "delayed", "timestamp": r["store_timestamp"], "topic": real}]
     steps = [{**base, "type": "stored", "timestamp": r["store_timestamp"], "topic": topic}]

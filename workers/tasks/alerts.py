@@ -9,6 +9,7 @@ from typing import Any
 from celery import shared_task
 
 from console.alerts.services import evaluate
+from console.job_names import TASK_EVALUATE_ALERTS
 from workers import services
 
 EVALUATE_ALERTS = "evaluate_alerts"
@@ -19,6 +20,6 @@ def _body() -> tuple[dict[str, Any], str]:
     return report.counts(), "; ".join(report.errors)
 
 
-@shared_task(name="workers.evaluate_alerts")
+@shared_task(name=TASK_EVALUATE_ALERTS)
 def evaluate_alerts() -> dict[str, Any]:
     return services.summary(services.run_locked(EVALUATE_ALERTS, "", _body))

@@ -6,6 +6,7 @@ from typing import Any
 
 from celery import Task, shared_task
 
+from console.job_names import TASK_DELIVER_DELAYED, TASK_DISK_CHECK, TASK_PRUNE, TASK_RETENTION, TASK_SAMPLE_LAG
 from workers import services
 from workers.tasks.alerts import evaluate_alerts
 
@@ -23,28 +24,28 @@ def _fan_out(task: Task, job: str) -> dict[str, Any]:
     return {"fanned_out": sorted(brokers)}
 
 
-@shared_task(bind=True, name="workers.retention", **RETRY)
+@shared_task(bind=True, name=TASK_RETENTION, **RETRY)
 def retention(self: Task, broker: str | None = None, addr: str | None = None) -> dict[str, Any]:
     if broker is None:
         return _fan_out(self, services.RETENTION)
     return services.summary(services.run_retention(broker, addr))
 
 
-@shared_task(bind=True, name="workers.disk_check", **RETRY)
+@shared_task(bind=True, name=TASK_DISK_CHECK, **RETRY)
 def disk_check(self: Task, broker: str | None = None, addr: str | None = None) -> dict[str, Any]:
     if broker is None:
         return _fan_out(self, services.DISK_CHECK)
     return services.summary(services.run_disk_check(broker, addr))
 
 
-@shared_task(bind=True, name="workers.deliver_delayed", **RETRY_FAST)
+@shared_task(bind=True, name=TASK_DELIVER_DELAYED, **RETRY_FAST)
 def deliver_delayed(self: Task, broker: str | None = None, addr: str | None = None) -> dict[str, Any]:
     if broker is None:
         return _fan_out(self, services.DELIVER_DELAYED)
     return services.summary(services.run_delay_delivery(broker, addr))
 
 
-@shared_task(name="workers.sample_lag", **RETRY)
+@shared_task(name=TASK_SAMPLE_LAG, **RETRY)
 def sample_lag() -> dict[str, Any]:
     """Sample, then queue an alert evaluation so lag and DLQ rules see the new samples at once rather than at
     the alerts' own next tick (up to a minute later)."""
@@ -54,6 +55,6 @@ def sample_lag() -> dict[str, Any]:
     return out
 
 
-@shared_task(name="workers.prune")
+@shared_task(name=TASK_PRUNE)
 def prune() -> dict[str, Any]:
     return services.summary(services.run_prune())

@@ -13,15 +13,16 @@ from typing import Any
 from celery import Task, shared_task
 from celery.signals import worker_ready
 
+from console.job_names import TASK_SPARK_SEARCH, TASK_SPARK_TRACE
 from workers import spark_jobs_service
 
 
-@shared_task(bind=True, name="workers.spark_search")
+@shared_task(bind=True, name=TASK_SPARK_SEARCH)
 def spark_search(self: Task, job_id: int) -> dict[str, Any]:
     return spark_jobs_service.run_job(int(job_id), worker=self.request.hostname)
 
 
-@shared_task(bind=True, name="workers.spark_trace")
+@shared_task(bind=True, name=TASK_SPARK_TRACE)
 def spark_trace(self: Task, job_id: int) -> dict[str, Any]:
     return spark_jobs_service.run_job(int(job_id), worker=self.request.hostname)
 

@@ -1,0 +1,18 @@
+"""Celery task names and console job kinds, defined once: ``workers/tasks`` register the tasks under these
+names, ``workers/schedule.py`` schedules them, and the console publishes and records them (no Django here)."""
+
+from __future__ import annotations
+
+TASK_PREFIX = "workers."
+TASK_RETENTION = "workers.retention"
+TASK_DISK_CHECK = "workers.disk_check"
+TASK_DELIVER_DELAYED = "workers.deliver_delayed"
+TASK_SAMPLE_LAG = "workers.sample_lag"
+TASK_PRUNE = "workers.prune"
+TASK_EVALUATE_ALERTS = "workers.evaluate_alerts"
+TASK_SPARK_SEARCH = "workers.spark_search"
+TASK_SPARK_TRACE = "workers.spark_trace"
+
+# Job.kind of the Spark jobs
+SEARCH_KIND = "spark.search"
+TRACE_KIND = "spark.trace"
