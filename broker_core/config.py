@@ -100,7 +100,7 @@ class BrokerConfig:
     # Retention and disk guard
     delete_when: str = _f("deleteWhen", "04", "hours (HH, ';'-separated) when expired files are deleted")
     file_reserved_time_hours: float = _f("fileReservedTime", 72, "keep files at least this many hours")
-    disk_max_used_space_ratio: int = _f("diskMaxUsedSpaceRatio", 75, "percent of disk use that triggers a clean")
+    disk_max_used_space_percent: int = _f("diskMaxUsedSpaceRatio", 75, "percent of disk use that triggers a clean")
     disk_space_clean_forcibly_ratio: float = _f(
         "diskSpaceCleanForciblyRatio", 0.85, "disk use ratio that cleans regardless of age")
     disk_space_warning_level_ratio: float = _f(

@@ -103,7 +103,7 @@ class CleanCommitLogService:
         """Measure the CommitLog partition and set or clear the disk-full flag."""
         cfg = self.store.config
         ratio = self.disk_probe(cfg.commit_log_dir)
-        max_used = min(max(cfg.disk_max_used_space_ratio, 10), 95) / 100.0
+        max_used = min(max(cfg.disk_max_used_space_percent, 10), 95) / 100.0
         clean_immediately = False
         if ratio > cfg.disk_space_warning_level_ratio:
             if not self.store.disk_full:

@@ -58,7 +58,7 @@ def test_defaults_follow_the_seeds():
     assert cfg.mapped_file_size_consume_queue_bytes == 6_000_000
     assert cfg.file_reserved_time_hours == 72
     assert cfg.delete_when == "04"
-    assert cfg.disk_max_used_space_ratio == 75
+    assert cfg.disk_max_used_space_percent == 75
     assert (cfg.disk_space_clean_forcibly_ratio, cfg.disk_space_warning_level_ratio) == (0.85, 0.90)
     assert cfg.max_message_size_bytes == 4 * 1024 * 1024
     assert cfg.flush_disk_type == "ASYNC_FLUSH" and cfg.sync_flush_timeout_ms == 5000

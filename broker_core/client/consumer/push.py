@@ -1,5 +1,4 @@
-"""Consumers: PullConsumer (the application manages offsets) and PushConsumer (pull-based, rebalanced,
-with flow control and committed offsets).
+"""PushConsumer: pull-based, rebalanced, with flow control and committed offsets.
 
 PushConsumer invariants:
 1. In CLUSTERING mode a queue is consumed by at most one member of the group at a time: queues are
@@ -26,186 +25,34 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from broker_core.client.allocate import AllocateMessageQueueAveragely
+from broker_core.client.consumer.base import (
+    _FROM_ROCKETMQ,
+    _FROM_WIRE,
+    BROKER_SUSPEND_MAX_S,
+    CONSUME_FROM_FIRST,
+    CONSUME_FROM_LAST,
+    CONSUME_FROM_TIMESTAMP,
+    PULL_DELAY_ON_ERROR_S,
+    PULL_DELAY_ON_FLOW_CONTROL_S,
+    PullStatus,
+    _ConsumerBase,
+    subscription_data,
+)
+from broker_core.client.consumer.process_queue import Listener, ProcessQueue
 from broker_core.client.instance import NOTIFY_CONSUMER_IDS_CHANGED, RESET_CONSUMER_CLIENT_OFFSET, ClientInstance
-from broker_core.client.message import ClientError, ConsumeStatus, MessageExt, MessageQueue, decode_message_exts
+from broker_core.client.message import ClientError, ConsumeStatus, MessageExt, MessageQueue
 from broker_core.codec import CodecError
-from broker_core.codec.hashing import tag_hash
 from broker_core.codec.message import PROPERTY_RETRY_TOPIC
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
 from broker_core.protocol.bodies import decode_mq_offset_table
-from broker_core.protocol.filter import EXPRESSION_TAG, Subscription, parse_subscription
-from broker_core.protocol.headers import PULL_COMMIT_OFFSET, PULL_SUBSCRIPTION, PULL_SUSPEND
-from broker_core.protocol.validation import RETRY_GROUP_TOPIC_PREFIX, group_error, retry_topic
+from broker_core.protocol.filter import Subscription, parse_subscription
+from broker_core.protocol.validation import RETRY_GROUP_TOPIC_PREFIX, retry_topic
 from broker_core.remoting.client import RemotingTimeout, run_sync
 
 log = logging.getLogger(__name__)
-
-CONSUME_FROM_LAST = "LAST"
-CONSUME_FROM_FIRST = "FIRST"
-CONSUME_FROM_TIMESTAMP = "TIMESTAMP"
-_FROM_WIRE = {CONSUME_FROM_LAST: "CONSUME_FROM_LAST_OFFSET", CONSUME_FROM_FIRST: "CONSUME_FROM_FIRST_OFFSET",
-              CONSUME_FROM_TIMESTAMP: "CONSUME_FROM_TIMESTAMP"}
-# RocketMQ's ConsumeFromWhere names (the deprecated ones behave as RocketMQ 4.9 treats them).
-_FROM_ROCKETMQ = {"CONSUME_FROM_LAST_OFFSET": CONSUME_FROM_LAST, "CONSUME_FROM_FIRST_OFFSET": CONSUME_FROM_FIRST,
-                  "CONSUME_FROM_TIMESTAMP": CONSUME_FROM_TIMESTAMP,
-                  "CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST": CONSUME_FROM_LAST,
-                  "CONSUME_FROM_MIN_OFFSET": CONSUME_FROM_LAST, "CONSUME_FROM_MAX_OFFSET": CONSUME_FROM_LAST}
-BROKER_SUSPEND_MAX_S = 15.0
-PULL_DELAY_ON_ERROR_S = 3.0
-PULL_DELAY_ON_FLOW_CONTROL_S = 0.05
-
-
-decode_records = decode_message_exts
-
-
-def subscription_data(sub: Subscription, sub_version: int) -> dict[str, object]:
-    """RocketMQ's ``SubscriptionData``: tags joined by ``||``, their Java hash codes, the expression type."""
-    tags = sorted(sub.tags) if sub.tags is not None else []
-    return {"classFilterMode": False, "codeSet": [tag_hash(t) for t in tags], "expressionType": EXPRESSION_TAG,
-            "subString": sub.expression, "subVersion": sub_version, "tagsSet": tags, "topic": sub.topic}
-
-
-class PullStatus:
-    FOUND = "FOUND"
-    NO_NEW_MSG = "NO_NEW_MSG"
-    NO_MATCHED_MSG = "NO_MATCHED_MSG"
-    OFFSET_ILLEGAL = "OFFSET_ILLEGAL"
-
-
-@dataclass
-class PullResult:
-    status: str
-    next_begin_offset: int
-    min_offset: int
-    max_offset: int
-    messages: list[MessageExt] = field(default_factory=list)
-
-
-class _ConsumerBase:
-    def __init__(self, group: str, namesrv_addr: str, instance: ClientInstance | None) -> None:
-        err = group_error(group)
-        if err:
-            raise ValueError(err)
-        self.group = group
-        self.instance = instance or ClientInstance(namesrv_addr)
-
-    async def _queue_request(self, mq: MessageQueue, code: int, header: dict[str, object],
-                             timeout: float = 3.0) -> RemotingCommand:
-        await self.instance.route(mq.topic)
-        addr = self.instance.broker_addr(mq.broker_name)
-        return await self.instance.invoke(addr, RemotingCommand.request(code, {"topic": mq.topic,
-                                                                            "queueId": mq.queue_id, **header}),
-                                          timeout)
-
-    async def _offset(self, mq: MessageQueue, code: int, extra: dict[str, object] | None = None) -> int:
-        resp = await self._queue_request(mq, code, extra or {})
-        if resp.code != ResponseCode.SUCCESS:
-            raise ClientError(resp.code, resp.remark)
-        return int(resp.header["offset"])
-
-    async def apull(self, mq: MessageQueue, offset: int, max_nums: int = 32, sub: Subscription | None = None,
-                    suspend_s: float = 0.0, commit_offset: int = -1, sub_version: int = 0) -> PullResult:
-        """PULL_MESSAGE with RocketMQ's ``sysFlag``: SUBSCRIPTION always (the expression travels with the
-        request), SUSPEND when ``suspend_s`` > 0 (the broker may hold the request), COMMIT_OFFSET when
-        ``commit_offset`` >= 0 (the broker stores it)."""
-        sub = sub or parse_subscription(mq.topic, "*")
-        sys_flag = PULL_SUBSCRIPTION | (PULL_SUSPEND if suspend_s > 0 else 0) | (
-            PULL_COMMIT_OFFSET if commit_offset >= 0 else 0)
-        header = {"consumerGroup": self.group, "queueOffset": offset, "maxMsgNums": max_nums, "sysFlag": sys_flag,
-                  "commitOffset": max(commit_offset, 0), "suspendTimeoutMillis": int(suspend_s * 1000),
-                  "subscription": sub.expression, "subVersion": sub_version, "expressionType": EXPRESSION_TAG}
-        resp = await self._queue_request(mq, RequestCode.PULL_MESSAGE, header, suspend_s + 5.0)
-        h = resp.header
-        nxt, lo, hi = int(h.get("nextBeginOffset", offset)), int(h.get("minOffset", 0)), int(h.get("maxOffset", 0))
-        if resp.code == ResponseCode.SUCCESS:
-            msgs = [m for m in decode_records(resp.body, mq.broker_name) if sub.matches(m.tags)]
-            return PullResult(PullStatus.FOUND if msgs else PullStatus.NO_MATCHED_MSG, nxt, lo, hi, msgs)
-        if resp.code == ResponseCode.PULL_NOT_FOUND:
-            return PullResult(PullStatus.NO_NEW_MSG, nxt, lo, hi)
-        if resp.code == ResponseCode.PULL_RETRY_IMMEDIATELY:
-            return PullResult(PullStatus.NO_MATCHED_MSG, nxt, lo, hi)
-        if resp.code == ResponseCode.PULL_OFFSET_MOVED:
-            return PullResult(PullStatus.OFFSET_ILLEGAL, nxt, lo, hi)
-        raise ClientError(resp.code, resp.remark)
-
-
-class PullConsumer(_ConsumerBase):
-    """Pull messages from queues you choose, at offsets you manage."""
-
-    def __init__(self, group: str, namesrv_addr: str, *, instance: ClientInstance | None = None) -> None:
-        super().__init__(group, namesrv_addr, instance)
-
-    def start(self) -> PullConsumer:
-        run_sync(self.instance.start())
-        return self
-
-    def shutdown(self) -> None:
-        run_sync(self.instance.shutdown())
-
-    def fetch_queues(self, topic: str) -> list[MessageQueue]:
-        return list(run_sync(self.instance.route(topic, refresh=True)).read_queues)
-
-    def pull(self, mq: MessageQueue, offset: int, max_nums: int = 32, expression: str = "*") -> PullResult:
-        return run_sync(self.apull(mq, offset, max_nums, parse_subscription(mq.topic, expression)))
-
-    def pull_block_if_not_found(self, mq: MessageQueue, offset: int, max_nums: int = 32, expression: str = "*",
-                                timeout: float = BROKER_SUSPEND_MAX_S) -> PullResult:
-        """Long polling: the broker holds the request until a message arrives or ``timeout`` passes."""
-        return run_sync(self.apull(mq, offset, max_nums, parse_subscription(mq.topic, expression), timeout))
-
-    def min_offset(self, mq: MessageQueue) -> int:
-        return run_sync(self._offset(mq, RequestCode.GET_MIN_OFFSET))
-
-    def max_offset(self, mq: MessageQueue) -> int:
-        return run_sync(self._offset(mq, RequestCode.GET_MAX_OFFSET))
-
-    def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
-        return run_sync(self._offset(mq, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, {"timestamp": timestamp_ms}))
-
-    def committed_offset(self, mq: MessageQueue) -> int:
-        """The broker's answer to QUERY_CONSUMER_OFFSET; -1 when it has none. As RocketMQ, a group that never
-        committed gets 0 while the queue still starts at 0 and its first message is in memory."""
-        async def query() -> int:
-            resp = await self._queue_request(mq, RequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": self.group})
-            return int(resp.header["offset"]) if resp.code == ResponseCode.SUCCESS else -1
-        return run_sync(query())
-
-    def commit_offset(self, mq: MessageQueue, offset: int) -> None:
-        async def commit() -> None:
-            resp = await self._queue_request(mq, RequestCode.UPDATE_CONSUMER_OFFSET,
-                                             {"consumerGroup": self.group, "commitOffset": offset})
-            if resp.code != ResponseCode.SUCCESS:
-                raise ClientError(resp.code, resp.remark)
-        run_sync(commit())
-
-
-# ====================================================================== push consumer
-@dataclass
-class ProcessQueue:
-    """Messages of one queue pulled and not yet consumed (offset -> message)."""
-
-    mq: MessageQueue
-    next_offset: int
-    msgs: dict[int, MessageExt] = field(default_factory=dict)
-    dropped: bool = False
-    task: asyncio.Task[None] | None = None
-    last_committed: int = -1  # what this consumer last told the broker (never re-send a value it had)
-    locked: bool = False  # orderly: this consumer holds the broker's lock on the queue
-    worker: asyncio.Task[None] | None = None  # orderly: the one task consuming this queue in order
-
-    def committable(self) -> int:
-        return min(self.msgs) if self.msgs else self.next_offset
-
-    def span(self) -> int:
-        return max(self.msgs) - min(self.msgs) if self.msgs else 0
-
-
-Listener = Callable[[list[MessageExt]], ConsumeStatus | None]
 
 
 class PushConsumer(_ConsumerBase):

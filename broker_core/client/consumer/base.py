@@ -1,0 +1,104 @@
+"""What both consumers share: consume-from names, pull results, subscription data and the pull request."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from broker_core.client.instance import ClientInstance
+from broker_core.client.message import ClientError, MessageExt, MessageQueue, decode_message_exts
+from broker_core.codec.hashing import tag_hash
+from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
+from broker_core.protocol.filter import EXPRESSION_TAG, Subscription, parse_subscription
+from broker_core.protocol.headers import PULL_COMMIT_OFFSET, PULL_SUBSCRIPTION, PULL_SUSPEND
+from broker_core.protocol.validation import group_error
+
+log = logging.getLogger(__name__)
+
+CONSUME_FROM_LAST = "LAST"
+CONSUME_FROM_FIRST = "FIRST"
+CONSUME_FROM_TIMESTAMP = "TIMESTAMP"
+_FROM_WIRE = {CONSUME_FROM_LAST: "CONSUME_FROM_LAST_OFFSET", CONSUME_FROM_FIRST: "CONSUME_FROM_FIRST_OFFSET",
+              CONSUME_FROM_TIMESTAMP: "CONSUME_FROM_TIMESTAMP"}
+# RocketMQ's ConsumeFromWhere names (the deprecated ones behave as RocketMQ 4.9 treats them).
+_FROM_ROCKETMQ = {"CONSUME_FROM_LAST_OFFSET": CONSUME_FROM_LAST, "CONSUME_FROM_FIRST_OFFSET": CONSUME_FROM_FIRST,
+                  "CONSUME_FROM_TIMESTAMP": CONSUME_FROM_TIMESTAMP,
+                  "CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST": CONSUME_FROM_LAST,
+                  "CONSUME_FROM_MIN_OFFSET": CONSUME_FROM_LAST, "CONSUME_FROM_MAX_OFFSET": CONSUME_FROM_LAST}
+BROKER_SUSPEND_MAX_S = 15.0
+PULL_DELAY_ON_ERROR_S = 3.0
+PULL_DELAY_ON_FLOW_CONTROL_S = 0.05
+
+
+decode_records = decode_message_exts
+
+
+def subscription_data(sub: Subscription, sub_version: int) -> dict[str, object]:
+    """RocketMQ's ``SubscriptionData``: tags joined by ``||``, their Java hash codes, the expression type."""
+    tags = sorted(sub.tags) if sub.tags is not None else []
+    return {"classFilterMode": False, "codeSet": [tag_hash(t) for t in tags], "expressionType": EXPRESSION_TAG,
+            "subString": sub.expression, "subVersion": sub_version, "tagsSet": tags, "topic": sub.topic}
+
+
+class PullStatus:
+    FOUND = "FOUND"
+    NO_NEW_MSG = "NO_NEW_MSG"
+    NO_MATCHED_MSG = "NO_MATCHED_MSG"
+    OFFSET_ILLEGAL = "OFFSET_ILLEGAL"
+
+
+@dataclass
+class PullResult:
+    status: str
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    messages: list[MessageExt] = field(default_factory=list)
+
+
+class _ConsumerBase:
+    def __init__(self, group: str, namesrv_addr: str, instance: ClientInstance | None) -> None:
+        err = group_error(group)
+        if err:
+            raise ValueError(err)
+        self.group = group
+        self.instance = instance or ClientInstance(namesrv_addr)
+
+    async def _queue_request(self, mq: MessageQueue, code: int, header: dict[str, object],
+                             timeout: float = 3.0) -> RemotingCommand:
+        await self.instance.route(mq.topic)
+        addr = self.instance.broker_addr(mq.broker_name)
+        return await self.instance.invoke(addr, RemotingCommand.request(code, {"topic": mq.topic,
+                                                                            "queueId": mq.queue_id, **header}),
+                                          timeout)
+
+    async def _offset(self, mq: MessageQueue, code: int, extra: dict[str, object] | None = None) -> int:
+        resp = await self._queue_request(mq, code, extra or {})
+        if resp.code != ResponseCode.SUCCESS:
+            raise ClientError(resp.code, resp.remark)
+        return int(resp.header["offset"])
+
+    async def apull(self, mq: MessageQueue, offset: int, max_nums: int = 32, sub: Subscription | None = None,
+                    suspend_s: float = 0.0, commit_offset: int = -1, sub_version: int = 0) -> PullResult:
+        """PULL_MESSAGE with RocketMQ's ``sysFlag``: SUBSCRIPTION always (the expression travels with the
+        request), SUSPEND when ``suspend_s`` > 0 (the broker may hold the request), COMMIT_OFFSET when
+        ``commit_offset`` >= 0 (the broker stores it)."""
+        sub = sub or parse_subscription(mq.topic, "*")
+        sys_flag = PULL_SUBSCRIPTION | (PULL_SUSPEND if suspend_s > 0 else 0) | (
+            PULL_COMMIT_OFFSET if commit_offset >= 0 else 0)
+        header = {"consumerGroup": self.group, "queueOffset": offset, "maxMsgNums": max_nums, "sysFlag": sys_flag,
+                  "commitOffset": max(commit_offset, 0), "suspendTimeoutMillis": int(suspend_s * 1000),
+                  "subscription": sub.expression, "subVersion": sub_version, "expressionType": EXPRESSION_TAG}
+        resp = await self._queue_request(mq, RequestCode.PULL_MESSAGE, header, suspend_s + 5.0)
+        h = resp.header
+        nxt, lo, hi = int(h.get("nextBeginOffset", offset)), int(h.get("minOffset", 0)), int(h.get("maxOffset", 0))
+        if resp.code == ResponseCode.SUCCESS:
+            msgs = [m for m in decode_records(resp.body, mq.broker_name) if sub.matches(m.tags)]
+            return PullResult(PullStatus.FOUND if msgs else PullStatus.NO_MATCHED_MSG, nxt, lo, hi, msgs)
+        if resp.code == ResponseCode.PULL_NOT_FOUND:
+            return PullResult(PullStatus.NO_NEW_MSG, nxt, lo, hi)
+        if resp.code == ResponseCode.PULL_RETRY_IMMEDIATELY:
+            return PullResult(PullStatus.NO_MATCHED_MSG, nxt, lo, hi)
+        if resp.code == ResponseCode.PULL_OFFSET_MOVED:
+            return PullResult(PullStatus.OFFSET_ILLEGAL, nxt, lo, hi)
+        raise ClientError(resp.code, resp.remark)

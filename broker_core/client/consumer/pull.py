@@ -1,0 +1,60 @@
+"""PullConsumer: the application picks queues and offsets and commits them itself."""
+
+from __future__ import annotations
+
+from broker_core.client.consumer.base import BROKER_SUSPEND_MAX_S, PullResult, _ConsumerBase
+from broker_core.client.instance import ClientInstance
+from broker_core.client.message import ClientError, MessageQueue
+from broker_core.protocol import RequestCode, ResponseCode
+from broker_core.protocol.filter import parse_subscription
+from broker_core.remoting.client import run_sync
+
+
+class PullConsumer(_ConsumerBase):
+    """Pull messages from queues you choose, at offsets you manage."""
+
+    def __init__(self, group: str, namesrv_addr: str, *, instance: ClientInstance | None = None) -> None:
+        super().__init__(group, namesrv_addr, instance)
+
+    def start(self) -> PullConsumer:
+        run_sync(self.instance.start())
+        return self
+
+    def shutdown(self) -> None:
+        run_sync(self.instance.shutdown())
+
+    def fetch_queues(self, topic: str) -> list[MessageQueue]:
+        return list(run_sync(self.instance.route(topic, refresh=True)).read_queues)
+
+    def pull(self, mq: MessageQueue, offset: int, max_nums: int = 32, expression: str = "*") -> PullResult:
+        return run_sync(self.apull(mq, offset, max_nums, parse_subscription(mq.topic, expression)))
+
+    def pull_block_if_not_found(self, mq: MessageQueue, offset: int, max_nums: int = 32, expression: str = "*",
+                                timeout: float = BROKER_SUSPEND_MAX_S) -> PullResult:
+        """Long polling: the broker holds the request until a message arrives or ``timeout`` passes."""
+        return run_sync(self.apull(mq, offset, max_nums, parse_subscription(mq.topic, expression), timeout))
+
+    def min_offset(self, mq: MessageQueue) -> int:
+        return run_sync(self._offset(mq, RequestCode.GET_MIN_OFFSET))
+
+    def max_offset(self, mq: MessageQueue) -> int:
+        return run_sync(self._offset(mq, RequestCode.GET_MAX_OFFSET))
+
+    def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
+        return run_sync(self._offset(mq, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, {"timestamp": timestamp_ms}))
+
+    def committed_offset(self, mq: MessageQueue) -> int:
+        """The broker's answer to QUERY_CONSUMER_OFFSET; -1 when it has none. As RocketMQ, a group that never
+        committed gets 0 while the queue still starts at 0 and its first message is in memory."""
+        async def query() -> int:
+            resp = await self._queue_request(mq, RequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": self.group})
+            return int(resp.header["offset"]) if resp.code == ResponseCode.SUCCESS else -1
+        return run_sync(query())
+
+    def commit_offset(self, mq: MessageQueue, offset: int) -> None:
+        async def commit() -> None:
+            resp = await self._queue_request(mq, RequestCode.UPDATE_CONSUMER_OFFSET,
+                                             {"consumerGroup": self.group, "commitOffset": offset})
+            if resp.code != ResponseCode.SUCCESS:
+                raise ClientError(resp.code, resp.remark)
+        run_sync(commit())
