@@ -41,6 +41,7 @@ from broker_core.client.consumer.base import (
     _ConsumerBase,
     subscription_data,
 )
+from broker_core.client.consumer.offset_store import LocalFileOffsetStore, OffsetStore, RemoteBrokerOffsetStore
 from broker_core.client.consumer.process_queue import Listener, ProcessQueue
 from broker_core.client.instance import NOTIFY_CONSUMER_IDS_CHANGED, RESET_CONSUMER_CLIENT_OFFSET, ClientInstance
 from broker_core.client.message import ClientError, ConsumeStatus, MessageExt, MessageQueue
@@ -94,7 +95,7 @@ class PushConsumer(_ConsumerBase):
         self.pool = concurrent.futures.ThreadPoolExecutor(consume_thread_max, thread_name_prefix=f"consume-{group}")
         self.offset_file = (Path(offset_store_dir or Path.home() / ".broker_core" / "offsets")
                             / f"{self.instance.client_id.replace('@', '_')}-{group}.json")
-        self.local_offsets: dict[str, int] = {}
+        self.offset_store: OffsetStore = RemoteBrokerOffsetStore(group, self._queue_request)
         self._tasks: list[asyncio.Task[None]] = []
         self._background: set[asyncio.Task[None]] = set()
         self._rebalance_now: asyncio.Event | None = None
@@ -131,8 +132,8 @@ class PushConsumer(_ConsumerBase):
         if self.clustering and not self.orderly:  # failed messages come back through the group's retry topic
             if retry_topic(self.group) not in self.subscriptions:
                 self.subscribe(retry_topic(self.group), "*")
-        if not self.clustering and self.offset_file.exists():
-            self.local_offsets = json.loads(self.offset_file.read_text())
+        if not self.clustering:
+            self.offset_store = LocalFileOffsetStore(self.offset_file)
         run_sync(self._astart())
         return self
 
@@ -274,14 +275,11 @@ class PushConsumer(_ConsumerBase):
     async def _start_offset(self, mq: MessageQueue) -> int:
         """RocketMQ's ``computePullFromWhere``: the committed offset; else, for a retry topic, 0 (so first
         retries are never skipped); else by ``consume_from``."""
-        if self.clustering:
-            resp = await self._queue_request(mq, RequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": self.group})
-            if resp.code == ResponseCode.SUCCESS:
-                return int(resp.header["offset"])
-            if mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-                return 0
-        elif str(mq) in self.local_offsets:
-            return self.local_offsets[str(mq)]
+        stored = await self.offset_store.read(mq)
+        if stored is not None:
+            return stored
+        if self.clustering and mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            return 0
         if self.consume_from == CONSUME_FROM_FIRST:
             return await self._offset(mq, RequestCode.GET_MIN_OFFSET)
         if self.consume_from == CONSUME_FROM_TIMESTAMP:
@@ -501,23 +499,9 @@ class PushConsumer(_ConsumerBase):
         offset = pq.committable()
         if offset != pq.last_committed or not self.clustering:
             pq.last_committed = offset
-            await self._commit(pq.mq, offset)
+            await self.offset_store.update(pq.mq, offset)
 
     async def _persist_offsets(self) -> None:
         for pq in list(self.process_queues.values()):
             await self._commit_pq(pq)
-        if not self.clustering and self.local_offsets:
-            self.offset_file.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.offset_file.with_suffix(".tmp")
-            tmp.write_text(json.dumps(self.local_offsets))
-            os.replace(tmp, self.offset_file)
-
-    async def _commit(self, mq: MessageQueue, offset: int) -> None:
-        if not self.clustering:
-            self.local_offsets[str(mq)] = offset
-            return
-        try:
-            await self._queue_request(mq, RequestCode.UPDATE_CONSUMER_OFFSET,
-                                      {"consumerGroup": self.group, "commitOffset": offset})
-        except (ClientError, ConnectionError, TimeoutError) as exc:
-            log.warning("cannot commit offset %d of %s: %s", offset, mq, exc)
+        await self.offset_store.persist()
