@@ -5,10 +5,10 @@ broker's request processors import from here only, never from the submodules (an
 """
 
 from broker_core.store.clock import SYSTEM_CLOCK, Clock, ManualClock, OffsetClock
+from broker_core.store.disk_guard import file_disk_probe
 from broker_core.store.message import MessageInner
 from broker_core.store.message_store import MAX_TIMESTAMP, MessageStore
 from broker_core.store.results import GetStatus, PutMessageResult, PutStatus
-from broker_core.store.retention import file_disk_probe
 from broker_core.store.snapshot import DEFAULT_TTL_MS, SegmentSnapshots
 
 __all__ = ["DEFAULT_TTL_MS", "MAX_TIMESTAMP", "SYSTEM_CLOCK", "Clock", "GetStatus", "ManualClock", "MessageInner",

@@ -32,6 +32,7 @@ from broker_core.store.checkpoint import StoreCheckpoint
 from broker_core.store.clock import SYSTEM_CLOCK, Clock
 from broker_core.store.commit_log import CommitLog
 from broker_core.store.consume_queue import ConsumeQueue
+from broker_core.store.disk_guard import DiskCheck, DiskGuard, DiskProbe
 from broker_core.store.dispatcher import ArrivalListener, ReputMessageService
 from broker_core.store.errors import StoreError, StoreLockedError
 from broker_core.store.flush import (
@@ -43,7 +44,7 @@ from broker_core.store.flush import (
 from broker_core.store.index_file import IndexService
 from broker_core.store.message import MessageInner
 from broker_core.store.results import GetMessageResult, GetStatus, PutMessageResult, PutStatus, QueryMessageResult
-from broker_core.store.retention import CleanCommitLogService, DiskCheck, DiskProbe, RetentionReport
+from broker_core.store.retention import CleanCommitLogService, RetentionReport
 from broker_core.store.schedule import DeliveryReport, ScheduleMessageService
 from broker_core.store.snapshot import SNAPSHOTS_DIR, SegmentSnapshots
 
@@ -80,9 +81,9 @@ class MessageStore:
         self.flush_service: FlushRealTimeService | GroupCommitService = (
             GroupCommitService(self) if self.sync_flush else FlushRealTimeService(self))
         self.flush_cq_service = FlushConsumeQueueService(self)
-        self.clean_service = CleanCommitLogService(self, disk_probe)
+        self.disk_guard = DiskGuard(config, disk_probe)
+        self.clean_service = CleanCommitLogService(self, self.disk_guard)
         self.schedule = ScheduleMessageService(self)
-        self.disk_full = False
         self._writable_role = config.broker_role != "SLAVE"
         self.last_exit_ok = True
         self.running = False
@@ -570,7 +571,13 @@ class MessageStore:
         self.clean_service.execute_delete_files_manually()
 
     def check_disk(self) -> DiskCheck:
-        return self.clean_service.check_disk()
+        return self.disk_guard.check()
+
+    @property
+    def disk_full(self) -> bool:
+        """Set by the disk guard while the CommitLog partition is over ``diskSpaceWarningLevelRatio``."""
+        return self.disk_guard.full
+
 
     def _clean_loop(self) -> None:
         interval = self.config.clean_resource_interval_ms / 1000

@@ -1,4 +1,4 @@
-"""Retention and the disk guard (INVENTORY §13).
+"""Retention (INVENTORY §13); "disk full" itself is decided by :mod:`broker_core.store.disk_guard`.
 
 CommitLog cleaning deletes non-active segments whose last modification is older than
 ``fileReservedTime`` hours when any trigger holds:
@@ -20,53 +20,18 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import shutil
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING
+
+from broker_core.store.disk_guard import DiskCheck, DiskGuard
 
 if TYPE_CHECKING:
     from broker_core.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
 
-DiskProbe = Callable[[Path], float]
 MANUAL_DELETE_PASSES = 20
-
-
-def disk_usage_ratio(path: Path) -> float:
-    """Used fraction of the partition holding ``path`` (-1 when it cannot be read)."""
-    try:
-        usage = shutil.disk_usage(path)
-    except OSError:
-        return -1.0
-    return usage.used / usage.total if usage.total else -1.0
-
-
-def file_disk_probe(path: Path) -> DiskProbe:
-    """A probe that reads the ratio from a file (``diskUsageProbeFile``): disk-full drills without filling a
-    disk. An unreadable file means "unknown" (-1), like an unreadable file system."""
-
-    def probe(_: Path) -> float:
-        try:
-            return float(path.read_text().strip())
-        except (OSError, ValueError):
-            return -1.0
-
-    return probe
-
-
-@dataclass
-class DiskCheck:
-    ratio: float
-    max_used_ratio: float
-    clean_forcibly_ratio: float
-    warning_ratio: float
-    disk_full: bool
-    clean_immediately: bool
-    space_to_delete: bool
 
 
 @dataclass
@@ -85,9 +50,9 @@ class RetentionReport:
 
 
 class CleanCommitLogService:
-    def __init__(self, store: MessageStore, disk_probe: DiskProbe | None = None) -> None:
+    def __init__(self, store: MessageStore, disk_guard: DiskGuard) -> None:
         self.store = store
-        self.disk_probe = disk_probe or disk_usage_ratio
+        self.disk_guard = disk_guard
         self.manual_delete_times = 0
         self._lock = threading.Lock()
 
@@ -100,26 +65,8 @@ class CleanCommitLogService:
         return hour in self.store.config.delete_when_hours
 
     def check_disk(self) -> DiskCheck:
-        """Measure the CommitLog partition and set or clear the disk-full flag."""
-        cfg = self.store.config
-        ratio = self.disk_probe(cfg.commit_log_dir)
-        max_used = min(max(cfg.disk_max_used_space_percent, 10), 95) / 100.0
-        clean_immediately = False
-        if ratio > cfg.disk_space_warning_level_ratio:
-            if not self.store.disk_full:
-                log.error("disk use %.1f%% is above %.0f%%: marking the disk full, writes are refused",
-                          ratio * 100, cfg.disk_space_warning_level_ratio * 100)
-            self.store.disk_full = True
-            clean_immediately = True
-        elif ratio > cfg.disk_space_clean_forcibly_ratio:
-            clean_immediately = True
-        else:
-            if self.store.disk_full:
-                log.warning("disk use %.1f%% is back under %.0f%%: writes are accepted again",
-                            ratio * 100, cfg.disk_space_clean_forcibly_ratio * 100)
-            self.store.disk_full = False
-        return DiskCheck(ratio, max_used, cfg.disk_space_clean_forcibly_ratio, cfg.disk_space_warning_level_ratio,
-                         self.store.disk_full, clean_immediately, ratio < 0 or ratio > max_used)
+        """The disk guard's measurement (it sets or clears the store's disk-full flag)."""
+        return self.disk_guard.check()
 
     def run(self, now_ms: int | None = None, force: bool = False) -> RetentionReport:
         """One cleaning pass (idempotent; concurrent callers are serialised)."""

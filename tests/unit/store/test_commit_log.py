@@ -126,7 +126,7 @@ def test_second_store_on_same_dir_is_refused(open_store, tmp_path, clock):
 
 def test_disk_full_flag_refuses_and_writes_nothing(open_store):
     store = open_store()
-    store.disk_full = True
+    store.disk_guard.full = True
     r = store.put_message(MessageInner("T", b"x"))
     assert r.status is PutStatus.SERVICE_NOT_AVAILABLE and "disk full" in r.error
     assert store.commit_log.max_offset() == 0
