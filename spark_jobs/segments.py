@@ -29,8 +29,10 @@ from broker_core.codec.message import (
     BLANK_MAGIC_CODE,
     FIXED_OVERHEAD,
     HEADER_SIZE,
+    LONG,
     MESSAGE_MAGIC_CODE,
     OFFSET_PHYSICAL_OFFSET,
+    SIZE_MAGIC,
     MessageRecord,
     check_record,
     decode_record,
@@ -38,8 +40,8 @@ from broker_core.codec.message import (
 
 DEFAULT_SPLIT_BYTES = 128 * 1024 * 1024
 _MAGIC_BYTES = struct.pack(">I", MESSAGE_MAGIC_CODE)
-_SIZE_MAGIC = struct.Struct(">iI")
-_LONG = struct.Struct(">q")
+_SIZE_MAGIC = SIZE_MAGIC
+_LONG = LONG
 
 STOP_BLANK = "blank"  # end-of-segment filler: a sealed segment's normal end
 STOP_BOUND = "bound"  # reached the published bound: the active segment's normal end

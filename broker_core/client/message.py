@@ -10,16 +10,13 @@ from dataclasses import dataclass
 from broker_core.codec import CodecError
 from broker_core.codec.message import (
     COMPRESSED_FLAG,
-    FIXED_OVERHEAD,
-    HEADER,
-    HEADER_SIZE,
     KEY_SEPARATOR,
-    MESSAGE_MAGIC_CODE,
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_KEYS,
     PROPERTY_TAGS,
     PROPERTY_UNIQ_KEY,
     decode_properties,
+    walk_records,
 )
 from broker_core.codec.message_id import encode_offset_msg_id
 
@@ -113,29 +110,16 @@ class MessageExt:
 def decode_message_exts(buf: bytes, broker_name: str) -> list[MessageExt]:
     """Records as the broker sends them (back to back) to MessageExt. Raises CodecError on a bad record."""
     out = []
-    pos = 0
-    end = len(buf)
-    unpack = HEADER.unpack_from
-    while pos + HEADER_SIZE <= end:
-        (total, magic, _, queue_id, _, queue_offset, phy, sys_flag, born_ts, born_ip, born_port, store_ts,
-         store_ip, store_port, reconsume, _, blen) = unpack(buf, pos)
-        if magic != MESSAGE_MAGIC_CODE or total < FIXED_OVERHEAD or pos + total > end:
-            raise CodecError(f"bad record in a pull response (magic 0x{magic:08X}, size {total})", "pull", pos)
-        p = pos + HEADER_SIZE
-        body = buf[p:p + blen]
+    for (_, _, _, queue_id, _, queue_offset, phy, sys_flag, born_ts, born_ip, born_port, store_ts, store_ip,
+         store_port, reconsume, _, _), body, topic, raw_props in walk_records(buf, "pull"):
         if sys_flag & COMPRESSED_FLAG:
             try:
                 body = zlib.decompress(body)
             except zlib.error as exc:
-                raise CodecError(f"compressed body does not inflate: {exc}", "pull", pos) from None
-        p += blen
-        tlen = buf[p]
-        topic = buf[p + 1:p + 1 + tlen].decode()
-        p += 3 + tlen
-        props = decode_properties(buf[p:pos + total]) if p < pos + total else {}
+                raise CodecError(f"compressed body does not inflate: {exc}", "pull", phy) from None
+        props = decode_properties(raw_props) if raw_props else {}
         out.append(MessageExt(topic, body, queue_id, queue_offset, phy, born_ts, store_ts, (born_ip, born_port),
                               (store_ip, store_port), reconsume, broker_name, props, sys_flag))
-        pos += total
     return out
 
 

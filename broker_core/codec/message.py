@@ -33,6 +33,7 @@ import socket
 import struct
 import zlib
 from dataclasses import dataclass, field
+from typing import Any
 
 from broker_core.codec.errors import CodecError
 from broker_core.codec.message_id import encode_offset_msg_id
@@ -65,8 +66,14 @@ HEADER = struct.Struct(">iIIiiqqiq4siq4siiqi")
 HEADER_SIZE = HEADER.size  # 88
 FIXED_OVERHEAD = HEADER_SIZE + 1 + 2  # 91
 BLANK = struct.Struct(">iI")
-_SIZE_MAGIC = struct.Struct(">iI")
+SIZE_MAGIC = _SIZE_MAGIC = struct.Struct(">iI")  # TOTALSIZE, MAGICCODE: enough to step over a record
+LONG = struct.Struct(">q")
 _SHORT = struct.Struct(">H")
+
+# Indices of the fields HEADER.unpack_from returns (readers use these, never bare positions).
+(F_TOTAL_SIZE, F_MAGIC, F_BODY_CRC, F_QUEUE_ID, F_FLAG, F_QUEUE_OFFSET, F_PHYSICAL_OFFSET, F_SYS_FLAG,
+ F_BORN_TIMESTAMP, F_BORN_IP, F_BORN_PORT, F_STORE_TIMESTAMP, F_STORE_IP, F_STORE_PORT, F_RECONSUME_TIMES,
+ F_PREPARED_OFFSET, F_BODY_LENGTH) = range(17)
 
 OFFSET_QUEUE_OFFSET = 20
 OFFSET_PHYSICAL_OFFSET = 28
@@ -440,3 +447,28 @@ def scan_records(
             return pos, SCAN_END
         else:
             return pos, f"bad magic code 0x{magic:08X}"
+
+
+def walk_records(buf: bytes | bytearray | memoryview, source: str = "response"
+                 ) -> list[tuple[tuple[Any, ...], bytes, str, bytes]]:
+    """Records stored back to back (a pull, query or view body): per record its header fields (index them with
+    the ``F_*`` constants), the body as stored (compressed if ``F_SYS_FLAG`` says so), the topic and the raw
+    properties. No CRC check (the broker checked on write). Raises :class:`CodecError` on a record that does not
+    fit; the SDK's and every other reader's one walk over such a buffer."""
+    data = buf if isinstance(buf, bytes) else bytes(buf)  # one copy up front: slices below are then bytes
+    out: list[tuple[tuple[Any, ...], bytes, str, bytes]] = []
+    append = out.append
+    pos = 0
+    end = len(data)
+    unpack = HEADER.unpack_from
+    while pos + HEADER_SIZE <= end:
+        fields = unpack(data, pos)
+        total = fields[0]  # F_TOTAL_SIZE
+        if fields[1] != MESSAGE_MAGIC_CODE or total < FIXED_OVERHEAD or pos + total > end:
+            raise CodecError(f"bad record (magic 0x{fields[F_MAGIC]:08X}, size {total})", source, pos)
+        p = pos + HEADER_SIZE
+        q = p + fields[16]  # F_BODY_LENGTH
+        tlen = data[q]
+        append((fields, data[p:q], data[q + 1:q + 1 + tlen].decode(), data[q + 3 + tlen:pos + total]))
+        pos += total
+    return out

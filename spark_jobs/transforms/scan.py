@@ -15,6 +15,11 @@ from typing import Any
 from broker_core.codec import CodecError
 from broker_core.codec.message import (
     COMPRESSED_FLAG,
+    F_BODY_LENGTH,
+    F_MAGIC,
+    F_STORE_TIMESTAMP,
+    F_SYS_FLAG,
+    F_TOTAL_SIZE,
     FIXED_OVERHEAD,
     HEADER,
     HEADER_SIZE,
@@ -58,16 +63,16 @@ def scan_split(split: Split, matcher: Compiled, *, limit: int | None = None,
             if pos + HEADER_SIZE > bound:
                 break
             f = unpack(buf, pos)
-            total = f[0]
-            if f[1] != MESSAGE_MAGIC_CODE or total < FIXED_OVERHEAD or pos + total > bound:
+            total = f[F_TOTAL_SIZE]
+            if f[F_MAGIC] != MESSAGE_MAGIC_CODE or total < FIXED_OVERHEAD or pos + total > bound:
                 break
             nxt = pos + total
             records += 1
-            ts = f[11]
+            ts = f[F_STORE_TIMESTAMP]
             if ts < lo or ts > hi:
                 pos = nxt
                 continue
-            blen = f[16]
+            blen = f[F_BODY_LENGTH]
             body_s = pos + HEADER_SIZE
             body_e = body_s + blen
             if topics is not None:
@@ -77,7 +82,7 @@ def scan_split(split: Split, matcher: Compiled, *, limit: int | None = None,
                     continue
             scanned += 1
             if needle is not None:
-                if f[7] & COMPRESSED_FLAG:
+                if f[F_SYS_FLAG] & COMPRESSED_FLAG:
                     try:
                         if needle not in zlib.decompress(buf[body_s:body_e]):
                             pos = nxt

@@ -31,7 +31,7 @@ SOFT_LIMIT, HARD_LIMIT = 400, 800
 OVER_SOFT_LIMIT = {
     "broker_core/client/consumer/push.py": 510,
     "broker_core/store/message_store.py": 606,  # +6: the disk_full property now reads the DiskGuard
-    "broker_core/codec/message.py": 445,
+    "broker_core/codec/message.py": 476,  # +31: the one record walk the SDK and the Spark readers share
     "broker_core/client/admin.py": 410,
 }
 

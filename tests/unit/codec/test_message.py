@@ -165,3 +165,18 @@ def test_body_crc_is_rocketmq_masked_and_legacy_full_crc_still_reads():
         decode_record(bytes(raw))
     assert not check_record(raw, 0, len(raw), check_crc=True).success
     assert scan_records(raw, 0, len(raw), check_crc=True) == (0, "body CRC mismatch")
+
+
+def test_walk_records_yields_fields_body_topic_and_properties():
+    from broker_core.codec.message import F_BODY_LENGTH, F_QUEUE_OFFSET, F_STORE_TIMESTAMP, walk_records
+
+    a = encode_record(**SAMPLE)
+    b = encode_record(**{**SAMPLE, "body": b"second", "queue_offset": 43, "topic": "Other"})
+    for buf in (a + b, memoryview(a + b), bytearray(a + b)):
+        (fa, body_a, topic_a, props_a), (fb, body_b, topic_b, _) = walk_records(buf)
+        assert (body_a, topic_a, fa[F_QUEUE_OFFSET]) == (SAMPLE["body"], SAMPLE["topic"], SAMPLE["queue_offset"])
+        assert decode_properties(props_a) == SAMPLE["properties"]
+        assert (body_b, topic_b, fb[F_QUEUE_OFFSET], fb[F_BODY_LENGTH]) == (b"second", "Other", 43, 6)
+        assert fa[F_STORE_TIMESTAMP] == decode_record(a).store_timestamp
+    with pytest.raises(CodecError):
+        walk_records(a + b[:100])  # the second record cut short after its header
