@@ -23,8 +23,8 @@ from django.utils import timezone
 
 from broker_core.client import ClientError
 from console import broker_client
+from console.monitoring import sampling
 from console.monitoring.models import JobRun
-from workers import sampling
 from workers.locks import job_lock
 
 RETENTION, DISK_CHECK, DELIVER_DELAYED, SAMPLE_LAG, PRUNE = (
@@ -173,7 +173,7 @@ def run_delay_delivery(broker: str, addr: str | None = None) -> JobRun:
 
 # ---------------------------------------------------------------------------------------------- cluster jobs
 def run_sampling() -> JobRun:
-    """One sampling pass (:func:`workers.sampling.sample_all`): broker disk and rates, lag in messages and
+    """One sampling pass (:func:`console.monitoring.sampling.sample_all`): broker disk and rates, lag in messages and
     seconds per (known group, topic) with DLQ sizes, topic rates."""
     def body() -> tuple[dict[str, Any], str]:
         return sampling.sample_all(broker_addrs()), ""

@@ -1,4 +1,4 @@
-"""Browser: the dashboard shows charts once samples exist. Two real sampling passes (``workers.sampling``
+"""Browser: the dashboard shows charts once samples exist. Two real sampling passes (``console.monitoring.sampling``
 against the live broker, stamped a minute apart) with messages produced in between, then the dashboard in
 headless Chromium: the rate chart, the topic chart (naming the topic) and the disk chart are drawn, the range
 selector switches to 24 h, and a screenshot is saved."""
@@ -14,9 +14,10 @@ from django.utils import timezone
 from playwright.sync_api import Page, expect
 
 from broker_core.client import AdminClient, Message, Producer
+from console.monitoring import sampling
 from tests.e2e.conftest import shot
 from tests.integration.cluster import wait_until
-from workers import sampling, services
+from workers import services
 
 pytestmark = pytest.mark.integration
 

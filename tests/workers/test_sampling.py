@@ -11,11 +11,12 @@ from django.utils import timezone
 
 from broker_core.client import AdminClient, Message, MessageQueue, Producer, PullConsumer
 from console.models import AuditEvent
+from console.monitoring import sampling
 from console.monitoring.models import BrokerSample, LagSample, TopicSample
 from console.selectors import lag as lag_selector
 from tests.integration.cluster import Cluster, wait_until
 from tests.workers.conftest import make_topic
-from workers import sampling, services
+from workers import services
 
 
 def dispatched(admin: AdminClient, topic: str, count: int) -> None:
