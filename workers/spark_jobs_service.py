@@ -29,9 +29,8 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection
-from django.utils import timezone
 
-from console import broker_client
+from console import broker_client, job_states
 from console.models import Job
 from spark_jobs.output import ResultWriter
 from spark_jobs.runner import JobCancelled, cancel
@@ -123,7 +122,7 @@ class _Progress:
             progress=state["tasks_done"], total=state["tasks_total"], result={**job.result, "progress": state})
 
     def cancel_requested(self) -> bool:
-        return Job.objects.filter(pk=self.job_id, status=Job.CANCELLING).exists()
+        return job_states.cancel_requested(self.job_id)
 
 
 def _targets(job: Job) -> dict[str, str]:
@@ -142,7 +141,7 @@ def _targets(job: Job) -> dict[str, str]:
 
 
 def _claim(job_id: int, worker: str | None) -> Job | None:
-    if not Job.objects.filter(pk=job_id, status=Job.PENDING).update(status=Job.RUNNING):
+    if not job_states.claim(job_id):
         return None
     job = Job.objects.get(pk=job_id)
     if worker:
@@ -155,13 +154,8 @@ def fail_orphaned(worker: str) -> list[int]:
     """Mark failed the Spark jobs that ``worker`` (a Celery worker's hostname) claimed and never finished: it
     died or was killed mid-job. Called when that worker starts again; jobs of other workers are left alone.
     Their snapshots expire on the broker by themselves. Returns the job ids."""
-    stale = Job.objects.filter(kind__in=(SEARCH_KIND, TRACE_KIND), status__in=(Job.RUNNING, Job.CANCELLING),
-                               result__worker=worker)
-    ids = sorted(stale.values_list("pk", flat=True))
-    for job in Job.objects.filter(pk__in=ids):
-        error = f"the worker {worker} stopped while this job ran (found when it started again)"
-        Job.objects.filter(pk=job.pk).update(status=Job.FAILED, finished=timezone.now(),
-                                             result={**job.result, "error": error})
+    ids = job_states.fail_orphaned((SEARCH_KIND, TRACE_KIND), worker,
+                                   f"the worker {worker} stopped while this job ran (found when it started again)")
     if ids:
         log.warning("spark jobs %s of worker %s were orphaned: marked failed", ids, worker)
     return ids
@@ -177,7 +171,7 @@ def _finish(job_id: int, status: str, extra: dict[str, Any], progress: _Progress
             state.update(fraction=1.0, phase="done", tasks_done=state["tasks_total"])
         result["progress"] = state
         fields.update(progress=state["tasks_done"], total=state["tasks_total"])
-    Job.objects.filter(pk=job_id).update(status=status, finished=timezone.now(), result=result, **fields)
+    job_states.finish(job_id, status, result, **fields)
 
 
 def run_job(job_id: int, spark: Any = None, worker: str | None = None) -> dict[str, Any]:

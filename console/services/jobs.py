@@ -13,9 +13,8 @@ import threading
 from typing import Any
 
 from django.db import close_old_connections, connection, transaction
-from django.utils import timezone
 
-from console import broker_client
+from console import broker_client, job_states
 from console.models import Job
 from console.services.audit import RECORDED_ERRORS, record
 from console.services.messages import check_resend, resend_result
@@ -62,9 +61,9 @@ def wait(job_id: int, timeout: float | None = None) -> bool:
 def _run_resend(job_id: int) -> None:
     close_old_connections()
     try:
+        if not job_states.claim(job_id):
+            return
         job = Job.objects.select_related("user").get(pk=job_id)
-        job.status = Job.RUNNING
-        job.save(update_fields=["status"])
         group, ids, topic = job.params["group"], job.params["offset_msg_ids"], job.params.get("topic")
         results: list[dict[str, Any]] = []
         try:
@@ -82,8 +81,7 @@ def _run_resend(job_id: int) -> None:
         except Exception as exc:
             log.exception("job %s failed", job_id)
             job.status, job.result = Job.FAILED, {"results": results, "error": str(exc)}
-        job.finished = timezone.now()
-        job.save(update_fields=["status", "result", "finished"])
+        job_states.finish(job_id, job.status, job.result, progress=len(results))
         record(job.user, RESEND_KIND, group, before={"offset_msg_ids": ids, "topic": topic, "job_id": job_id},
                after={"job_id": job_id, "status": job.status, "results": results},
                ok=job.status == Job.DONE and all(r["ok"] for r in results))

@@ -19,8 +19,8 @@ import re
 from typing import Any
 
 from django.db import transaction
-from django.utils import timezone
 
+from console import job_states
 from console.errors import ApiError, bad_request
 from console.job_names import SEARCH_KIND, TASK_SPARK_SEARCH, TASK_SPARK_TRACE, TRACE_KIND
 from console.models import Job
@@ -29,7 +29,7 @@ from console.services.schedules_send import send
 from spark_jobs.transforms.filters import Compiled, SearchSpec
 
 TASKS = {SEARCH_KIND: TASK_SPARK_SEARCH, TRACE_KIND: TASK_SPARK_TRACE}
-ACTIVE = (Job.PENDING, Job.RUNNING, Job.CANCELLING)
+ACTIVE = job_states.ACTIVE
 
 
 def _user(user: Any) -> Any:
@@ -101,8 +101,7 @@ def _send(task: str, job_id: int) -> None:
     try:
         task_id = send(task, {"job_id": job_id})
     except ConnectionError as exc:
-        Job.objects.filter(pk=job_id, status=Job.PENDING).update(
-            status=Job.FAILED, finished=timezone.now(), result={"error": f"could not queue the job: {exc}"})
+        job_states.fail_unqueued(job_id, f"could not queue the job: {exc}")
         return
     job = Job.objects.filter(pk=job_id, status=Job.PENDING).only("result").first()
     if job is not None:  # once a worker has claimed the job, the row's result is the worker's to write
@@ -111,14 +110,10 @@ def _send(task: str, job_id: int) -> None:
 
 def cancel(user: Any, job: Job) -> Job:
     """Ask a search/trace job to stop; a 409 when it has already ended."""
-    if Job.objects.filter(pk=job.pk, status=Job.PENDING).update(
-            status=Job.CANCELLED, finished=timezone.now()):
-        pass
-    elif not Job.objects.filter(pk=job.pk, status=Job.RUNNING).update(status=Job.CANCELLING):
+    if job_states.request_cancel(job.pk) is None:
         job.refresh_from_db()
-        if job.status != Job.CANCELLING:
-            raise ApiError(409, "job_ended", f"job {job.pk} is {job.status}; only a pending or running job can "
-                                             "be cancelled")
+        raise ApiError(409, "job_ended", f"job {job.pk} is {job.status}; only a pending or running job can "
+                                         "be cancelled")
     job.refresh_from_db()
     record(user, f"{job.kind}.cancel", job.target, after={"job_id": job.pk, "status": job.status})
     return job
