@@ -19,6 +19,7 @@ from broker_core.codec.message import (
     walk_records,
 )
 from broker_core.codec.message_id import encode_offset_msg_id
+from broker_core.errors import ClientError  # noqa: F401 (re-exported: broker_core.client.ClientError)
 
 
 @dataclass
@@ -145,9 +146,4 @@ class ConsumeStatus(enum.Enum):
     RECONSUME_LATER = "RECONSUME_LATER"
 
 
-class ClientError(RuntimeError):
-    """A request the broker or name server refused; ``code`` is the ResponseCode."""
-
-    def __init__(self, code: int, message: str) -> None:
-        self.code = code
-        super().__init__(f"[{code}] {message}")
+# ClientError is defined in broker_core.errors (imported above) with the rest of the hierarchy.

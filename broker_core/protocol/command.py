@@ -32,6 +32,7 @@ from broker_core.codec.wire import (
     encode_binary_header,
     encode_frame,
 )
+from broker_core.errors import ProtocolError
 
 DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024  # com.rocketmq.remoting.frameMaxLength, counting the length word
 
@@ -50,10 +51,6 @@ CURRENT_VERSION = V4_9_8
 
 _SERIALIZE_NAMES = {SERIALIZE_JSON: "JSON", SERIALIZE_ROCKETMQ: "ROCKETMQ"}
 _I16_MIN, _I16_MAX = -(1 << 15), (1 << 15) - 1
-
-
-class ProtocolError(ValueError):
-    """Bytes that break framing; the connection that sent them must be closed."""
 
 
 def _text(value: Any) -> str | None:

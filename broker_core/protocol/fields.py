@@ -5,11 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-
-class BadRequest(ValueError):
-    """A request whose header cannot be parsed (missing or malformed field). The server answers it with
-    SYSTEM_ERROR and the message as remark, as RocketMQ does for a header it cannot decode; send paths
-    answer MESSAGE_ILLEGAL."""
+from broker_core.errors import BadRequest
 
 
 def int_field(header: dict[str, Any], name: str, default: int | None = None) -> int:

@@ -1,11 +1,8 @@
-"""Store errors: broken invariants and unusable store directories. Expected outcomes are result enums."""
+"""Store errors: broken invariants and unusable store directories (defined in :mod:`broker_core.errors`).
+Expected outcomes are result enums."""
 
 from __future__ import annotations
 
+from broker_core.errors import StoreError, StoreLockedError
 
-class StoreError(RuntimeError):
-    """A broken store invariant; the message names the file and, where known, the position."""
-
-
-class StoreLockedError(StoreError):
-    """Another process holds the store directory's ``lock`` file."""
+__all__ = ["StoreError", "StoreLockedError"]
