@@ -15,8 +15,8 @@ class AuditEventAdmin(admin.ModelAdmin):
     list_filter = ("action", "ok")
     search_fields = ("username", "target")
 
-    def has_change_permission(self, request, obj=None) -> bool:  # type: ignore[no-untyped-def]
+    def has_change_permission(self, request, obj=None) -> bool:  # type: ignore[no-untyped-def]  # Django admin hook signature
         return False
 
-    def has_add_permission(self, request) -> bool:  # type: ignore[no-untyped-def]
+    def has_add_permission(self, request) -> bool:  # type: ignore[no-untyped-def]  # Django admin hook signature
         return False

@@ -113,7 +113,7 @@ def run_splits(spark: Any, splits: list[Split], fn: SplitFn, *, progress: Progre
             final = poller.snapshot()
             final["fraction"] = 1.0
             try:
-                progress(final)  # type: ignore[misc]
+                progress(final)  # type: ignore[misc]  # progress checked non-None above
             except Exception:  # noqa: BLE001 - see _Poller.run
                 pass
         sc.setLocalProperty("spark.jobGroup.id", None)
@@ -150,7 +150,7 @@ def _run(sc: Any, splits: list[Split], fn: SplitFn, acc: Any) -> list[tuple[Spli
     if not splits:
         return []
 
-    def part(it):  # type: ignore[no-untyped-def]
+    def part(it):  # type: ignore[no-untyped-def]  # a pyspark mapPartitions function (no stubs)
         for group in it:
             for sp in group:
                 st, rows = fn(sp)

@@ -4,7 +4,8 @@ lookups by message id and key, and the store's maintenance operations."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Coroutine
+from typing import Any, TypeVar
 
 from broker_core.client.consumer import decode_records
 from broker_core.client.instance import ClientInstance
@@ -18,6 +19,7 @@ from broker_core.protocol.headers import PULL_SUBSCRIPTION
 from broker_core.protocol.validation import dlq_topic, topic_error
 from broker_core.remoting.client import run_sync
 
+T = TypeVar("T")
 
 class AdminClient:
     def __init__(self, namesrv_addr: str, *, timeout: float = 5.0, instance: ClientInstance | None = None) -> None:
@@ -51,7 +53,7 @@ class AdminClient:
             raise ClientError(resp.code, resp.remark)
         return resp
 
-    def _run(self, coro):  # type: ignore[no-untyped-def]
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         return run_sync(coro)
 
     async def _cluster(self) -> dict[str, Any]:

@@ -32,7 +32,7 @@ def _hashable(value: Any) -> Any:
 
 
 def _skip(s: str, i: int) -> int:
-    return _WS.match(s, i).end()  # type: ignore[union-attr]
+    return _WS.match(s, i).end()  # type: ignore[union-attr]  # the pattern matches the empty string
 
 
 def _value(s: str, i: int) -> tuple[Any, int]:

@@ -16,7 +16,7 @@ from broker_core.protocol.headers import PULL_COMMIT_OFFSET, PULL_SUBSCRIPTION, 
 from broker_core.protocol.validation import group_error, retry_topic, topic_error
 from broker_core.remoting.server import Connection, Handler
 from broker_core.server.retry import ensure_topic
-from broker_core.store import GetStatus
+from broker_core.store import GetMessageResult, GetStatus
 
 if TYPE_CHECKING:
     from broker_core.server.controller import BrokerController
@@ -114,7 +114,7 @@ class ConsumerProcessor:
                 while True:
                     left = deadline - time.monotonic()
                     if left > 0:
-                        await ctl.hold.wait(topic, queue_id, left)  # type: ignore[union-attr]
+                        await ctl.hold.wait(topic, queue_id, left)  # type: ignore[union-attr]  # may_suspend checked ctl.hold
                     resp = attempt(final=deadline - time.monotonic() <= 0)
                     if resp is not None:
                         return resp
@@ -281,7 +281,7 @@ def pull_code(status: GetStatus, offset: int) -> ResponseCode:
     return ResponseCode.PULL_NOT_FOUND  # OFFSET_OVERFLOW_ONE: nothing new yet
 
 
-def _offsets(res) -> dict[str, int]:  # type: ignore[no-untyped-def]
+def _offsets(res: GetMessageResult) -> dict[str, int]:
     """The four fields every pull response carries (Java clients unbox them: a missing one is an NPE)."""
     return {"suggestWhichBrokerId": 0, "nextBeginOffset": res.next_begin_offset, "minOffset": res.min_offset,
             "maxOffset": res.max_offset}

@@ -14,9 +14,10 @@ import asyncio
 import logging
 import time
 import zlib
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from broker_core import __version__
 from broker_core.codec.fastjson import dumps_fastjson
@@ -46,7 +47,7 @@ from broker_core.server.state import (
 )
 from broker_core.server.trace import Tracer
 from broker_core.server.transactions import EndTransactionProcessor, TransactionService
-from broker_core.store import SYSTEM_CLOCK, MessageStore, OffsetClock, file_disk_probe
+from broker_core.store import SYSTEM_CLOCK, DeliveryReport, MessageStore, OffsetClock, file_disk_probe
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +115,7 @@ class BrokerController:
         self.master_addr = ""  # a slave's master, as the name server answers registration
         self.master_ha_addr = ""
 
-    def spawn(self, coro) -> None:  # type: ignore[no-untyped-def]
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
         """Run a background coroutine, keeping a reference until it ends."""
         task = asyncio.ensure_future(coro)
         self._background.add(task)
@@ -165,7 +166,7 @@ class BrokerController:
             return
         vip = port - 2
         try:
-            await self.server.listen_also(host, vip)  # type: ignore[union-attr]
+            await self.server.listen_also(host, vip)  # type: ignore[union-attr]  # set by start() before this runs
             log.info("broker %s also serves the VIP port %s:%d", self.config.broker_name, host, vip)
         except OSError as exc:
             log.warning("cannot listen on the VIP port %s:%d (Java clients before 4.5 use it): %s", host, vip, exc)
@@ -203,7 +204,7 @@ class BrokerController:
                 continue
             self.trace_delayed_delivery(report)
 
-    def trace_delayed_delivery(self, report) -> None:  # type: ignore[no-untyped-def]
+    def trace_delayed_delivery(self, report: DeliveryReport) -> None:
         if self.tracer.enabled and report.delivered_messages:
             self.tracer.emit([self.tracer.event("delivered-after-delay", msg_id, topic, keys=keys, timestamp=ts)
                               for msg_id, topic, keys, ts in report.delivered_messages])

@@ -260,7 +260,7 @@ class PopProcessor:
                     left = deadline - time.monotonic()
                     if left <= 0:
                         return cmd.response(ResponseCode.PULL_NOT_FOUND, "no message to receive")
-                    await ctl.hold.wait_any(keys, min(left, 1.0))  # type: ignore[union-attr]
+                    await ctl.hold.wait_any(keys, min(left, 1.0))  # type: ignore[union-attr]  # the caller checked ctl.hold
                     resp = attempt()  # also catches in-flight messages whose invisible time ran out
                     if resp is not None:
                         return resp

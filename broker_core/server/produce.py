@@ -74,7 +74,7 @@ def writable_topic(ctl: BrokerController, cmd: RemotingCommand, topic: str,
     return cfg
 
 
-async def _after_flush(ctl: BrokerController, request, results: list[PutMessageResult],  # type: ignore[no-untyped-def]
+async def _after_flush(ctl: BrokerController, request, results: list[PutMessageResult],  # type: ignore[no-untyped-def]  # request: the store's GroupCommitRequest, kept out of the server's imports
                        respond: Callable[[], RemotingCommand]) -> RemotingCommand:
     """SYNC_FLUSH: answer once the group commit covering ``results`` is done (or timed out)."""
     loop = asyncio.get_running_loop()

@@ -29,7 +29,7 @@ def _opt_int(header: dict[str, object], name: str) -> int | None:
     value = header.get(name)
     if value is None or value == "":
         return None
-    return int(value)  # type: ignore[call-overload]
+    return int(str(value))
 
 
 async def expire_snapshots(snaps: SegmentSnapshots, interval_s: float = EXPIRY_INTERVAL_S) -> None:

@@ -162,7 +162,7 @@ class CommitLog:
             if mf is not None:
                 mf.store_timestamp = now
             self.begin_time_in_lock = 0
-        return results  # type: ignore[return-value]
+        return results  # type: ignore[return-value]  # every slot was filled in the loop above
 
     def put_message(self, msg: MessageInner) -> PutMessageResult:
         return self.put_messages([msg])[0]

@@ -249,7 +249,7 @@ class SelectMappedBufferResult:
         if self.mapped_file is not None:
             self.buffer.release()
             self.mapped_file.release()
-            self.mapped_file = None  # type: ignore[assignment]
+            self.mapped_file = None  # type: ignore[assignment]  # released: a use after this must fail loudly
 
     def __enter__(self) -> SelectMappedBufferResult:
         return self

@@ -253,7 +253,7 @@ class MessageStore:
         if not self.background:
             self.flush()
             return results, None
-        return results, self.flush_service.put_request(end)  # type: ignore[union-attr]
+        return results, self.flush_service.put_request(end)  # type: ignore[union-attr]  # SYNC_FLUSH: a GroupCommitService
 
     def put_messages(self, msgs: list[MessageInner]) -> list[PutMessageResult]:
         results, request = self.put_messages_nowait(msgs)

@@ -30,6 +30,7 @@ from broker_core.codec.message import (
 )
 
 if TYPE_CHECKING:
+    from broker_core.store.mapped_file import MappedFile
     from broker_core.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
@@ -82,7 +83,7 @@ def recover_normally(store: MessageStore, max_phy_of_cq: int) -> int:
     return max(min(max_phy_of_cq, process_offset), store.commit_log.min_offset(), 0)
 
 
-def _matches_checkpoint(mf, min_ts: int) -> bool:  # type: ignore[no-untyped-def]
+def _matches_checkpoint(mf: MappedFile, min_ts: int) -> bool:
     if mf.file_size < HEADER.size:
         return False
     fields = HEADER.unpack_from(mf.mv, 0)

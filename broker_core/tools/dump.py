@@ -96,15 +96,15 @@ def dump(store: Path, *, records: int, topic: str | None, out: list[dict]) -> No
                 end = f"error: {item}"
                 break
             count += 1
-            if shown < records and (topic is None or item.topic == topic):  # type: ignore[attr-defined]
+            if shown < records and (topic is None or item.topic == topic):  # type: ignore[attr-defined]  # item is a MessageRecord here (str and CodecError handled above)
                 shown += 1
                 rec = item
                 out.append({
-                    "kind": "record", "segment": seg.name, "phy_offset": rec.commit_log_offset,  # type: ignore[attr-defined]
-                    "size": rec.store_size, "topic": rec.topic, "queue_id": rec.queue_id,  # type: ignore[attr-defined]
-                    "queue_offset": rec.queue_offset, "stored": _ts(rec.store_timestamp),  # type: ignore[attr-defined]
-                    "msg_id": rec.offset_msg_id, "properties": rec.properties,  # type: ignore[attr-defined]
-                    "body": rec.body[:64].decode("utf-8", "replace"),  # type: ignore[attr-defined]
+                    "kind": "record", "segment": seg.name, "phy_offset": rec.commit_log_offset,  # type: ignore[attr-defined]  # item is a MessageRecord here (str and CodecError handled above)
+                    "size": rec.store_size, "topic": rec.topic, "queue_id": rec.queue_id,  # type: ignore[attr-defined]  # item is a MessageRecord here (str and CodecError handled above)
+                    "queue_offset": rec.queue_offset, "stored": _ts(rec.store_timestamp),  # type: ignore[attr-defined]  # item is a MessageRecord here (str and CodecError handled above)
+                    "msg_id": rec.offset_msg_id, "properties": rec.properties,  # type: ignore[attr-defined]  # item is a MessageRecord here (str and CodecError handled above)
+                    "body": rec.body[:64].decode("utf-8", "replace"),  # type: ignore[attr-defined]  # item is a MessageRecord here (str and CodecError handled above)
                 })
         out.append({"kind": "segment", "name": seg.name, "bytes": seg.stat().st_size, "records": count,
                     "end": end or "file end"})

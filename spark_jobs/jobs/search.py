@@ -51,7 +51,7 @@ class _SearchFn:
     def __init__(self, spec: SearchSpec) -> None:
         self.spec = spec
 
-    def __call__(self, split: Split):  # type: ignore[no-untyped-def]
+    def __call__(self, split: Split):  # type: ignore[no-untyped-def]  # returns a pyspark partition iterator (no stubs)
         return scan_split(split, Compiled(self.spec), limit=self.spec.limit)
 
 

@@ -97,7 +97,7 @@ class _TraceFn:
     def __init__(self, spec: SearchSpec, ids: frozenset[str], keys: frozenset[str]) -> None:
         self.spec, self.ids, self.keys = spec, ids, keys
 
-    def __call__(self, split: Split):  # type: ignore[no-untyped-def]
+    def __call__(self, split: Split):  # type: ignore[no-untyped-def]  # returns a pyspark partition iterator (no stubs)
         compiled = Compiled(self.spec)
         needles = tuple(x.encode() for x in (*self.ids, *self.keys))
         matcher = TraceMatcher(self.ids, self.keys)

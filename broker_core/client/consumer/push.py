@@ -249,7 +249,7 @@ class PushConsumer(_ConsumerBase):
             mq_all = sorted(route.read_queues)
             if self.clustering:
                 cid_all = await self._members(topic)
-                wanted.update(self.allocate_strategy.allocate(self.instance.client_id, mq_all, cid_all))  # type: ignore[attr-defined]
+                wanted.update(self.allocate_strategy.allocate(self.instance.client_id, mq_all, cid_all))  # type: ignore[attr-defined]  # allocate_strategy: any object with allocate() (duck-typed, as the SDK documents)
             else:
                 wanted.update(mq_all)
         for mq in [mq for mq in self.process_queues if mq not in wanted]:
@@ -419,7 +419,7 @@ class PushConsumer(_ConsumerBase):
         started = time.perf_counter()
         started_ms = int(time.time() * 1000)
         try:
-            status = self.listener([msg])  # type: ignore[misc]
+            status = self.listener([msg])  # type: ignore[misc]  # listener checked non-None by start()
         except Exception:  # a listener error means "consume it again", never a lost message
             log.exception("listener of %s raised for %s", self.group, msg.msg_id)
             status = None
