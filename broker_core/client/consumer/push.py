@@ -43,6 +43,7 @@ from broker_core.client.consumer.base import (
 )
 from broker_core.client.consumer.offset_store import LocalFileOffsetStore, OffsetStore, RemoteBrokerOffsetStore
 from broker_core.client.consumer.process_queue import Listener, ProcessQueue
+from broker_core.client.consumer.rebalance import QueueLocks, allocate
 from broker_core.client.instance import NOTIFY_CONSUMER_IDS_CHANGED, RESET_CONSUMER_CLIENT_OFFSET, ClientInstance
 from broker_core.client.message import ClientError, ConsumeStatus, MessageExt, MessageQueue
 from broker_core.codec import CodecError
@@ -76,6 +77,7 @@ class PushConsumer(_ConsumerBase):
         self.consume_from = consume_from
         self.consume_timestamp_ms = consume_timestamp_ms or int((time.time() - 1800) * 1000)
         self.allocate_strategy = allocate_strategy or AllocateMessageQueueAveragely()
+        self.locks = QueueLocks(self.instance, group)
         self.pull_batch_size = pull_batch_size
         self.pull_threshold_for_queue = pull_threshold_for_queue
         self.consume_concurrently_max_span = consume_concurrently_max_span
@@ -223,35 +225,9 @@ class PushConsumer(_ConsumerBase):
             except (ClientError, ConnectionError, TimeoutError) as exc:
                 log.warning("rebalance of %s failed: %s", self.group, exc)
 
-    async def _members(self, topic: str) -> list[str]:
-        route = await self.instance.route(topic)
-        for broker in sorted({mq.broker_name for mq in route.read_queues}):
-            try:
-                addr = self.instance.broker_addr(broker)
-                resp = await self.instance.invoke(addr, RemotingCommand.request(
-                    RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": self.group}))
-                ids = json.loads(resp.body or b"{}").get("consumerIdList", [])
-                if ids:
-                    return sorted(ids)
-            except (ConnectionError, TimeoutError, ValueError):
-                continue
-        return [self.instance.client_id]
-
     async def rebalance(self) -> None:
-        wanted: set[MessageQueue] = set()
-        for topic in self.subscriptions:
-            try:
-                route = await self.instance.route(topic, refresh=True)
-            except ClientError as exc:
-                if exc.code == ResponseCode.TOPIC_NOT_EXIST and topic == retry_topic(self.group):
-                    continue
-                raise
-            mq_all = sorted(route.read_queues)
-            if self.clustering:
-                cid_all = await self._members(topic)
-                wanted.update(self.allocate_strategy.allocate(self.instance.client_id, mq_all, cid_all))  # type: ignore[attr-defined]  # allocate_strategy: any object with allocate() (duck-typed, as the SDK documents)
-            else:
-                wanted.update(mq_all)
+        wanted = await allocate(self.instance, self.group, list(self.subscriptions), self.clustering,
+                                self.allocate_strategy)
         for mq in [mq for mq in self.process_queues if mq not in wanted]:
             await self._drop(self.process_queues[mq])
         for mq in sorted(wanted - set(self.process_queues)):
@@ -298,33 +274,13 @@ class PushConsumer(_ConsumerBase):
             await self._commit_pq(pq)
         if pq.locked:
             pq.locked = False
-            await self._lock_request(RequestCode.UNLOCK_BATCH_MQ, pq.mq.broker_name, [pq.mq])
+            await self.locks.unlock(pq.mq)
 
     # ------------------------------------------------------------------ orderly: queue locks
-    async def _lock_request(self, code: int, broker: str, mqs: list[MessageQueue]) -> set[MessageQueue]:
-        body = json.dumps({"consumerGroup": self.group, "clientId": self.instance.client_id, "mqSet": [
-            {"topic": m.topic, "brokerName": m.broker_name, "queueId": m.queue_id} for m in mqs]}).encode()
-        try:
-            resp = await self.instance.invoke(self.instance.broker_addr(broker),
-                                              RemotingCommand.request(code, {}, body))
-        except (ClientError, ConnectionError, TimeoutError) as exc:
-            log.warning("lock request to %s failed: %s", broker, exc)
-            return set()
-        if resp.code != ResponseCode.SUCCESS or code != RequestCode.LOCK_BATCH_MQ:
-            return set()
-        return {MessageQueue(m["topic"], m["brokerName"], int(m["queueId"]))
-                for m in json.loads(resp.body).get("lockOKMQSet", [])}
-
     async def _lock_all(self) -> None:
-        by_broker: dict[str, list[MessageQueue]] = {}
-        for mq in self.process_queues:
-            by_broker.setdefault(mq.broker_name, []).append(mq)
-        for broker, mqs in by_broker.items():
-            locked = await self._lock_request(RequestCode.LOCK_BATCH_MQ, broker, mqs)
-            for mq in mqs:
-                pq = self.process_queues.get(mq)
-                if pq is not None:
-                    pq.locked = mq in locked
+        held = await self.locks.lock(list(self.process_queues))
+        for mq, pq in list(self.process_queues.items()):
+            pq.locked = mq in held
 
     async def _lock_loop(self) -> None:
         while self.running:
