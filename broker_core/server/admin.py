@@ -191,6 +191,10 @@ class AdminProcessor:
             dataclasses.replace(cfg, **updates).validate()
         except ConfigError as exc:
             return cmd.response(ResponseCode.SYSTEM_ERROR, str(exc))
+        if "clock_offset_ms" in updates:
+            if self.ctl.clock is None:
+                return cmd.response(ResponseCode.SYSTEM_ERROR, "this broker's clock cannot be shifted while running")
+            self.ctl.clock.offset_ms = updates["clock_offset_ms"]  # for rehearsals: delays fall due, hours arrive
         for name, value in updates.items():
             setattr(cfg, name, value)
         self.config_version = {"counter": self.config_version["counter"] + 1, "timestamp": int(time.time() * 1000)}

@@ -47,7 +47,7 @@ from broker_core.server.state import (
 )
 from broker_core.server.trace import Tracer
 from broker_core.server.transactions import EndTransactionProcessor, TransactionService
-from broker_core.store import SYSTEM_CLOCK, DeliveryReport, MessageStore, OffsetClock, file_disk_probe
+from broker_core.store import DeliveryReport, MessageStore, OffsetClock, file_disk_probe
 
 log = logging.getLogger(__name__)
 
@@ -89,9 +89,14 @@ class BrokerController:
     def __init__(self, config: BrokerConfig, store: MessageStore | None = None,
                  limits: ServerLimits | None = None) -> None:
         self.config = config
-        self.store = store or MessageStore(
-            config, OffsetClock(config.clock_offset_ms) if config.clock_offset_ms else SYSTEM_CLOCK,
-            file_disk_probe(Path(config.disk_usage_probe_file)) if config.disk_usage_probe_file else None)
+        # The store's clock, shifted by clockOffsetMs; UPDATE_BROKER_CONFIG may move it while running
+        # (None for a store given with a clock of its own)
+        self.clock: OffsetClock | None = None
+        if store is None:
+            self.clock = OffsetClock(config.clock_offset_ms)
+            store = MessageStore(config, self.clock, file_disk_probe(Path(config.disk_usage_probe_file))
+                                 if config.disk_usage_probe_file else None)
+        self.store = store
         self.limits = limits or ServerLimits(config.server_max_frame_bytes, config.server_channel_max_idle_time_s,
                                              config.server_max_inflight, config.long_polling_max_s)
         self.topics = TopicConfigManager(config.config_dir)
