@@ -1,0 +1,2 @@
+"""Fixtures as pytest plugins, loaded by tests/conftest.py: stores (in-process), brokers (SDK clients on
+a ``cluster``), redis (a real redis-server), spark (one local SparkSession)."""

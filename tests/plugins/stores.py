@@ -1,0 +1,33 @@
+"""In-process stores: a manual clock and ``open_store`` (small files, shut down after the test)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from broker_core.store import MessageStore
+from broker_core.store.clock import ManualClock
+from tests.conftest import small_config
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+def open_store(tmp_path: Path, clock: ManualClock) -> Iterator[Callable[..., MessageStore]]:
+    """Factory: ``open_store(background=False, **config_overrides)`` -> started store, shut down after."""
+    opened: list[MessageStore] = []
+
+    def factory(background: bool = False, disk_probe=None, store_dir: Path | None = None, **overrides: object):  # type: ignore[no-untyped-def]
+        cfg = small_config(store_dir or tmp_path / "store", **overrides)
+        store = MessageStore(cfg, clock, disk_probe, background=background).start()
+        opened.append(store)
+        return store
+
+    yield factory
+    for store in opened:
+        store.shutdown()
