@@ -10,7 +10,8 @@ from typing import Any
 
 from broker_core.codec.fastjson import FastjsonPairs, dumps_fastjson, items, loads_fastjson
 
-__all__ = ["FastjsonPairs", "decode_mq_offset_table", "dumps_fastjson", "encode_reset_offset_body", "items",
+__all__ = ["FastjsonPairs", "decode_mq_offset_table", "dumps_fastjson", "encode_reset_offset_body",
+           "encode_reset_offset_body_for_c", "items",
            "loads_fastjson", "mq_from_key", "mq_key"]
 
 
@@ -30,6 +31,14 @@ def encode_reset_offset_body(topic: str, broker_name: str, offsets: dict[int, in
     """``ResetOffsetBody``: ``{"offsetTable":{<MessageQueue>:offset,...}}``."""
     inner = ",".join(f"{mq_key(topic, broker_name, q)}:{o}" for q, o in sorted(offsets.items()))
     return ('{"offsetTable":{' + inner + "}}").encode()
+
+
+def encode_reset_offset_body_for_c(topic: str, broker_name: str, offsets: dict[int, int]) -> bytes:
+    """``ResetOffsetBodyForC``: ``{"offsetTable":[MessageQueueForC...]}``, each
+    ``{"brokerName","offset","queueId","topic"}`` (what a broker sends clients when the reset came from a CPP
+    admin client)."""
+    rows = [{"brokerName": broker_name, "offset": o, "queueId": q, "topic": topic} for q, o in sorted(offsets.items())]
+    return json.dumps({"offsetTable": rows}, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def decode_mq_offset_table(body: bytes) -> dict[tuple[str, str, int], Any]:

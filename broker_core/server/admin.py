@@ -335,7 +335,7 @@ class AdminProcessor:
         applied = {q: ctl.offsets.query(group, topic, q) for q in offsets}
         ctl.offsets.persist()
         ctl.consumers.notify_reset(group, topic, ctl.config.broker_name, applied, int_field(h, "timestamp", -1),
-                                   bool_field(h, "isForce", True))
+                                   bool_field(h, "isForce", True), for_c=cmd.language == "CPP")
         return cmd.response(ResponseCode.SUCCESS, body=encode_reset_offset_body(topic, ctl.config.broker_name, applied))
 
     # ------------------------------------------------------------------ messages

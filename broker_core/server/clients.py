@@ -13,7 +13,7 @@ from typing import Any
 
 from broker_core.codec.hashing import tag_hash
 from broker_core.protocol import RemotingCommand, RequestCode
-from broker_core.protocol.bodies import encode_reset_offset_body
+from broker_core.protocol.bodies import encode_reset_offset_body, encode_reset_offset_body_for_c
 from broker_core.protocol.command import V3_0_7_SNAPSHOT
 from broker_core.remoting.server import Connection
 
@@ -182,12 +182,13 @@ class ConsumerManager:
             info.conn.send(cmd)
 
     def notify_reset(self, group: str, topic: str, broker_name: str, offsets: dict[int, int], timestamp: int,
-                     force: bool = True) -> None:
+                     force: bool = True, for_c: bool = False) -> None:
         """RESET_CONSUMER_CLIENT_OFFSET (220) to every member of ``group`` whose version is at least 3.0.7:
-        header ``topic, group, timestamp, isForce``, body ``ResetOffsetBody`` in fastjson's object-key form."""
+        header ``topic, group, timestamp, isForce``, body ``ResetOffsetBody`` in fastjson's object-key form, or
+        the list form ``ResetOffsetBodyForC`` when the reset was asked by a CPP client (``for_c``), as Java."""
+        body = (encode_reset_offset_body_for_c if for_c else encode_reset_offset_body)(topic, broker_name, offsets)
         cmd = RemotingCommand.request(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, {
-            "topic": topic, "group": group, "timestamp": timestamp, "isForce": force},
-            encode_reset_offset_body(topic, broker_name, offsets), oneway=True)
+            "topic": topic, "group": group, "timestamp": timestamp, "isForce": force}, body, oneway=True)
         for info in list(self.groups.get(group, {}).values()):
             if info.version >= V3_0_7_SNAPSHOT:
                 info.conn.send(cmd)

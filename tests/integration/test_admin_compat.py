@@ -5,6 +5,7 @@ keys and MessageQueue object keys where Java writes them."""
 from __future__ import annotations
 
 import json
+import socket
 import time
 from collections.abc import Iterator
 
@@ -12,7 +13,7 @@ import pytest
 
 from broker_core.codec.fastjson import FastjsonPairs, items, loads_fastjson
 from broker_core.codec.wire import SERIALIZE_JSON
-from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
+from broker_core.protocol import FrameDecoder, RemotingCommand, RequestCode, ResponseCode
 from broker_core.remoting.blocking import BlockingClient
 from tests.integration.cluster import Cluster, wait_until
 
@@ -169,3 +170,60 @@ def test_connections(client: BlockingClient, broker: str) -> None:
     pc = json.loads(call(client, broker, RequestCode.GET_PRODUCER_CONNECTION_LIST,
                          {"producerGroup": "adm-producer"}).body)
     assert [c["clientId"] for c in pc["connectionSet"]] == ["10.0.0.5@4242"]
+
+
+def _member(broker: str, group: str, topic: str) -> socket.socket:
+    """A raw consumer connection that registered ``group`` with a Java-style heartbeat (version 4.9.4)."""
+    host, port = broker.rsplit(":", 1)
+    sock = socket.create_connection((host, int(port)), timeout=10)
+    hb = {"clientID": f"10.0.0.9@{group}", "consumerDataSet": [{
+        "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET", "consumeType": "CONSUME_PASSIVELY", "groupName": group,
+        "messageModel": "CLUSTERING", "unitMode": False, "subscriptionDataSet": [{
+            "classFilterMode": False, "codeSet": [], "expressionType": "TAG", "subString": "*", "subVersion": 1,
+            "tagsSet": [], "topic": topic}]}], "producerDataSet": []}
+    cmd = RemotingCommand.request(RequestCode.HEART_BEAT, {}, json.dumps(hb).encode())
+    cmd.serialize_type = SERIALIZE_JSON
+    sock.sendall(cmd.encode())
+    return sock
+
+
+def _next_request(sock: socket.socket, code: int) -> RemotingCommand:
+    decoder = FrameDecoder()
+    while True:
+        data = sock.recv(65536)
+        assert data, "the broker closed the connection"
+        for got in decoder.feed(data):
+            if got.code == code and not got.is_response:
+                return got
+
+
+@pytest.mark.parametrize("language", ["JAVA", "CPP"])
+def test_reset_offset_tells_members_in_their_form(client: BlockingClient, broker: str, language: str) -> None:
+    """222 answers ResetOffsetBody and sends 220 to the group's members: the MessageQueue-keyed map, or, when
+    the admin request came from a CPP client, ResetOffsetBodyForC's list (as Java's Broker2Client)."""
+    group, topic = f"adm-reset-{language.lower()}", f"AdmR{language}"
+    create(client, broker, topic, 2)
+    for i in range(3):
+        send(client, broker, topic, 1, f"r{i}".encode())
+    sock = _member(broker, group, topic)
+    try:
+        wait_until(lambda: call(client, broker, RequestCode.GET_CONSUMER_LIST_BY_GROUP,
+                                {"consumerGroup": group}).code == ResponseCode.SUCCESS, what="the member")
+        wait_until(lambda: mq_table(call(client, broker, RequestCode.GET_TOPIC_STATS_INFO, {"topic": topic}).body)[
+            (topic, "broker-a", 1)]["maxOffset"] == 3, what="dispatch")
+        cmd = RemotingCommand.request(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, {
+            "topic": topic, "group": group, "timestamp": "0", "isForce": "true"})
+        cmd.language = language
+        resp = client.invoke(broker, cmd, 10.0)
+        assert resp.code == ResponseCode.SUCCESS
+        assert {k[2]: v for k, v in mq_table(resp.body).items()} == {0: 0, 1: 0}  # the map form answers the admin
+        pushed = _next_request(sock, RequestCode.RESET_CONSUMER_CLIENT_OFFSET)
+        assert pushed.header["group"] == group and pushed.header["isForce"] == "true"
+        if language == "CPP":
+            assert json.loads(pushed.body) == {"offsetTable": [
+                {"brokerName": "broker-a", "offset": 0, "queueId": 0, "topic": topic},
+                {"brokerName": "broker-a", "offset": 0, "queueId": 1, "topic": topic}]}
+        else:
+            assert {k[2]: v for k, v in mq_table(pushed.body).items()} == {0: 0, 1: 0}
+    finally:
+        sock.close()
