@@ -285,3 +285,17 @@ def test_send_back_retries_then_dead_letters(client: BlockingClient, broker: str
     assert resp.code == ResponseCode.SUCCESS
     dlq = pull(client, broker, "%DLQ%back-g", 0, SUBSCRIPTION)
     assert dlq.code == ResponseCode.SUCCESS and records(dlq.body)[0].properties["UNIQ_KEY"] == "B1"
+
+
+def test_acl_fields_and_bname_are_accepted_while_acl_is_off(client: BlockingClient, broker: str):
+    """Clients with credentials configured always send AccessKey/Signature (and 4.9.5+ sends bname): with ACL off
+    they change nothing (reference §1, §2.1)."""
+    extra = {"AccessKey": "rocketmq2", "Signature": "c3lhZ2lnbmF0dXJl", "bname": "broker-a"}
+    resp = call(client, broker, RequestCode.SEND_MESSAGE_V2, v2_send("CompatAcl", **extra), b"with credentials")
+    assert resp.code == ResponseCode.SUCCESS, resp.remark
+    wait_until(lambda: pull(client, broker, "CompatAcl", 0, SUBSCRIPTION).code == ResponseCode.SUCCESS,
+               what="the message to be pullable")
+    got = pull(client, broker, "CompatAcl", 0, SUBSCRIPTION)
+    assert [r.body for r in records(got.body)] == [b"with credentials"]
+    offset = call(client, broker, RequestCode.GET_MAX_OFFSET, {"topic": "CompatAcl", "queueId": 0, **extra})
+    assert offset.code == ResponseCode.SUCCESS and offset.header["offset"] == "1"
