@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.conf import settings
 
@@ -35,6 +36,7 @@ class _Clients:
 
 _lock = threading.Lock()
 _cache: dict[str, _Clients] = {}
+_installed_admins: dict[str, Any] = {}
 
 
 def namesrv_addr() -> str:
@@ -54,8 +56,21 @@ def _clients() -> _Clients:
 
 
 def admin() -> AdminClient:
-    """The process-wide admin client."""
+    """The process-wide admin client (or the stand-in :func:`install_admin` put in its place)."""
+    installed = _installed_admins.get(namesrv_addr())
+    if installed is not None:
+        return installed  # a stand-in with AdminClient's methods (tests)
     return _clients().admin
+
+
+def install_admin(client: Any | None) -> None:
+    """Answer :func:`admin` for the configured name server with ``client``, an in-process stand-in with
+    ``AdminClient``'s methods and return shapes (the console's unit tests run services and selectors against
+    one, without a broker); None removes it, as :func:`reset` does."""
+    if client is None:
+        _installed_admins.pop(namesrv_addr(), None)
+    else:
+        _installed_admins[namesrv_addr()] = client
 
 
 def producer() -> Producer:
@@ -94,6 +109,7 @@ def reset() -> None:
     with _lock:
         cached = list(_cache.values())
         _cache.clear()
+        _installed_admins.clear()
     for clients in cached:
         if clients.producer is not None:
             clients.producer.shutdown()  # also closes the shared instance
