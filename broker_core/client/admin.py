@@ -8,7 +8,7 @@ from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 from broker_core.client.consumer import decode_records
-from broker_core.client.instance import ClientInstance
+from broker_core.client.instance import ClientInstance, decode_cluster_info, decode_route
 from broker_core.client.message import ClientError, MessageExt
 from broker_core.codec import CodecError
 from broker_core.codec.message_id import decode_offset_msg_id
@@ -56,8 +56,8 @@ class AdminClient:
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         return run_sync(coro)
 
-    async def _cluster(self) -> dict[str, Any]:
-        return json.loads((await self._ns(RequestCode.GET_BROKER_CLUSTER_INFO)).body)
+    async def _cluster(self) -> dict[str, Any]:  # ClusterInfo, brokerAddrs keyed "0".. even from a Java namesrv
+        return decode_cluster_info((await self._ns(RequestCode.GET_BROKER_CLUSTER_INFO)).body)
 
     async def _master_addrs(self, cluster: str | None = None, brokers: list[str] | None = None) -> dict[str, str]:
         info = await self._cluster()
@@ -102,12 +102,13 @@ class AdminClient:
 
     def topic_list(self) -> list[str]:
         async def go() -> list[str]:
-            return json.loads((await self._ns(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)).body)["topicList"]
+            body = loads_fastjson((await self._ns(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)).body)
+            return sorted(str(t) for t in body.get("topicList") or [])  # a Java TopicList is an unordered set
         return self._run(go())
 
     def topic_route(self, topic: str) -> dict[str, Any]:
         async def go() -> dict[str, Any]:
-            return json.loads((await self._ns(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})).body)
+            return decode_route((await self._ns(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})).body)
         return self._run(go())
 
     # ------------------------------------------------------------------ topics

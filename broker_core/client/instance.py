@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from broker_core.client.message import ClientError, MessageQueue
+from broker_core.codec.fastjson import items, loads_fastjson
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
 from broker_core.remoting.client import RemotingClient, client_loop
 
@@ -30,6 +31,40 @@ NOTIFY_CONSUMER_IDS_CHANGED = int(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED)
 RESET_CONSUMER_CLIENT_OFFSET = int(RequestCode.RESET_CONSUMER_CLIENT_OFFSET)
 
 
+def _broker_data(raw: Any) -> dict[str, Any]:
+    """One ``BrokerData`` with ``brokerAddrs`` keyed by the broker id as text (``{"0": addr}``), whether the
+    name server quoted the ids (4.9.4+, ours) or wrote them bare as fastjson does (``{0:"addr"}``)."""
+    if not isinstance(raw, dict):
+        raise ValueError(f"BrokerData must be an object, got {raw!r}")
+    addrs = raw.get("brokerAddrs") or {}
+    return {**raw, "brokerAddrs": {str(k): str(v) for k, v in items(addrs)}}
+
+
+def decode_route(body: bytes) -> dict[str, Any]:
+    """A ``TopicRouteData`` body (reference §5.2) in either JSON form, ``brokerAddrs`` keys as text; missing
+    lists read as empty, ``filterServerTable`` as ``{}``."""
+    doc = loads_fastjson(body)
+    if not isinstance(doc, dict):
+        raise ValueError("TopicRouteData must be a JSON object")
+    route = {**doc, "brokerDatas": [_broker_data(b) for b in doc.get("brokerDatas") or []],
+             "queueDatas": [dict(q) for q in doc.get("queueDatas") or [] if isinstance(q, dict)]}
+    fst = doc.get("filterServerTable")
+    route["filterServerTable"] = {str(k): v for k, v in items(fst)} if fst else {}
+    return route
+
+
+def decode_cluster_info(body: bytes) -> dict[str, Any]:
+    """A ``ClusterInfo`` body ``{"brokerAddrTable":{name: BrokerData},"clusterAddrTable":{cluster:[names]}}``
+    in either JSON form (a Java name server writes broker ids bare), ``brokerAddrs`` keys as text."""
+    doc = loads_fastjson(body)
+    if not isinstance(doc, dict):
+        raise ValueError("ClusterInfo must be a JSON object")
+    brokers = doc.get("brokerAddrTable") or {}
+    clusters = doc.get("clusterAddrTable") or {}
+    return {**doc, "brokerAddrTable": {str(k): _broker_data(v) for k, v in items(brokers)},
+            "clusterAddrTable": {str(k): sorted(str(n) for n in v or []) for k, v in items(clusters)}}
+
+
 @dataclass
 class TopicRoute:
     topic: str
@@ -37,10 +72,15 @@ class TopicRoute:
     broker_datas: list[dict[str, Any]]
     write_queues: list[MessageQueue] = field(default_factory=list)
     read_queues: list[MessageQueue] = field(default_factory=list)
+    order_topic_conf: str = ""
 
     @classmethod
     def from_wire(cls, topic: str, data: dict[str, Any]) -> TopicRoute:
-        route = cls(topic, data.get("queueDatas", []), data.get("brokerDatas", []))
+        """Publish and subscribe queues as the Java client's ``topicRouteData2TopicPublishInfo`` /
+        ``...SubscribeInfo``: queues of brokers with a master, by perm; with ``orderTopicConf``
+        (``"broker-a:4;broker-b:4"``) the publish queues are exactly the ones it lists."""
+        route = cls(topic, data.get("queueDatas", []), [_broker_data(b) for b in data.get("brokerDatas", [])],
+                    order_topic_conf=str(data.get("orderTopicConf") or ""))
         masters = {b["brokerName"] for b in route.broker_datas if "0" in b.get("brokerAddrs", {})}
         for q in sorted(route.queue_datas, key=lambda q: q["brokerName"]):
             if q["brokerName"] not in masters:
@@ -49,6 +89,14 @@ class TopicRoute:
                 route.write_queues += [MessageQueue(topic, q["brokerName"], i) for i in range(q["writeQueueNums"])]
             if q.get("perm", 6) & PERM_READ:
                 route.read_queues += [MessageQueue(topic, q["brokerName"], i) for i in range(q["readQueueNums"])]
+        if route.order_topic_conf:
+            ordered = []
+            for item in route.order_topic_conf.split(";"):
+                name, sep, nums = item.strip().partition(":")
+                if sep and name and nums.strip().isdigit():
+                    ordered += [MessageQueue(topic, name, i) for i in range(int(nums))]
+            if ordered:
+                route.write_queues = ordered
         return route
 
 
@@ -137,7 +185,11 @@ class ClientInstance:
             if resp.code == ResponseCode.TOPIC_NOT_EXIST:
                 self.routes.pop(topic, None)
             raise ClientError(resp.code, resp.remark or f"no route for topic {topic}")
-        route = TopicRoute.from_wire(topic, json.loads(resp.body))
+        try:
+            data = decode_route(resp.body)
+        except ValueError as exc:
+            raise ClientError(int(ResponseCode.SYSTEM_ERROR), f"bad route body for topic {topic}: {exc}") from None
+        route = TopicRoute.from_wire(topic, data)
         for b in route.broker_datas:
             addr = b.get("brokerAddrs", {}).get("0")
             if addr:

@@ -39,15 +39,13 @@ class KVConfigManager:
         with self._lock:
             kv = self.table.get(namespace)
             if kv is not None and kv.pop(key, None) is not None:
-                if not kv:
-                    del self.table[namespace]
-                self._persist()
+                self._persist()  # an emptied namespace stays (GET_KVLIST answers {"table":{}}), as upstream
 
     def namespace(self, namespace: str) -> dict[str, str] | None:
-        """A copy of one namespace; None when it has no keys."""
+        """A copy of one namespace; None when it was never written (one whose keys were all deleted is ``{}``)."""
         with self._lock:
             kv = self.table.get(namespace)
-            return dict(kv) if kv else None
+            return dict(kv) if kv is not None else None
 
     def _persist(self) -> None:
         if self.path is not None:

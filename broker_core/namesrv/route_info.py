@@ -13,8 +13,10 @@ Invariants (hold after every public method returns):
 2. No BrokerData has an empty ``brokerAddrs``; no cluster has an empty set; no topic has an empty dict.
 3. Every topic's QueueData names a brokerName present in ``broker_addr_table`` (queue data is dropped with
    the last address of its brokerName, as upstream ``onChannelDestroy``).
-4. Only the master (brokerId 0) sets queue data. Its registration carries its whole topic set: topics it no
-   longer reports lose its QueueData, and a topic left without QueueData disappears.
+4. Only the master (brokerId 0) sets queue data, and only when its ``dataVersion`` differs from the one it
+   last registered (or on its first registration, or when it sends none), as upstream. Its registration
+   carries its whole topic set: topics it no longer reports lose its QueueData, and a topic left without
+   QueueData disappears (upstream keeps them until DELETE_TOPIC_IN_NAMESRV; clients see the same routes).
 5. An address appears at most once in a brokerName's ``brokerAddrs``; a registration under a new brokerId
    (a role switch) removes the old id, as upstream.
 6. A broker is removed (like ``unregister_broker``) once its last heartbeat is older than ``expire_ms``
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -100,6 +103,18 @@ def queue_data_from_config(broker_name: str, topic: str, config: object) -> Queu
                      values["topicSysFlag"])
 
 
+def normalize_data_version(raw: object) -> dict[str, int] | None:
+    """A ``DataVersion`` as ``{"counter", "timestamp"}`` ints (upstream ``DataVersion.equals`` compares these
+    two), or None when there is none to compare (missing, empty or malformed: then it always counts as
+    changed, as a Java wrapper without one gets a fresh timestamp)."""
+    if not isinstance(raw, dict) or not raw:
+        return None
+    try:
+        return {"counter": int(str(raw.get("counter", 0))), "timestamp": int(str(raw.get("timestamp", 0)))}
+    except ValueError:
+        return None
+
+
 class RouteInfoManager:
     def __init__(self, clock: NowClock | None = None) -> None:
         self.clock: NowClock = clock or _WallClock()
@@ -116,11 +131,13 @@ class RouteInfoManager:
     def register_broker(self, cluster: str, broker_name: str, broker_id: int, broker_addr: str,
                         topic_config_table: dict[str, Any] | None = None, ha_server_addr: str = "",
                         data_version: dict[str, Any] | None = None) -> str | None:
-        """Record a broker and refresh its heartbeat; a master's topic set replaces its previous one.
+        """Record a broker and refresh its heartbeat (upstream ``RouteInfoManager.registerBroker``).
 
-        Returns the master's address when a slave registers and its master is live (upstream HA bootstrap),
-        else None (:meth:`ha_server_addr` gives the master's HA address). Raises ValueError on a bad topic name
-        or topic config (nothing changes then).
+        A master's topic set replaces its previous one when this is its first registration or its
+        ``data_version`` changed (an empty or missing one always counts as changed). Returns the master's
+        address when a slave registers and its master is live (upstream HA bootstrap), else None
+        (:meth:`ha_server_addr` gives the master's HA address). Raises ValueError on a bad topic name or
+        topic config (nothing changes then).
         """
         queue_datas: dict[str, QueueData] = {}
         for topic, config in (topic_config_table or {}).items():
@@ -128,8 +145,10 @@ class RouteInfoManager:
             if err:
                 raise ValueError(f"topicConfigTable: {err}")
             queue_datas[topic] = queue_data_from_config(broker_name, topic, config)
+        version = normalize_data_version(data_version)
         with self._lock:
             data = self.broker_addr_table.get(broker_name)
+            register_first = data is None
             if data is None:
                 data = self.broker_addr_table[broker_name] = BrokerData(cluster, broker_name)
             elif data.cluster != cluster:
@@ -141,13 +160,19 @@ class RouteInfoManager:
                     del data.broker_addrs[bid]  # role switch: the same address under a new id
             old_addr = data.broker_addrs.get(broker_id)
             data.broker_addrs[broker_id] = broker_addr
+            register_first = register_first or old_addr is None
             if old_addr is not None and old_addr != broker_addr and not self._addr_in_use(old_addr):
                 self._forget_addr(old_addr)  # the id moved to a new address
             if broker_id == MASTER_ID:
-                self._replace_queue_datas(broker_name, queue_datas)
+                stored = self.broker_data_version.get(broker_addr)
+                if register_first or version is None or stored is None or stored != version:
+                    self._replace_queue_datas(broker_name, queue_datas)
             self.broker_live_table[broker_addr] = self.clock.now_ms()
             self.broker_ha_addr[broker_addr] = ha_server_addr
-            self.broker_data_version[broker_addr] = dict(data_version or {})
+            if version is None:
+                self.broker_data_version.pop(broker_addr, None)
+            else:
+                self.broker_data_version[broker_addr] = version
             if broker_id != MASTER_ID:
                 master = data.broker_addrs.get(MASTER_ID)
                 if master is not None and master in self.broker_live_table:
@@ -188,25 +213,29 @@ class RouteInfoManager:
         with self._lock:
             return self.broker_ha_addr.get(broker_addr, "")
 
-    def query_data_version(self, broker_addr: str, data_version: dict[str, Any]) -> tuple[bool, dict[str, Any] | None]:
-        """QUERY_DATA_VERSION: whether ``data_version`` differs from the one the broker last registered (and that
-        one); refreshes the broker's heartbeat when it is registered."""
+    def query_data_version(self, broker_addr: str, data_version: dict[str, Any] | None
+                           ) -> tuple[bool, dict[str, Any] | None]:
+        """QUERY_DATA_VERSION: whether ``data_version`` differs from the one the broker last registered, and that
+        one (None when unknown). An unchanged version refreshes the broker's heartbeat, as upstream."""
+        version = normalize_data_version(data_version)
         with self._lock:
             stored = self.broker_data_version.get(broker_addr)
-            if broker_addr in self.broker_live_table:
+            changed = stored is None or version is None or stored != version
+            if not changed and broker_addr in self.broker_live_table:
                 self.broker_live_table[broker_addr] = self.clock.now_ms()
-            return stored != data_version, (dict(stored) if stored is not None else None)
+            return changed, (dict(stored) if stored is not None else None)
 
     def change_write_perm(self, broker_name: str, writable: bool) -> int:
-        """WIPE_/ADD_WRITE_PERM_OF_BROKER: clear or set the write bit of every queue data of ``broker_name``;
-        returns how many topics it has queue data in."""
+        """WIPE_/ADD_WRITE_PERM_OF_BROKER: clear the write bit of every queue data of ``broker_name``, or set
+        its perm to read|write (6, exactly as upstream, whatever it was); returns how many topics it has queue
+        data in."""
         with self._lock:
             count = 0
             for queues in self.topic_queue_table.values():
                 qd = queues.get(broker_name)
                 if qd is None:
                     continue
-                perm = qd.perm | PERM_WRITE if writable else qd.perm & ~PERM_WRITE
+                perm = PERM_READ | PERM_WRITE if writable else qd.perm & ~PERM_WRITE
                 queues[broker_name] = QueueData(qd.broker_name, qd.read_queue_nums, qd.write_queue_nums, perm,
                                                 qd.topic_sys_flag)
                 count += 1
@@ -218,23 +247,46 @@ class RouteInfoManager:
             names = self.cluster_addr_table.get(cluster, set())
             return sorted(t for t, queues in self.topic_queue_table.items() if names & set(queues))
 
-    def system_topic_list(self) -> dict[str, Any]:
-        """GET_SYSTEM_TOPIC_LIST_FROM_NS's ``TopicList``: every cluster and broker name (RocketMQ's per-cluster and
-        per-broker system topics) and one master address to ask."""
+    def topics_by_sys_flag(self, predicate: Callable[[int], bool]) -> list[str]:
+        """Topics whose (first, by broker name) queue data's ``topicSysFlag`` passes ``predicate`` (upstream
+        ``topicQueueTableIter``, behind the unit topic lists 311-313)."""
         with self._lock:
-            names = set(self.cluster_addr_table) | set(self.broker_addr_table)
-            out: dict[str, Any] = {"topicList": sorted(names)}
+            return sorted(t for t, queues in self.topic_queue_table.items()
+                          if queues and predicate(queues[min(queues)].topic_sys_flag))
+
+    def system_topic_list(self) -> dict[str, Any]:
+        """GET_SYSTEM_TOPIC_LIST_FROM_NS's ``TopicList``: every cluster name and broker name (RocketMQ's
+        per-cluster and per-broker system topics) and, in ``brokerAddr``, one broker address to ask (the first
+        broker's lowest id, i.e. its master when it has one); no ``brokerAddr`` without brokers."""
+        with self._lock:
+            names: list[str] = []
+            for cluster in sorted(self.cluster_addr_table):
+                names.append(cluster)
+                names.extend(sorted(self.cluster_addr_table[cluster]))
+            out: dict[str, Any] = {"topicList": list(dict.fromkeys(names))}
             for name in sorted(self.broker_addr_table):
-                master = self.broker_addr_table[name].broker_addrs.get(MASTER_ID)
-                if master:
-                    out["brokerAddr"] = master
+                addrs = self.broker_addr_table[name].broker_addrs
+                if addrs:
+                    out["brokerAddr"] = addrs[min(addrs)]
                     break
             return out
 
-    def delete_topic(self, topic: str) -> bool:
-        """Forget a topic's route (admin ``deleteTopic``); True if it existed. Brokers re-registering it revive it."""
+    def delete_topic(self, topic: str, cluster: str | None = None) -> bool:
+        """Forget a topic's route (admin ``deleteTopic``); with ``cluster``, only the queue data of that
+        cluster's brokers (upstream ``deleteTopic(topic, clusterName)``). True if something was removed.
+        Brokers re-registering the topic with a new dataVersion revive it."""
         with self._lock:
-            return self.topic_queue_table.pop(topic, None) is not None
+            if not cluster:
+                return self.topic_queue_table.pop(topic, None) is not None
+            queues = self.topic_queue_table.get(topic)
+            if queues is None:
+                return False
+            removed = False
+            for name in self.cluster_addr_table.get(cluster, set()):
+                removed = queues.pop(name, None) is not None or removed
+            if not queues:
+                del self.topic_queue_table[topic]
+            return removed
 
     # -- reads ----------------------------------------------------------------------------------------------
 
@@ -253,16 +305,20 @@ class RouteInfoManager:
             return {"brokerDatas": broker_datas, "filterServerTable": {}, "queueDatas": queue_datas}
 
     def cluster_info(self) -> dict[str, Any]:
-        """``{"brokerAddrTable", "clusterAddrTable", "brokerLiveTable"}`` (wire JSON shape)."""
+        """RocketMQ's ``ClusterInfo`` ``{"brokerAddrTable": {name: BrokerData}, "clusterAddrTable": {cluster:
+        [names]}}`` (wire JSON shape, nothing else)."""
         with self._lock:
             return {
                 "brokerAddrTable": {name: self.broker_addr_table[name].to_json()
                                     for name in sorted(self.broker_addr_table)},
                 "clusterAddrTable": {cluster: sorted(names)
                                      for cluster, names in sorted(self.cluster_addr_table.items())},
-                "brokerLiveTable": {addr: {"lastUpdateTimestamp": last}
-                                    for addr, last in sorted(self.broker_live_table.items())},
             }
+
+    def live_table(self) -> dict[str, int]:
+        """brokerAddr -> last heartbeat (ms); not on the wire (upstream keeps it private too)."""
+        with self._lock:
+            return dict(sorted(self.broker_live_table.items()))
 
     def topic_list(self) -> list[str]:
         with self._lock:

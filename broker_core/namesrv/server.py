@@ -7,9 +7,12 @@ Invariants:
    nothing. A route lookup for a malformed topic name gets ``TOPIC_NOT_EXIST`` with the validation message.
 3. Bodies are RocketMQ 4.9's (reference §2.2, §5.2): registration takes ``RegisterBrokerBody``
    (``{"filterServerList":[],"topicConfigSerializeWrapper":{"dataVersion":..,"topicConfigTable":..}}``, read with
-   the fastjson-tolerant parser; a bare wrapper as pre-3.0.11 brokers send it is accepted too) checked against
-   ``bodyCrc32`` (crc32 & 0x7FFFFFFF, 0 = unchecked); answers are compact JSON with quoted keys (every client
-   reads them; Go splits ``brokerAddrs`` by hand, so no spaces).
+   the fastjson-tolerant parser; a bare wrapper as pre-3.0.11 brokers send it, and the deflated form of
+   ``compressedRegister=true``, are accepted too) checked against ``bodyCrc32`` (crc32 & 0x7FFFFFFF, 0 =
+   unchecked); answers are compact JSON with quoted, sorted keys (every client reads them; Go splits
+   ``brokerAddrs`` by hand, so no spaces). ClusterInfo carries only ``brokerAddrTable`` and
+   ``clusterAddrTable``, as upstream. Codes upstream serves and this one does not (318/319 namesrv config) get
+   REQUEST_CODE_NOT_SUPPORTED instead of upstream's silence, so callers fail fast.
 4. While started, a background task calls ``scan_not_active_broker`` every ``scan_interval_ms`` (first after
    ``scan_initial_delay_ms``: 5 s as upstream, or the interval if that is shorter), so a broker silent for
    longer than ``broker_expire_ms`` disappears within one interval after expiring.
@@ -23,7 +26,9 @@ import asyncio
 import contextlib
 import json
 import logging
+import struct
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,8 +46,19 @@ DEFAULT_SCAN_INITIAL_DELAY_MS = 5_000
 DEFAULT_LISTEN_PORT = 9876
 
 
-def encode_json(obj: object) -> bytes:
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+# Unit topic lists (RocketMQ RequestCode; TopicSysFlag FLAG_UNIT 0x1, FLAG_UNIT_SUB 0x2)
+GET_UNIT_TOPIC_LIST = 311
+GET_HAS_UNIT_SUB_TOPIC_LIST = 312
+GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST = 313
+FLAG_UNIT = 0x1
+FLAG_UNIT_SUB = 0x2
+MAX_INFLATED_BODY = 64 * 1024 * 1024  # a compressed registration may not inflate beyond this
+
+
+def encode_json(obj: object, ascii_only: bool = False) -> bytes:
+    """Compact JSON, keys quoted and sorted, as fastjson writes wire bodies (``ascii_only``: non-ASCII as
+    ``\\uXXXX``, fastjson's ``BrowserCompatible`` for route bodies)."""
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=ascii_only, sort_keys=True).encode("utf-8")
 
 
 def _str_field(header: dict[str, Any], name: str) -> str:
@@ -78,11 +94,14 @@ def _broker_fields(cmd: RemotingCommand) -> tuple[str, str, int, str]:
     return _str_field(h, "clusterName"), _str_field(h, "brokerName"), _broker_id_field(h), _addr_field(h)
 
 
-def _registration_body(body: bytes) -> tuple[dict[str, Any], dict[str, Any]]:
+def _registration_body(body: bytes, compressed: bool = False) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """``(topicConfigTable, dataVersion)`` of a ``RegisterBrokerBody`` (or of a bare
-    ``TopicConfigSerializeWrapper``); an empty body means the broker reports no topics."""
+    ``TopicConfigSerializeWrapper``, as brokers before 3.0.11 send it); an empty body means the broker reports
+    no topics. ``compressed``: the deflated binary form ``compressedRegister=true`` brokers send."""
     if not body:
-        return {}, {}
+        return {}, None
+    if compressed:
+        return _compressed_registration_body(body)
     try:
         doc = loads_fastjson(body)
     except (UnicodeDecodeError, ValueError) as exc:
@@ -93,10 +112,56 @@ def _registration_body(body: bytes) -> tuple[dict[str, Any], dict[str, Any]]:
     if not isinstance(wrapper, dict):
         raise BadRequest("body field topicConfigSerializeWrapper must be an object")
     table = wrapper.get("topicConfigTable", {})
+    if table is None:
+        table = {}
     if not isinstance(table, dict):
         raise BadRequest("body field topicConfigTable must be an object of topic -> config")
-    version = wrapper.get("dataVersion", {})
-    return table, version if isinstance(version, dict) else {}
+    version = wrapper.get("dataVersion")
+    return table, version if isinstance(version, dict) else None
+
+
+def _compressed_registration_body(body: bytes) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """RegisterBrokerBody.encode(compress=true): zlib-deflated ``[i32 len][DataVersion JSON] [i32 n]
+    n x [i32 len]["topic read write perm filterType"] [i32 len][filterServerList JSON]`` (no topicSysFlag or
+    order in that form: they read as 0/false, as upstream)."""
+    inflater = zlib.decompressobj()
+    try:
+        raw = inflater.decompress(body, MAX_INFLATED_BODY)
+    except zlib.error as exc:
+        raise BadRequest(f"compressed body is not zlib data: {exc}") from None
+    if inflater.unconsumed_tail:
+        raise BadRequest(f"compressed RegisterBrokerBody inflates to more than {MAX_INFLATED_BODY} bytes")
+    pos = 0
+
+    def take(n: int) -> bytes:
+        nonlocal pos
+        if n < 0 or pos + n > len(raw):
+            raise BadRequest("compressed RegisterBrokerBody is truncated")
+        chunk = raw[pos:pos + n]
+        pos += n
+        return chunk
+
+    def take_int() -> int:
+        return struct.unpack(">i", take(4))[0]
+
+    try:
+        version = loads_fastjson(take(take_int()))
+        table: dict[str, Any] = {}
+        for _ in range(take_int()):
+            fields = take(take_int()).decode("utf-8").split(" ")
+            if len(fields) != 5 or not all(f.isdigit() for f in fields[1:4]):
+                raise BadRequest(f"compressed topic config must be 'topic read write perm filterType', got "
+                                 f"{' '.join(fields)!r}")
+            name, read, write, perm, filter_type = fields
+            table[name] = {"order": False, "perm": int(perm), "readQueueNums": int(read),
+                           "topicFilterType": filter_type, "topicName": name, "topicSysFlag": 0,
+                           "writeQueueNums": int(write)}
+        take(take_int())  # filterServerList: filter servers are not supported
+    except (UnicodeDecodeError, ValueError) as exc:
+        if isinstance(exc, BadRequest):
+            raise
+        raise BadRequest(f"compressed RegisterBrokerBody is malformed: {exc}") from None
+    return table, version if isinstance(version, dict) else None
 
 
 def _kv_table(table: dict[str, str]) -> bytes:
@@ -127,6 +192,8 @@ class NamesrvController:
             RequestCode.ADD_WRITE_PERM_OF_BROKER: self._add_write_perm,
             RequestCode.GET_TOPICS_BY_CLUSTER: self._topics_by_cluster,
             RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS: self._system_topics,
+            GET_UNIT_TOPIC_LIST: self._unit_topics, GET_HAS_UNIT_SUB_TOPIC_LIST: self._unit_topics,
+            GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST: self._unit_topics,
             RequestCode.QUERY_DATA_VERSION: self._query_data_version,
             RequestCode.REGISTER_BROKER: self._register_broker,
             RequestCode.UNREGISTER_BROKER: self._unregister_broker,
@@ -173,27 +240,33 @@ class NamesrvController:
 
     def _register_broker(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         """REGISTER_BROKER: header ``brokerName, brokerAddr, clusterName, haServerAddr, brokerId, [compressed],
-        [bodyCrc32]``, body ``RegisterBrokerBody``. A slave is answered its master's ``masterAddr`` and
-        ``haServerAddr``; the body is the ``ORDER_TOPIC_CONFIG`` KVTable when that namespace has keys."""
+        [bodyCrc32]``, body ``RegisterBrokerBody``. A non-zero ``bodyCrc32`` must equal crc32(body) & 0x7FFFFFFF
+        (else SYSTEM_ERROR "crc32 not match", upstream's remark). A slave is answered its live master's
+        ``masterAddr`` and ``haServerAddr``; the body is the ``ORDER_TOPIC_CONFIG`` KVTable when that namespace
+        exists (upstream's ``getKVListByNamespace``)."""
         h = cmd.header
         try:
             cluster, name, broker_id, addr = _broker_fields(cmd)
-            crc = int(str(h.get("bodyCrc32") or 0))
-            if crc and cmd.body and zlib.crc32(cmd.body) & 0x7FFFFFFF != crc:
+            try:
+                crc = int(str(h.get("bodyCrc32") or 0))
+            except ValueError:
+                raise BadRequest(f"header field bodyCrc32 must be an integer, got {h.get('bodyCrc32')!r}") from None
+            actual = zlib.crc32(cmd.body) & 0x7FFFFFFF
+            if crc != 0 and crc != actual:
+                log.warning("registration of %s from %s refused: bodyCrc32 %d, body crc32 %d (%d bytes)",
+                            addr, conn.remote, crc, actual, len(cmd.body))
                 return cmd.response(ResponseCode.SYSTEM_ERROR, "crc32 not match")
-            if str(h.get("compressed", "false")).lower() == "true":
-                return cmd.response(ResponseCode.SYSTEM_ERROR,
-                                    "compressed registration bodies are not supported (set compressedRegister=false)")
-            table, version = _registration_body(cmd.body)
+            compressed = str(h.get("compressed", "false")).lower() == "true"
+            table, version = _registration_body(cmd.body, compressed)
             master = self.routes.register_broker(cluster, name, broker_id, addr, table,
                                                  str(h.get("haServerAddr") or ""), version)
-        except ValueError as exc:  # BadRequest, a bad bodyCrc32, or a bad topic config from the manager
+        except ValueError as exc:  # BadRequest, or a bad topic config from the manager
             return cmd.response(ResponseCode.SYSTEM_ERROR, str(exc))
         log.debug("registered broker %s/%s id=%d at %s from %s (%d topics)", cluster, name, broker_id, addr,
                   conn.remote, len(table))
         header = {"masterAddr": master, "haServerAddr": self.routes.ha_server_addr(master)} if master else None
         order = self.kv.namespace(NAMESPACE_ORDER_TOPIC_CONFIG)
-        return cmd.response(ResponseCode.SUCCESS, header=header, body=_kv_table(order) if order else b"")
+        return cmd.response(ResponseCode.SUCCESS, header=header, body=_kv_table(order) if order is not None else b"")
 
     def _unregister_broker(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         try:
@@ -219,7 +292,7 @@ class NamesrvController:
             conf = self.kv.get(NAMESPACE_ORDER_TOPIC_CONFIG, topic)
             if conf:
                 route["orderTopicConf"] = conf
-        return cmd.response(ResponseCode.SUCCESS, body=encode_json(route))
+        return cmd.response(ResponseCode.SUCCESS, body=encode_json(route, ascii_only=True))
 
     def _get_cluster_info(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         return cmd.response(ResponseCode.SUCCESS, body=encode_json(self.routes.cluster_info()))
@@ -228,14 +301,17 @@ class NamesrvController:
         return cmd.response(ResponseCode.SUCCESS, body=encode_json({"topicList": self.routes.topic_list()}))
 
     def _delete_topic(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """DELETE_TOPIC_IN_NAMESRV: header ``topic, [clusterName]`` (with a cluster, only its brokers' queue
+        data go, as upstream)."""
         if "topic" not in cmd.header:
             return cmd.response(ResponseCode.SYSTEM_ERROR, "missing header field topic")
         topic = cmd.header["topic"]
         err = topic_error(topic)
         if err:
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"header field topic: {err}")
-        if self.routes.delete_topic(topic):
-            log.info("deleted topic %s from the routes", topic)
+        cluster = str(cmd.header.get("clusterName") or "")
+        if self.routes.delete_topic(topic, cluster or None):
+            log.info("deleted topic %s from the routes%s", topic, f" of cluster {cluster}" if cluster else "")
         return cmd.response(ResponseCode.SUCCESS)
 
     # -- KV config, permissions, lists -------------------------------------------------------------------
@@ -277,6 +353,15 @@ class NamesrvController:
 
     def _system_topics(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         return cmd.response(ResponseCode.SUCCESS, body=encode_json(self.routes.system_topic_list()))
+
+    def _unit_topics(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """311 / 312 / 313: topics by their ``topicSysFlag`` unit bits, as a ``TopicList``."""
+        predicates: dict[int, Callable[[int], bool]] = {
+            GET_UNIT_TOPIC_LIST: lambda f: bool(f & FLAG_UNIT),
+            GET_HAS_UNIT_SUB_TOPIC_LIST: lambda f: bool(f & FLAG_UNIT_SUB),
+            GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST: lambda f: not f & FLAG_UNIT and bool(f & FLAG_UNIT_SUB)}
+        topics = self.routes.topics_by_sys_flag(predicates[cmd.code])
+        return cmd.response(ResponseCode.SUCCESS, body=encode_json({"topicList": topics}))
 
     def _query_data_version(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         """QUERY_DATA_VERSION: header ``brokerAddr, brokerName, clusterName, brokerId``, body the broker's

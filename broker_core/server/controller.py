@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from broker_core import __version__
-from broker_core.codec.fastjson import dumps_fastjson
+from broker_core.codec.fastjson import FastjsonPairs, dumps_fastjson, items, loads_fastjson
 from broker_core.codec.wire import SERIALIZE_JSON
 from broker_core.config import BrokerConfig
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
@@ -119,6 +119,7 @@ class BrokerController:
         self.registered = False
         self.master_addr = ""  # a slave's master, as the name server answers registration
         self.master_ha_addr = ""
+        self.order_topic_config: dict[str, str] | None = None  # ORDER_TOPIC_CONFIG from the registration answer
 
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
         """Run a background coroutine, keeping a reference until it ends."""
@@ -222,42 +223,80 @@ class BrokerController:
 
     # ------------------------------------------------------------------ name servers
     def _registration_header(self) -> dict[str, object]:
-        return {"clusterName": self.config.broker_cluster_name, "brokerName": self.config.broker_name,
-                "brokerId": self.config.broker_id, "brokerAddr": self.broker_addr}
+        """The broker identity every name-server request carries (UNREGISTER_BROKER's whole header)."""
+        return {"brokerName": self.config.broker_name, "brokerAddr": self.broker_addr,
+                "clusterName": self.config.broker_cluster_name, "brokerId": self.config.broker_id}
+
+    def topic_config_wrapper(self) -> dict[str, Any]:
+        """RocketMQ 4.9's ``TopicConfigSerializeWrapper`` of ``self.topics`` (reference §7.5):
+        ``{"dataVersion":{"counter","timestamp"},"topicConfigTable":{name: TopicConfig}}``, every TopicConfig
+        with the seven 4.x keys. Built here from the table so the name server sees the same shape whatever
+        the topic manager's own encoder does."""
+        topics = self.topics
+        table = topics.table
+        configs = {}
+        for name in sorted(table):
+            cfg = table[name]
+            configs[name] = {
+                "order": bool(getattr(cfg, "order", False)), "perm": int(cfg.perm),
+                "readQueueNums": int(cfg.read_queue_nums),
+                "topicFilterType": str(getattr(cfg, "topic_filter_type", "SINGLE_TAG") or "SINGLE_TAG"),
+                "topicName": name, "topicSysFlag": int(getattr(cfg, "topic_sys_flag", 0) or 0),
+                "writeQueueNums": int(cfg.write_queue_nums)}
+        version = {"counter": int(getattr(topics, "data_version", 0) or 0),
+                   "timestamp": int(getattr(topics, "data_version_ts", 0) or 0)}
+        return {"dataVersion": version, "topicConfigTable": configs}
 
     def registration_request(self) -> RemotingCommand:
-        """REGISTER_BROKER as a 4.9 broker sends it: ``RegisterBrokerBody`` (the topics as a
-        ``TopicConfigSerializeWrapper``) with its masked CRC32 in ``bodyCrc32``. No HA service yet, so
-        ``haServerAddr`` is empty."""
-        body = dumps_fastjson({"filterServerList": [], "topicConfigSerializeWrapper": self.topics.wrapper()}).encode()
+        """REGISTER_BROKER exactly as a 4.9 broker's ``BrokerOuterAPI.registerBrokerAll`` sends it: header
+        ``brokerName, brokerAddr, clusterName, haServerAddr, brokerId, compressed, bodyCrc32`` and body
+        ``RegisterBrokerBody`` ``{"filterServerList":[],"topicConfigSerializeWrapper":{...}}`` (compact
+        fastjson), ``bodyCrc32`` = crc32(body) & 0x7FFFFFFF. No HA service yet, so ``haServerAddr`` is empty."""
+        body = dumps_fastjson({"filterServerList": [],
+                               "topicConfigSerializeWrapper": self.topic_config_wrapper()}).encode()
         header = {**self._registration_header(), "haServerAddr": "", "compressed": False,
                   "bodyCrc32": zlib.crc32(body) & 0x7FFFFFFF}
         return RemotingCommand.request(RequestCode.REGISTER_BROKER, header, body)
 
     async def register_all(self) -> bool:
-        """Register with every name server; False if any failed (the periodic task retries in 2 s). A slave
-        learns its master's address and HA address from the answers (``master_addr``, ``master_ha_addr``)."""
+        """Register with every name server; False if any failed (the periodic task retries in 2 s).
+
+        As upstream ``BrokerController.doRegisterBrokerAll``, the first successful answer sets ``master_addr``
+        (a slave's master, "" when the name server knows no live master), ``master_ha_addr`` (only when the
+        answer has one) and ``order_topic_config`` (the ``ORDER_TOPIC_CONFIG`` KVTable, None when absent)."""
         ok = True
+        first: RemotingCommand | None = None
+        request = self.registration_request()
         for addr in self.namesrv_addrs:
             try:
-                resp = await self.namesrv_client.invoke(addr, self.registration_request(), 3.0)
-                if resp.code != ResponseCode.SUCCESS:
-                    ok = False
-                    log.warning("namesrv %s refused registration: %s", addr, resp.remark)
-                elif self.config.broker_id != 0:
-                    self.master_addr = str(resp.header.get("masterAddr") or "") or self.master_addr
-                    self.master_ha_addr = str(resp.header.get("haServerAddr") or "") or self.master_ha_addr
+                cmd = RemotingCommand(request.code, 0, request.flags, request.header, request.body)
+                resp = await self.namesrv_client.invoke(addr, cmd, 3.0)
             except (ConnectionError, TimeoutError) as exc:
                 ok = False
                 log.warning("cannot register with namesrv %s: %s", addr, exc)
+                continue
+            if resp.code != ResponseCode.SUCCESS:
+                ok = False
+                log.warning("namesrv %s refused registration (code %d): %s", addr, resp.code, resp.remark)
+            elif first is None:
+                first = resp
+        if first is not None:
+            self.master_addr = str(first.header.get("masterAddr") or "")
+            ha = first.header.get("haServerAddr")
+            if ha:
+                self.master_ha_addr = str(ha)
+            self.order_topic_config = _kv_table(first.body)
         self.registered = ok
         return ok
 
     async def unregister_all(self) -> None:
+        """UNREGISTER_BROKER (``brokerName, brokerAddr, clusterName, brokerId``) to every name server."""
         for addr in self.namesrv_addrs:
             cmd = RemotingCommand.request(RequestCode.UNREGISTER_BROKER, self._registration_header())
             try:
-                await self.namesrv_client.invoke(addr, cmd, 3.0)
+                resp = await self.namesrv_client.invoke(addr, cmd, 3.0)
+                if resp.code != ResponseCode.SUCCESS:
+                    log.warning("namesrv %s refused unregistration (code %d): %s", addr, resp.code, resp.remark)
             except (ConnectionError, TimeoutError) as exc:
                 log.warning("cannot unregister from namesrv %s: %s", addr, exc)
 
@@ -287,3 +326,18 @@ class BrokerController:
             "diskRatio": round(disk.ratio, 4), "topics": len(self.topics.table),
             **self.store.runtime_info(),
         }
+
+
+def _kv_table(body: bytes) -> dict[str, str] | None:
+    """A ``KVTable`` body ``{"table":{k:v}}`` as a dict; None for no body or one that is not a KVTable."""
+    if not body:
+        return None
+    try:
+        doc = loads_fastjson(body)
+    except (UnicodeDecodeError, ValueError):
+        log.warning("registration answer body is not a KVTable: %r", body[:200])
+        return None
+    table = doc.get("table") if isinstance(doc, dict) else None
+    if not isinstance(table, dict | FastjsonPairs):
+        return None
+    return {str(k): str(v) for k, v in items(table)}
