@@ -1,6 +1,6 @@
 """Drive the Apache RocketMQ C++ client core (PyPI ``rocketmq`` 0.4.4, which bundles ``librocketmq.so``) for the
 compatibility tests. Runs under ``.venv-rocketmq/bin/python``, never the project's venv (the module name
-``rocketmq`` is the client's own). One JSON command in argv[1], one JSON result on stdout:
+``rocketmq`` is the client's own). One JSON command in argv[1] (or on stdin), one JSON result on stdout:
 
 - ``{"op": "produce", "namesrv", "group", "mode": "sync"|"oneway"|"orderly", "messages": [{"topic", "body",
   "keys", "tags", "props": {..}, "delay": level, "arg": int}]}`` -> ``{"results": [{"status", "msg_id",
@@ -140,7 +140,7 @@ def push(cmd: dict) -> dict:
 
 
 def main() -> None:
-    cmd = json.loads(sys.argv[1])
+    cmd = json.loads(sys.argv[1] if len(sys.argv) > 1 else sys.stdin.read())
     result = {"produce": produce, "pull": pull, "push": push}[cmd["op"]](cmd)
     sys.stdout.write(json.dumps(result) + "\n")
     sys.stdout.flush()

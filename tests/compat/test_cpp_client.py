@@ -14,7 +14,15 @@ from typing import Any
 
 import pytest
 
-from broker_core.client import AdminClient, Message, MessageExt, Producer, PullConsumer, PullStatus
+from broker_core.client import (
+    AdminClient,
+    Message,
+    MessageExt,
+    MessageQueue,
+    Producer,
+    PullConsumer,
+    PullStatus,
+)
 from tests.conftest import ROOT
 from tests.integration.cluster import Cluster, wait_until
 
@@ -52,8 +60,8 @@ def producer(cluster: Cluster) -> Iterator[Producer]:
 def cpp(cluster: Cluster, op: str, timeout: float = 120, **cmd: Any) -> dict[str, Any]:
     """Run one driver command in the C++ client's virtualenv; its JSON answer."""
     cmd = {"op": op, "namesrv": cluster.namesrv, **cmd}
-    proc = subprocess.run([str(VENV_PYTHON), str(DRIVER), json.dumps(cmd)], capture_output=True, timeout=timeout,
-                          cwd=cluster.tmp)
+    proc = subprocess.run([str(VENV_PYTHON), str(DRIVER)], input=json.dumps(cmd).encode(), capture_output=True,
+                          timeout=timeout, cwd=cluster.tmp)
     assert proc.returncode == 0, f"C++ client {op} failed: {proc.stderr.decode()[-3000:]}"
     return json.loads(proc.stdout.decode().strip().splitlines()[-1])
 
@@ -94,8 +102,10 @@ def test_sync_send_routes_a_new_topic_and_an_existing_one(cluster: Cluster, admi
     route = admin.topic_route("CppAuto")  # created from TBW102 by the first send
     assert [b["brokerName"] for b in route["brokerDatas"]] == ["broker-a"]
     wait_until(lambda: len(sdk_pull_all(cluster, "CppAuto")) == 5, what="auto-created topic messages")
-    assert sorted(m.body for m in sdk_pull_all(cluster, "CppExisting")) == sorted(b"existing-%d" % i
-                                                                                   for i in range(5))
+    existing = {m.msg_id: m for m in sdk_pull_all(cluster, "CppExisting")}
+    assert sorted(m.body for m in existing.values()) == sorted(b"existing-%d" % i for i in range(5))
+    for i, r in enumerate(results[5:]):  # the send result's offset is where the broker put it
+        assert (existing[r["msg_id"]].body, existing[r["msg_id"]].queue_offset) == (b"existing-%d" % i, r["offset"])
     found, _ = admin.query_message("CppAuto", "ka3")
     assert [m.body for m in found] == [b"auto-3"]
     assert found[0].msg_id == results[3]["msg_id"]  # UNIQ_KEY the client set is what it was told
@@ -117,25 +127,42 @@ def test_oneway_and_orderly_send(cluster: Cluster, admin: AdminClient) -> None:
     assert by_queue == {0: [b"0-%02d" % i for i in range(0, 20, 2)], 1: [b"1-%02d" % i for i in range(1, 20, 2)]}
 
 
+DELAY_MS = {1: 1000, 2: 5000, 3: 10000}  # the broker's default messageDelayLevel: 1s 5s 10s ...
+
+
 def test_delayed_send(cluster: Cluster, admin: AdminClient) -> None:
     admin.create_topic("CppDelay", 1, 1)
     sent_at = time.time() * 1000
-    cpp(cluster, "produce", group="cpp-pg", mode="sync", messages=[spec("CppDelay", b"later", delay=2)])  # 5 s
-    assert sdk_pull_all(cluster, "CppDelay") == []  # held in SCHEDULE_TOPIC_XXXX, not visible yet
-    wait_until(lambda: len(sdk_pull_all(cluster, "CppDelay")) == 1, timeout=60, what="delayed delivery")
-    (m,) = sdk_pull_all(cluster, "CppDelay")
-    assert m.body == b"later" and m.store_timestamp >= sent_at + 5000
+    results = cpp(cluster, "produce", group="cpp-pg", mode="sync",
+                  messages=[spec("CppDelay", b"level-%d" % level, delay=level, keys=f"delay-{level}", tags="D",
+                                 props={"level": str(level)}) for level in DELAY_MS])["results"]
+    early = sdk_pull_all(cluster, "CppDelay")
+    checked_at = time.time() * 1000
+    # held in SCHEDULE_TOPIC_XXXX: whatever is visible already had its delay pass (level 3's 10 s, at least,
+    # normally has not)
+    assert all(checked_at >= sent_at + DELAY_MS[int(m.body[-1:])] for m in early)
+    wait_until(lambda: len(sdk_pull_all(cluster, "CppDelay")) == 3, timeout=60, what="delayed delivery")
+    got = sorted(sdk_pull_all(cluster, "CppDelay"), key=lambda m: m.queue_offset)
+    # each copy is put into the real topic only once its level's delay has passed, so in level order
+    assert [m.body for m in got] == [b"level-%d" % level for level in DELAY_MS]
+    for level, m, r in zip(DELAY_MS, got, results, strict=True):
+        assert m.store_timestamp >= sent_at + DELAY_MS[level]
+        # the copy keeps the client's unique id, keys, tags and properties
+        assert (m.msg_id, m.keys, m.tags, m.properties["level"]) == (r["msg_id"], [f"delay-{level}"], "D", str(level))
 
 
 def test_pull_from_zero_until_no_new_message(cluster: Cluster, admin: AdminClient, producer: Producer) -> None:
-    admin.create_topic("CppPull", 4, 4)
-    for i in range(25):
-        producer.send(Message("CppPull", b"p-%02d" % i, tags="T"))
+    admin.create_topic("CppPull", 5, 5)
+    for i in range(25):  # queues 0..3; queue 4 stays empty
+        producer.send(Message("CppPull", b"p-%02d" % i, tags="T"), queue=MessageQueue("CppPull", "broker-a", i % 4))
     got = cpp(cluster, "pull", group="cpp-puller", topic="CppPull")
-    assert got["queues"] == 4
+    assert got["queues"] == 5
     assert sorted(body_of(m) for m in got["messages"]) == sorted(b"p-%02d" % i for i in range(25))
-    # every queue ended on NO_NEW_MSG: the broker did not hold the non-suspending pulls until a timeout
-    assert "BROKER_TIMEOUT" not in got["statuses"] and got["statuses"].count("NO_NEW_MSG") == 4
+    for q in range(4):  # each queue read from offset 0 in order
+        assert [m["queue_offset"] for m in got["messages"] if m["queue_id"] == q] == list(range(7 if q == 0 else 6))
+    # every queue, the empty one too, ended on NO_NEW_MSG: the broker answered the client's non-suspending pulls
+    # at once instead of holding them until a timeout
+    assert "BROKER_TIMEOUT" not in got["statuses"] and got["statuses"].count("NO_NEW_MSG") == 5
 
 
 def test_push_with_tag_filter(cluster: Cluster, admin: AdminClient, producer: Producer) -> None:
@@ -155,7 +182,7 @@ def test_retry_through_send_back(cluster: Cluster, admin: AdminClient, producer:
               reconsume_later_once=True)["messages"]
     (m,) = got
     assert body_of(m) == b"again" and m["reconsume_times"] == 1  # came back through %RETRY%cpp-retry
-    assert m["keys"] == "retry-1"
+    assert (m["keys"], m["topic"]) == ("retry-1", "CppRetry")  # the client restored the topic from RETRY_TOPIC
 
 
 def test_offsets_are_committed_and_resumed(cluster: Cluster, admin: AdminClient, producer: Producer) -> None:
@@ -189,10 +216,12 @@ def test_100_messages_each_way(cluster: Cluster, admin: AdminClient, producer: P
         assert (m.body, m.keys, m.tags, m.properties["color"]) == (
             body_of(s), [f"k{i}", f"alt{i}"], f"Tag{i % 3}", s["props"]["color"])
 
+    sent = {}
     for i in range(100):
-        producer.send(Message("SdkToCpp", "s→c %d ünï".encode() + bytes([i + 1]), tags=f"Tag{i % 3}",
-                              keys=[f"k{i}", f"alt{i}"], properties={"color": "red" if i % 2 else "blue",
-                                                                     "n": str(i)}))
+        body = "s→c %d ünï".encode() + bytes([i + 1])
+        props_i = {"color": "red" if i % 2 else "blue", "n": str(i)}
+        sent[str(i)] = producer.send(Message("SdkToCpp", body, tags=f"Tag{i % 3}", keys=[f"k{i}", f"alt{i}"],
+                                             properties=props_i))
     pulled = cpp(cluster, "pull", group="cpp-sdk-reader", topic="SdkToCpp", props=props)["messages"]
     assert len(pulled) == 100
     for m in pulled:
@@ -200,3 +229,5 @@ def test_100_messages_each_way(cluster: Cluster, admin: AdminClient, producer: P
         assert body_of(m) == "s→c %d ünï".encode() + bytes([i + 1])
         assert (m["keys"], m["tags"], m["props"]["color"]) == (f"k{i} alt{i}", f"Tag{i % 3}",
                                                                "red" if i % 2 else "blue")
+        r = sent[str(i)]  # the client sees the unique id, queue and offset our producer was told
+        assert (m["id"], m["queue_id"], m["queue_offset"]) == (r.msg_id, r.queue_id, r.queue_offset)
