@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from django.db import transaction
 from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
-from console.job_names import (
+from console.jobs.names import (
     TASK_DELIVER_DELAYED,
     TASK_DISK_CHECK,
     TASK_EVALUATE_ALERTS,

@@ -30,8 +30,9 @@ from typing import Any
 from django.conf import settings
 from django.db import connection
 
-from console import broker_client, job_states
-from console.models import Job
+from console import broker_client
+from console.jobs import states as job_states
+from console.jobs.models import Job
 from spark_jobs.output import ResultWriter
 from spark_jobs.runner import JobCancelled, cancel
 

@@ -10,11 +10,11 @@ from rest_framework.response import Response
 
 from console.api.base import RoleAPIView, can_read_bodies, group_param, validated
 from console.api.serializers import LimitSerializer, ResendSerializer, SearchSerializer
+from console.jobs.resend import start_resend_job
+from console.jobs.selectors import job_json
 from console.roles import OPERATOR, VIEWER
 from console.selectors.dlq import list_dlqs
-from console.selectors.jobs import job_json
 from console.selectors.messages import dead_letters, message_json
-from console.services.jobs import start_resend_job
 from console.services.messages import resend_dead_letters
 
 

@@ -6,8 +6,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from console.api.base import RoleAPIView
+from console.jobs.selectors import get_job, job_json
 from console.roles import VIEWER
-from console.selectors.jobs import get_job, job_json
 
 
 class JobDetailView(RoleAPIView):

@@ -19,15 +19,15 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from console.api.base import RoleAPIView, can_read_bodies, validated
-from console.roles import OPERATOR, VIEWER
-from console.selectors.spark_jobs import (
+from console.jobs import spark as service
+from console.jobs.results import (
     export_file,
     get_spark_job,
     search_results,
     spark_job_json,
     trace_results,
 )
-from console.services import spark_jobs as service
+from console.roles import OPERATOR, VIEWER
 
 MAX_MS = (1 << 63) - 1
 

@@ -13,7 +13,7 @@ from django.db.models import OuterRef, Subquery
 from django_celery_beat.models import PeriodicTask
 
 from console.errors import not_found
-from console.job_names import TASK_PREFIX
+from console.jobs.names import TASK_PREFIX
 from console.monitoring.models import RAW_BUCKET, BrokerSample, JobRun
 
 DISK_CHECK_JOB = "disk_check"

@@ -8,14 +8,14 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
+from console.jobs.resend import start_resend_job
+from console.jobs.selectors import get_job, job_json
 from console.models import Job
 from console.roles import OPERATOR, VIEWER, has_role
 from console.selectors.dlq import list_dlqs
-from console.selectors.jobs import get_job, job_json
 from console.selectors.messages import MESSAGE_ID
 from console.selectors.ui_dlq import EXPORT_LIMIT, as_csv, as_json_lines, export_rows
 from console.selectors.ui_messages import dead_letter_rows
-from console.services.jobs import start_resend_job
 from console.services.messages import resend_dead_letters
 from console.views.base import error_page, invalid_group_page, page
 from console.views.forms import GroupForm

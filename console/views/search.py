@@ -1,7 +1,7 @@
 """The "Search" pages: the full-scan search form (operator starts a Spark job), the job page with a live progress
 bar (``static/console/progress.js`` polls ``GET /api/v1/search-jobs/{id}/``), a cancel button, and once done
 the paged results with the scanned/matched counts and export links. The logic is in
-:mod:`console.services.spark_jobs` and :mod:`console.selectors.spark_jobs`."""
+:mod:`console.jobs.spark` and :mod:`console.jobs.results`."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from console.errors import ApiError
+from console.jobs import spark as service
+from console.jobs.results import export_file, get_spark_job, search_results, spark_job_json
 from console.models import Job
 from console.roles import OPERATOR, VIEWER, has_role
 from console.selectors.messages import iso_ms
-from console.selectors.spark_jobs import export_file, get_spark_job, search_results, spark_job_json
-from console.services import spark_jobs as service
 from console.views.base import page
 from console.views.forms import DateTimeLocalInput, LocalTimeLabels, _utc
 

@@ -14,11 +14,11 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from broker_core.client import ClientError
 from console.errors import ApiError
+from console.jobs import spark as service
+from console.jobs.results import get_spark_job, spark_job_json, trace_lanes, trace_results
 from console.models import Job
 from console.roles import OPERATOR, VIEWER, has_role
 from console.selectors import messages as msg_selectors
-from console.selectors.spark_jobs import get_spark_job, spark_job_json, trace_lanes, trace_results
-from console.services import spark_jobs as service
 from console.views.base import page
 from console.views.forms import DateTimeLocalInput, LocalTimeLabels, _utc
 

@@ -7,8 +7,8 @@ from collections.abc import Callable
 import pytest
 from rest_framework.test import APIClient
 
+from console.jobs import resend as jobs
 from console.models import AuditEvent, Job
-from console.services import jobs
 from tests.console.test_groups_dlq import _make_dead_letter
 from tests.integration.cluster import Cluster
 

@@ -154,7 +154,7 @@ def test_group_reset_needs_csrf(console: None, make_user: Callable[[str], User],
 
 def test_dead_letter_list_exports_and_resend_all_job(console: None, make_user: Callable[[str], User], topic: str,
                                                      cluster, unique: Callable[[str], str]) -> None:  # type: ignore[no-untyped-def]
-    from console.services import jobs
+    from console.jobs import resend as jobs
     from tests.console.test_groups_dlq import _make_dead_letter
 
     group = unique("pagedlq")

@@ -19,8 +19,8 @@ import pytest
 from celery.signals import worker_ready
 
 from broker_core.client import AdminClient, Message, Producer
+from console.jobs import spark as console_jobs
 from console.models import Job
-from console.services import spark_jobs as console_jobs
 from tests.integration.cluster import Cluster
 from tests.workers.conftest import make_topic
 from workers.spark_jobs_service import SEARCH_KIND, TRACE_KIND, fail_orphaned, run_job

@@ -9,7 +9,7 @@ from typing import Any
 from celery import shared_task
 
 from console.alerts.services import evaluate
-from console.job_names import TASK_EVALUATE_ALERTS
+from console.jobs.names import TASK_EVALUATE_ALERTS
 from workers import services
 
 EVALUATE_ALERTS = "evaluate_alerts"

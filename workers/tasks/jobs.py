@@ -6,7 +6,7 @@ from typing import Any
 
 from celery import Task, shared_task
 
-from console.job_names import TASK_DELIVER_DELAYED, TASK_DISK_CHECK, TASK_PRUNE, TASK_RETENTION, TASK_SAMPLE_LAG
+from console.jobs.names import TASK_DELIVER_DELAYED, TASK_DISK_CHECK, TASK_PRUNE, TASK_RETENTION, TASK_SAMPLE_LAG
 from workers import services
 from workers.tasks.alerts import evaluate_alerts
 

@@ -13,7 +13,7 @@ from typing import Any
 from celery import Task, shared_task
 from celery.signals import worker_ready
 
-from console.job_names import TASK_SPARK_SEARCH, TASK_SPARK_TRACE
+from console.jobs.names import TASK_SPARK_SEARCH, TASK_SPARK_TRACE
 from workers import spark_jobs_service
 
 

@@ -14,8 +14,9 @@ from typing import Any
 
 from django.db import close_old_connections, connection, transaction
 
-from console import broker_client, job_states
-from console.models import Job
+from console import broker_client
+from console.jobs import states as job_states
+from console.jobs.models import Job
 from console.services.audit import RECORDED_ERRORS, record
 from console.services.messages import check_resend, resend_result
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from console.errors import not_found
-from console.models import Job
+from console.jobs.models import Job
 
 
 def job_json(job: Job) -> dict[str, Any]:

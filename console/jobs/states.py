@@ -15,7 +15,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from console.models import Job
+from console.jobs.models import Job
 
 ACTIVE = (Job.PENDING, Job.RUNNING, Job.CANCELLING)
 ENDED = (Job.DONE, Job.FAILED, Job.CANCELLED)

@@ -20,10 +20,10 @@ from typing import Any
 
 from django.db import transaction
 
-from console import job_states
 from console.errors import ApiError, bad_request
-from console.job_names import SEARCH_KIND, TASK_SPARK_SEARCH, TASK_SPARK_TRACE, TRACE_KIND
-from console.models import Job
+from console.jobs import states as job_states
+from console.jobs.models import Job
+from console.jobs.names import SEARCH_KIND, TASK_SPARK_SEARCH, TASK_SPARK_TRACE, TRACE_KIND
 from console.services.audit import record
 from console.services.schedules_send import send
 from spark_jobs.transforms.filters import Compiled, SearchSpec

@@ -14,8 +14,8 @@ from typing import Any
 from django.conf import settings
 
 from console.errors import ApiError, not_found
-from console.job_names import SEARCH_KIND, TRACE_KIND
-from console.models import Job
+from console.jobs.models import Job
+from console.jobs.names import SEARCH_KIND, TRACE_KIND
 from console.selectors.messages import iso_ms
 
 BODY_FIELDS = ("body_text", "body_base64")
