@@ -14,7 +14,6 @@ Invariants:
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 import threading
@@ -22,8 +21,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from broker_core.codec import CodecError
-from broker_core.codec.consume_queue import BLANK_UNIT_SIZE, CQ_STORE_UNIT_SIZE, CQ_UNIT
-from broker_core.codec.message import MessageRecord, decode_record
+from broker_core.codec.consume_queue import BLANK_UNIT_SIZE
+from broker_core.codec.message import MessageRecord
 from broker_core.codec.message_id import decode_offset_msg_id
 from broker_core.config import BrokerConfig
 from broker_core.store import recovery
@@ -32,9 +31,10 @@ from broker_core.store.checkpoint import StoreCheckpoint
 from broker_core.store.clock import SYSTEM_CLOCK, Clock
 from broker_core.store.commit_log import CommitLog
 from broker_core.store.consume_queue import ConsumeQueue
+from broker_core.store.dir_lock import DirectoryLock
 from broker_core.store.disk_guard import DiskCheck, DiskGuard, DiskProbe
 from broker_core.store.dispatcher import ArrivalListener, ReputMessageService
-from broker_core.store.errors import StoreError, StoreLockedError
+from broker_core.store.errors import StoreError
 from broker_core.store.flush import (
     FlushConsumeQueueService,
     FlushRealTimeService,
@@ -43,6 +43,7 @@ from broker_core.store.flush import (
 )
 from broker_core.store.index_file import IndexService
 from broker_core.store.message import MessageInner
+from broker_core.store.queue_reader import offset_by_time, read_queue
 from broker_core.store.results import GetMessageResult, GetStatus, PutMessageResult, PutStatus, QueryMessageResult
 from broker_core.store.retention import CleanCommitLogService, RetentionReport
 from broker_core.store.schedule import DeliveryReport, ScheduleMessageService
@@ -51,7 +52,6 @@ from broker_core.store.snapshot import SNAPSHOTS_DIR, SegmentSnapshots
 log = logging.getLogger(__name__)
 
 MAX_TIMESTAMP = (1 << 63) - 1
-_UNIT_SCAN_BYTES = 16000  # units examined per pull (upstream)
 
 
 class MessageStore:
@@ -87,7 +87,7 @@ class MessageStore:
         self._writable_role = config.broker_role != "SLAVE"
         self.last_exit_ok = True
         self.running = False
-        self._lock_fd = -1
+        self._dir_lock = DirectoryLock(config.lock_path, config.store_path_root_dir)
         self._clean_timer: threading.Thread | None = None
         self._stop = threading.Event()
 
@@ -96,14 +96,14 @@ class MessageStore:
         cfg = self.config
         root = cfg.store_path_root_dir
         os.makedirs(root, exist_ok=True)
-        self._take_lock()
+        self._dir_lock.acquire()
         try:
             self.last_exit_ok = not cfg.abort_path.exists()
             cfg.abort_path.parent.mkdir(parents=True, exist_ok=True)
             cfg.abort_path.touch()
             self._load_and_recover()
         except BaseException:
-            self._release_lock()
+            self._dir_lock.release()
             raise
         self.running = True
         if self.allocator is not None and self.commit_log.mapped_file_queue.last() is None:
@@ -122,27 +122,6 @@ class MessageStore:
                  "clean" if self.last_exit_ok else "ABNORMAL", self.commit_log.min_offset(),
                  self.commit_log.max_offset())
         return self
-
-    def _take_lock(self) -> None:
-        path = self.config.lock_path
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
-            os.close(fd)
-            raise StoreLockedError(
-                f"store directory {self.config.store_path_root_dir} is in use by another broker "
-                f"(lock file {path}, pid {holder})") from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode(), 0)
-        self._lock_fd = fd
-
-    def _release_lock(self) -> None:
-        if self._lock_fd >= 0:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
-            os.close(self._lock_fd)
-            self._lock_fd = -1
 
     def _load_and_recover(self) -> None:
         cfg = self.config
@@ -212,7 +191,7 @@ class MessageStore:
         self.checkpoint.close()
         self.schedule.persist()
         self.config.abort_path.unlink(missing_ok=True)
-        self._release_lock()
+        self._dir_lock.release()
         log.info("store %s shut down cleanly", self.config.store_path_root_dir)
 
     def __enter__(self) -> MessageStore:
@@ -333,78 +312,7 @@ class MessageStore:
         if cq is None:
             return GetMessageResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0,
                                     error=f"no queue {topic}-{queue_id}")
-        min_off = cq.get_min_offset_in_queue()
-        max_off = cq.get_max_offset_in_queue()
-        if max_off == 0:
-            return GetMessageResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, min_off, max_off)
-        if offset < min_off:
-            return GetMessageResult(GetStatus.OFFSET_TOO_SMALL, min_off, min_off, max_off,
-                                    error=f"offset {offset} is below the queue's min offset {min_off}")
-        if offset == max_off:
-            return GetMessageResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, min_off, max_off)
-        if offset > max_off:
-            return GetMessageResult(GetStatus.OFFSET_OVERFLOW_BADLY, min_off if min_off == 0 else max_off,
-                                    min_off, max_off, error=f"offset {offset} is past the queue's max offset {max_off}")
-        result = cq.get_index_buffer(offset)
-        if result is None:
-            units_per_file = cq.mapped_file_size // CQ_STORE_UNIT_SIZE
-            nxt = (offset // units_per_file + 1) * units_per_file
-            return GetMessageResult(GetStatus.OFFSET_FOUND_NULL, nxt, min_off, max_off)
-        out = GetMessageResult(GetStatus.NO_MATCHED_MESSAGE, offset, min_off, max_off)
-        min_phy = self.commit_log.min_offset()
-        total_bytes = 0
-        removed = False
-        picked: list[tuple[int, int, int]] = []  # (phy, size, queue offset)
-        try:
-            buf = result.buffer
-            limit = min(len(buf), _UNIT_SCAN_BYTES)
-            pos = 0
-            while pos + CQ_STORE_UNIT_SIZE <= limit and len(picked) < max_msg_nums:
-                phy, size, tags_code = CQ_UNIT.unpack_from(buf, pos)
-                pos += CQ_STORE_UNIT_SIZE
-                if size == BLANK_UNIT_SIZE:
-                    continue
-                if phy < min_phy:
-                    removed = True
-                    continue
-                if tag_hashes is not None and tags_code not in tag_hashes:
-                    continue
-                if picked and total_bytes + size > max_bytes:
-                    pos -= CQ_STORE_UNIT_SIZE
-                    break
-                picked.append((phy, size, offset + pos // CQ_STORE_UNIT_SIZE - 1))
-                total_bytes += size
-            out.next_begin_offset = offset + pos // CQ_STORE_UNIT_SIZE
-        finally:
-            result.release()
-        # Read runs of records that sit back to back in the CommitLog with one copy each.
-        i = 0
-        while i < len(picked):
-            start, size, _ = picked[i]
-            j = i + 1
-            end = start + size
-            while j < len(picked) and picked[j][0] == end:
-                end += picked[j][1]
-                j += 1
-            data = self.commit_log.get_message_bytes(start, end - start)
-            if data is None:
-                removed = True
-                i = j
-                continue
-            if decode:
-                mv = memoryview(data)
-                for phy, _, queue_offset in picked[i:j]:
-                    out.messages.append(decode_record(mv, phy - start, base_offset=start, check_crc=False))
-                    out.queue_offsets.append(queue_offset)
-            else:
-                out.chunks.append(data)  # raw: whole runs, concatenated by the caller
-                out.queue_offsets.extend(q for _, _, q in picked[i:j])
-            i = j
-        if out.queue_offsets:
-            out.status = GetStatus.FOUND
-        elif removed:
-            out.status = GetStatus.MESSAGE_WAS_REMOVING
-        return out
+        return read_queue(self.commit_log, cq, offset, max_msg_nums, tag_hashes, max_bytes, decode)
 
     def delete_topic(self, topic: str) -> int:
         """Drop a topic's ConsumeQueues (its records stay in the CommitLog until retention removes them).
@@ -447,17 +355,7 @@ class MessageStore:
         cq = self.consume_queue_table.get((topic, queue_id))
         if cq is None:
             return 0
-        lo, hi = cq.get_min_offset_in_queue(), cq.get_max_offset_in_queue()
-        while lo < hi:
-            mid = (lo + hi) // 2
-            unit = cq.get_unit(mid)
-            ts = -1 if unit is None or unit[1] == BLANK_UNIT_SIZE else self.commit_log.pickup_store_timestamp(
-                unit[0], unit[1])
-            if ts < timestamp_ms:
-                lo = mid + 1
-            else:
-                hi = mid
-        return lo
+        return offset_by_time(self.commit_log, cq, timestamp_ms)
 
     def get_queue_store_time(self, topic: str, queue_id: int, offset: int) -> int:
         cq = self.consume_queue_table.get((topic, queue_id))

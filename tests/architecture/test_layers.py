@@ -29,8 +29,7 @@ def test_codec_uses_only_the_standard_library():
 SOFT_LIMIT, HARD_LIMIT = 400, 800
 # Modules over the soft limit today, each with the size it may not grow past; split them rather than raise these.
 OVER_SOFT_LIMIT = {
-    "broker_core/client/consumer/push.py": 465,
-    "broker_core/store/message_store.py": 606,  # +6: the disk_full property now reads the DiskGuard
+    "broker_core/store/message_store.py": 504,  # from 606: the queue read and the directory lock moved out
     "broker_core/codec/message.py": 476,  # +31: the one record walk the SDK and the Spark readers share
     "broker_core/client/admin.py": 410,
 }

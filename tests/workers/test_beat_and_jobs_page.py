@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 
 from broker_core.client import AdminClient, MessageQueue, PullConsumer
 from tests.conftest import ROOT
@@ -52,6 +53,8 @@ class Stack:
     db_path: Path
     base_url: str
     token: str
+    redis_url: str
+    hostname: str
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)  # type: ignore[type-arg]
 
     def start_beat(self) -> None:
@@ -62,6 +65,21 @@ class Stack:
 
     def stop_beat(self) -> None:
         stop_process(self.procs.pop("beat"))
+
+    def drain(self) -> None:
+        """Wait until no task beat queued is left: the Redis queue is empty and the worker holds none (neither
+        running nor prefetched). Tasks past their ``expires`` are revoked as the worker takes them."""
+        queue = redis.Redis.from_url(self.redis_url)
+        inspect = app.control.inspect(destination=[self.hostname], timeout=2)
+
+        def idle() -> bool:
+            if queue.llen("celery"):
+                return False
+            active, reserved = inspect.active() or {}, inspect.reserved() or {}
+            # a worker that did not answer counts as busy
+            return active.get(self.hostname, [None]) == [] and reserved.get(self.hostname, [None]) == []
+
+        wait_until(idle, timeout=30, what="the worker to run or revoke every queued task")
 
     def runs(self, job: str, broker: str) -> list[dict[str, Any]]:
         with sqlite3.connect(self.db_path, timeout=30) as db:
@@ -94,8 +112,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory, redis_url: str, cluster: Clu
                    "AND task != 'workers.deliver_delayed'")
     app.conf.update(broker_url=redis_url, result_backend=redis_url)
     port = free_port()
-    s = Stack(env, tmp, db_path, f"http://127.0.0.1:{port}", token)
     hostname = f"beat-stack-{tmp.name}@localhost"
+    s = Stack(env, tmp, db_path, f"http://127.0.0.1:{port}", token, redis_url, hostname)
     with celery_worker(env, tmp / "worker.log", hostname, app):
         s.procs["web"] = subprocess.Popen(
             [sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"], cwd=ROOT, env=env,
@@ -167,7 +185,7 @@ def test_beat_delivers_delayed_levels_within_a_tick_and_after_a_stop_each_overdu
     print(f"delivery after due: max {max(late_s):.2f} s, mean {sum(late_s) / len(late_s):.2f} s (tick {TICK_S} s)")
 
     stack.stop_beat()
-    time.sleep(6)  # deliver tasks already queued expire after 5 s (the entry's expire_seconds): none left
+    stack.drain()  # no delivery task beat queued before it stopped is left to run later
     runs_before = len(stack.runs("deliver_delayed", "broker-a"))
     second = _send_levels(stack, topic, "stopped")
     broker_a = cluster.brokers["broker-a"].addr

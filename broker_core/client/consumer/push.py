@@ -9,19 +9,15 @@ PushConsumer invariants:
 3. Flow control: a queue stops pulling while it caches more than ``pull_threshold_for_queue`` (1000)
    messages or its cached offsets span more than ``consume_concurrently_max_span`` (2000).
 4. BROADCASTING: every member consumes every queue; offsets live in a local file, not on the broker.
-A listener that returns RECONSUME_LATER, returns nothing or raises sends the message back (CLUSTERING): the
-broker re-delivers it through ``%RETRY%<group>`` after delay level 3 + reconsume times (same message id,
-``reconsume_times`` raised) and dead-letters it to ``%DLQ%<group>`` after ``max_reconsume_times`` (16). If
-the broker cannot be reached the message is retried locally after ``reconsume_delay`` seconds, so nothing
-is lost. BROADCASTING: no retry, a failed message is skipped.
+What happens to each pulled message (the listener call, retry through ``%RETRY%<group>``, the DLQ after
+``max_reconsume_times``, orderly suspension) is :mod:`.consume_service`'s; this module pulls, rebalances,
+locks and commits.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import functools
-import json
 import logging
 import os
 import time
@@ -41,14 +37,20 @@ from broker_core.client.consumer.base import (
     _ConsumerBase,
     subscription_data,
 )
+from broker_core.client.consumer.consume_service import (
+    ConcurrentlyConsumeService,
+    ConsumeService,
+    ConsumeTrace,
+    OrderlyConsumeService,
+)
 from broker_core.client.consumer.offset_store import LocalFileOffsetStore, OffsetStore, RemoteBrokerOffsetStore
 from broker_core.client.consumer.process_queue import Listener, ProcessQueue
 from broker_core.client.consumer.rebalance import QueueLocks, allocate
 from broker_core.client.instance import NOTIFY_CONSUMER_IDS_CHANGED, RESET_CONSUMER_CLIENT_OFFSET, ClientInstance
-from broker_core.client.message import ClientError, ConsumeStatus, MessageExt, MessageQueue
+from broker_core.client.message import ClientError, MessageQueue
 from broker_core.codec import CodecError
 from broker_core.codec.message import PROPERTY_RETRY_TOPIC
-from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
+from broker_core.protocol import RemotingCommand, RequestCode
 from broker_core.protocol.bodies import decode_mq_offset_table
 from broker_core.protocol.filter import Subscription, parse_subscription
 from broker_core.protocol.validation import RETRY_GROUP_TOPIC_PREFIX, retry_topic
@@ -92,14 +94,13 @@ class PushConsumer(_ConsumerBase):
         self.listener: Listener | None = None
         self.orderly = False
         self.enable_trace = enable_trace
-        self._trace: dict[str, list[dict[str, object]]] = {}  # broker name -> consume outcomes to report
+        self.consume_service: ConsumeService | None = None  # built by start(), by the listener's kind
         self.process_queues: dict[MessageQueue, ProcessQueue] = {}
         self.pool = concurrent.futures.ThreadPoolExecutor(consume_thread_max, thread_name_prefix=f"consume-{group}")
         self.offset_file = (Path(offset_store_dir or Path.home() / ".broker_core" / "offsets")
                             / f"{self.instance.client_id.replace('@', '_')}-{group}.json")
         self.offset_store: OffsetStore = RemoteBrokerOffsetStore(group, self._queue_request)
         self._tasks: list[asyncio.Task[None]] = []
-        self._background: set[asyncio.Task[None]] = set()
         self._rebalance_now: asyncio.Event | None = None
         self.running = False
 
@@ -136,8 +137,20 @@ class PushConsumer(_ConsumerBase):
                 self.subscribe(retry_topic(self.group), "*")
         if not self.clustering:
             self.offset_store = LocalFileOffsetStore(self.offset_file)
+        self.consume_service = self._consume_service(self.listener)
         run_sync(self._astart())
         return self
+
+    def _consume_service(self, listener: Listener) -> ConsumeService:
+        trace = ConsumeTrace(self.instance, self.group) if self.enable_trace else None
+        if self.orderly:
+            return OrderlyConsumeService(self.instance, self.group, listener, pool=self.pool,
+                                         running=lambda: self.running, max_reconsume_times=self.max_reconsume_times,
+                                         suspend_current_queue_time=self.suspend_current_queue_time, trace=trace)
+        return ConcurrentlyConsumeService(self.instance, self.group, listener, pool=self.pool,
+                                          running=lambda: self.running, max_reconsume_times=self.max_reconsume_times,
+                                          clustering=self.clustering, reconsume_delay=self.reconsume_delay,
+                                          trace=trace)
 
     async def _astart(self) -> None:
         await self.instance.start()
@@ -287,44 +300,9 @@ class PushConsumer(_ConsumerBase):
             await asyncio.sleep(self.lock_interval)
             await self._lock_all()
 
-    def _kick(self, pq: ProcessQueue) -> None:
-        if pq.worker is None or pq.worker.done():
-            pq.worker = asyncio.ensure_future(self._orderly_worker(pq))
-
-    async def _orderly_worker(self, pq: ProcessQueue) -> None:
-        loop = asyncio.get_running_loop()
-        while pq.msgs and not pq.dropped and self.running:
-            if not pq.locked:
-                await asyncio.sleep(0.1)
-                continue
-            offset = min(pq.msgs)
-            msg = pq.msgs[offset]
-            ok = await loop.run_in_executor(self.pool, self._consume, msg)
-            if pq.dropped:
-                return
-            if ok:
-                del pq.msgs[offset]
-                continue
-            msg.reconsume_times += 1
-            if msg.reconsume_times > self.max_reconsume_times:
-                resp = None
-                try:
-                    resp = await self.instance.invoke(self.instance.broker_addr(msg.broker_name),
-                                                      RemotingCommand.request(RequestCode.CONSUMER_SEND_MSG_BACK, {
-                                                          "group": self.group, "offset": msg.commit_log_offset,
-                                                          "delayLevel": -1, "originMsgId": msg.msg_id}))
-                except (ClientError, ConnectionError, TimeoutError) as exc:
-                    log.warning("dead-lettering %s failed: %s", msg.msg_id, exc)
-                if resp is not None and resp.code == ResponseCode.SUCCESS:
-                    del pq.msgs[offset]
-                    continue
-            await asyncio.sleep(self.suspend_current_queue_time)
-        log.info("%s no longer consumes %s", self.instance.client_id, pq.mq)
-
     # ------------------------------------------------------------------ pulling and consuming
     async def _pull_loop(self, pq: ProcessQueue) -> None:
         sub = self.subscriptions[pq.mq.topic]
-        loop = asyncio.get_running_loop()
         while not pq.dropped and self.running:
             if self.orderly and (not pq.locked or pq.next_offset < 0):
                 if pq.locked:
@@ -363,84 +341,8 @@ class PushConsumer(_ConsumerBase):
                 if origin:  # a retry: the listener sees the topic it subscribed to
                     m.topic = origin
             pq.next_offset = res.next_begin_offset
-            if self.orderly:
-                if res.messages:
-                    self._kick(pq)
-                continue
-            for m in res.messages:
-                fut = loop.run_in_executor(self.pool, self._consume, m)
-                fut.add_done_callback(functools.partial(self._consumed, pq, m))
-
-    def _consume(self, msg: MessageExt) -> bool:
-        started = time.perf_counter()
-        started_ms = int(time.time() * 1000)
-        try:
-            status = self.listener([msg])  # type: ignore[misc]  # listener checked non-None by start()
-        except Exception:  # a listener error means "consume it again", never a lost message
-            log.exception("listener of %s raised for %s", self.group, msg.msg_id)
-            status = None
-        ok = status is ConsumeStatus.CONSUME_SUCCESS
-        if self.enable_trace:
-            self.instance.loop.call_soon_threadsafe(self._trace_outcome, msg, ok, started, started_ms)
-        return ok
-
-    def _trace_outcome(self, msg: MessageExt, ok: bool, started: float, started_ms: int) -> None:
-        first = not self._trace
-        self._trace.setdefault(msg.broker_name, []).append({
-            "msgId": msg.msg_id, "topic": msg.topic, "group": self.group, "keys": msg.keys,
-            "status": "CONSUME_SUCCESS" if ok else "RECONSUME_LATER",
-            "costMs": (time.perf_counter() - started) * 1000, "queueId": msg.queue_id,
-            "queueOffset": msg.queue_offset, "reconsumeTimes": msg.reconsume_times, "timestamp": started_ms})
-        if first:
-            asyncio.get_running_loop().call_later(0.05, lambda: asyncio.ensure_future(self._flush_trace()))
-
-    async def _flush_trace(self) -> None:
-        pending, self._trace = self._trace, {}
-        for broker, items in pending.items():
-            try:
-                await self.instance.remoting.invoke_oneway(self.instance.broker_addr(broker), RemotingCommand.request(
-                    RequestCode.REPORT_CONSUME_TRACE, {}, json.dumps(items).encode()))
-            except (ClientError, ConnectionError) as exc:
-                log.debug("trace report to %s failed: %s", broker, exc)
-
-    def _consumed(self, pq: ProcessQueue, msg: MessageExt, fut: asyncio.Future[bool]) -> None:
-        ok = not fut.cancelled() and fut.exception() is None and fut.result()
-        if pq.dropped or pq.msgs.get(msg.queue_offset) is not msg:
-            return
-        if ok:
-            del pq.msgs[msg.queue_offset]
-            return
-        if not self.clustering:  # broadcasting: no retry (INVENTORY §19); the message is skipped
-            log.warning("%s: broadcast message %s failed and is skipped", self.group, msg.msg_id)
-            del pq.msgs[msg.queue_offset]
-            return
-        task = asyncio.ensure_future(self._send_back(pq, msg))
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-
-    async def _send_back(self, pq: ProcessQueue, msg: MessageExt) -> None:
-        """Hand a failed message to the broker's retry topic (or DLQ past the maximum); retry locally only
-        if the broker cannot be reached."""
-        try:
-            addr = self.instance.broker_addr(msg.broker_name)
-            resp = await self.instance.invoke(addr, RemotingCommand.request(RequestCode.CONSUMER_SEND_MSG_BACK, {
-                "group": self.group, "offset": msg.commit_log_offset, "delayLevel": 0, "originTopic": msg.topic,
-                "maxReconsumeTimes": self.max_reconsume_times, "originMsgId": msg.msg_id, "unitMode": False}))
-            if resp.code == ResponseCode.SUCCESS:
-                if pq.msgs.get(msg.queue_offset) is msg:
-                    del pq.msgs[msg.queue_offset]
-                return
-            log.warning("send back of %s refused: %s", msg.msg_id, resp.remark)
-        except (ClientError, ConnectionError, TimeoutError) as exc:
-            log.warning("send back of %s failed: %s", msg.msg_id, exc)
-        msg.reconsume_times += 1
-        asyncio.get_running_loop().call_later(self.reconsume_delay, lambda: self._retry(pq, msg))
-
-    def _retry(self, pq: ProcessQueue, msg: MessageExt) -> None:
-        if pq.dropped or not self.running or pq.msgs.get(msg.queue_offset) is not msg:
-            return
-        fut = asyncio.get_running_loop().run_in_executor(self.pool, self._consume, msg)
-        fut.add_done_callback(lambda f: self._consumed(pq, msg, f))
+            if res.messages and self.consume_service is not None:
+                self.consume_service.submit(pq, res.messages)
 
     # ------------------------------------------------------------------ offsets
     async def _persist_loop(self) -> None:

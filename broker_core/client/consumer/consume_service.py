@@ -1,0 +1,200 @@
+"""Running the listener and settling each outcome, as RocketMQ's ConsumeMessageConcurrentlyService and
+ConsumeMessageOrderlyService: the push consumer pulls into a :class:`ProcessQueue` and hands the new messages to
+one of these; they decide when the listener runs and what a failure means.
+
+Invariants (both services):
+- a message leaves its process queue only once it is settled: consumed, or taken by the broker's retry
+  topic or DLQ, so the queue's committable offset never passes an unsettled message (at-least-once);
+- a listener that raises, returns nothing or returns RECONSUME_LATER has failed; it never loses the message;
+- nothing runs for a dropped queue (rebalanced away, or the consumer shut down).
+
+Concurrently: each message runs on the pool at once. A failure is sent back (CONSUMER_SEND_MSG_BACK, delay
+level 0 = the broker's choice) to ``%RETRY%<group>``; the broker dead-letters past ``max_reconsume_times``. If
+the broker cannot be reached the message runs again locally after ``reconsume_delay`` s. BROADCASTING has
+no retry: a failed message is logged and skipped (INVENTORY section 19).
+
+Orderly: one task per queue consumes the lowest offset first, only while the broker's lock is held. A failure
+suspends the queue for ``suspend_current_queue_time`` s and retries the same message; past
+``max_reconsume_times`` it is sent to the DLQ (delay level -1) and the queue moves on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import functools
+import json
+import logging
+import time
+from collections.abc import Callable, Iterable
+
+from broker_core.client.consumer.process_queue import Listener, ProcessQueue
+from broker_core.client.instance import ClientInstance
+from broker_core.client.message import ClientError, ConsumeStatus, MessageExt
+from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
+
+log = logging.getLogger(__name__)
+
+TRACE_FLUSH_DELAY_S = 0.05  # consume outcomes are batched this long before one report per broker
+
+
+class ConsumeTrace:
+    """Consume outcomes reported to the brokers (REPORT_CONSUME_TRACE, oneway), batched per broker. Runs on
+    the client's event loop; :meth:`outcome` is scheduled there from the consuming threads."""
+
+    def __init__(self, instance: ClientInstance, group: str) -> None:
+        self.instance = instance
+        self.group = group
+        self._pending: dict[str, list[dict[str, object]]] = {}  # broker name -> outcomes not reported yet
+
+    def outcome(self, msg: MessageExt, ok: bool, started: float, started_ms: int) -> None:
+        first = not self._pending
+        self._pending.setdefault(msg.broker_name, []).append({
+            "msgId": msg.msg_id, "topic": msg.topic, "group": self.group, "keys": msg.keys,
+            "status": "CONSUME_SUCCESS" if ok else "RECONSUME_LATER",
+            "costMs": (time.perf_counter() - started) * 1000, "queueId": msg.queue_id,
+            "queueOffset": msg.queue_offset, "reconsumeTimes": msg.reconsume_times, "timestamp": started_ms})
+        if first:
+            asyncio.get_running_loop().call_later(TRACE_FLUSH_DELAY_S, lambda: asyncio.ensure_future(self.flush()))
+
+    async def flush(self) -> None:
+        pending, self._pending = self._pending, {}
+        for broker, items in pending.items():
+            try:
+                await self.instance.remoting.invoke_oneway(self.instance.broker_addr(broker), RemotingCommand.request(
+                    RequestCode.REPORT_CONSUME_TRACE, {}, json.dumps(items).encode()))
+            except (ClientError, ConnectionError) as exc:
+                log.debug("trace report to %s failed: %s", broker, exc)
+
+
+class ConsumeService:
+    """What both services share: the listener call on the pool, and sending a message back to the broker."""
+
+    def __init__(self, instance: ClientInstance, group: str, listener: Listener, *,
+                 pool: concurrent.futures.ThreadPoolExecutor, running: Callable[[], bool], max_reconsume_times: int,
+                 trace: ConsumeTrace | None = None) -> None:
+        self.instance = instance
+        self.group = group
+        self.listener = listener
+        self.pool = pool
+        self.running = running
+        self.max_reconsume_times = max_reconsume_times
+        self.trace = trace
+
+    def submit(self, pq: ProcessQueue, msgs: Iterable[MessageExt]) -> None:
+        """``msgs`` were just put into ``pq.msgs`` by a pull; consume them (called on the event loop)."""
+        raise NotImplementedError
+
+    def consume(self, msg: MessageExt) -> bool:
+        """Run the listener on one message (in a pool thread); True when it returned CONSUME_SUCCESS."""
+        started = time.perf_counter()
+        started_ms = int(time.time() * 1000)
+        try:
+            status = self.listener([msg])
+        except Exception:  # a listener error means "consume it again", never a lost message
+            log.exception("listener of %s raised for %s", self.group, msg.msg_id)
+            status = None
+        ok = status is ConsumeStatus.CONSUME_SUCCESS
+        if self.trace is not None:
+            self.instance.loop.call_soon_threadsafe(self.trace.outcome, msg, ok, started, started_ms)
+        return ok
+
+    async def send_back(self, msg: MessageExt, delay_level: int) -> bool:
+        """CONSUMER_SEND_MSG_BACK: True when the broker took the message (into the retry topic, or the DLQ for
+        ``delay_level`` -1 or past the maximum); False when it refused or could not be reached."""
+        try:
+            resp = await self.instance.invoke(self.instance.broker_addr(msg.broker_name), RemotingCommand.request(
+                RequestCode.CONSUMER_SEND_MSG_BACK, {
+                    "group": self.group, "offset": msg.commit_log_offset, "delayLevel": delay_level,
+                    "originTopic": msg.topic, "maxReconsumeTimes": self.max_reconsume_times,
+                    "originMsgId": msg.msg_id, "unitMode": False}))
+        except (ClientError, ConnectionError, TimeoutError) as exc:
+            log.warning("send back of %s failed: %s", msg.msg_id, exc)
+            return False
+        if resp.code != ResponseCode.SUCCESS:
+            log.warning("send back of %s refused: %s", msg.msg_id, resp.remark)
+            return False
+        return True
+
+
+class ConcurrentlyConsumeService(ConsumeService):
+    def __init__(self, instance: ClientInstance, group: str, listener: Listener, *,
+                 pool: concurrent.futures.ThreadPoolExecutor, running: Callable[[], bool], max_reconsume_times: int,
+                 clustering: bool, reconsume_delay: float, trace: ConsumeTrace | None = None) -> None:
+        super().__init__(instance, group, listener, pool=pool, running=running,
+                         max_reconsume_times=max_reconsume_times, trace=trace)
+        self.clustering = clustering
+        self.reconsume_delay = reconsume_delay
+        self._background: set[asyncio.Task[None]] = set()
+
+    def submit(self, pq: ProcessQueue, msgs: Iterable[MessageExt]) -> None:
+        for m in msgs:
+            self._run(pq, m)
+
+    def _run(self, pq: ProcessQueue, msg: MessageExt) -> None:
+        fut = asyncio.get_running_loop().run_in_executor(self.pool, self.consume, msg)
+        fut.add_done_callback(functools.partial(self._consumed, pq, msg))
+
+    def _consumed(self, pq: ProcessQueue, msg: MessageExt, fut: asyncio.Future[bool]) -> None:
+        ok = not fut.cancelled() and fut.exception() is None and fut.result()
+        if pq.dropped or pq.msgs.get(msg.queue_offset) is not msg:
+            return
+        if ok:
+            del pq.msgs[msg.queue_offset]
+            return
+        if not self.clustering:  # broadcasting: no retry (INVENTORY §19); the message is skipped
+            log.warning("%s: broadcast message %s failed and is skipped", self.group, msg.msg_id)
+            del pq.msgs[msg.queue_offset]
+            return
+        task = asyncio.ensure_future(self._send_back(pq, msg))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _send_back(self, pq: ProcessQueue, msg: MessageExt) -> None:
+        """Hand a failed message to the broker's retry topic (or DLQ past the maximum); retry locally only
+        if the broker cannot take it."""
+        if await self.send_back(msg, 0):
+            if pq.msgs.get(msg.queue_offset) is msg:
+                del pq.msgs[msg.queue_offset]
+            return
+        msg.reconsume_times += 1
+        asyncio.get_running_loop().call_later(self.reconsume_delay, lambda: self._retry(pq, msg))
+
+    def _retry(self, pq: ProcessQueue, msg: MessageExt) -> None:
+        if pq.dropped or not self.running() or pq.msgs.get(msg.queue_offset) is not msg:
+            return
+        self._run(pq, msg)
+
+
+class OrderlyConsumeService(ConsumeService):
+    def __init__(self, instance: ClientInstance, group: str, listener: Listener, *,
+                 pool: concurrent.futures.ThreadPoolExecutor, running: Callable[[], bool], max_reconsume_times: int,
+                 suspend_current_queue_time: float, trace: ConsumeTrace | None = None) -> None:
+        super().__init__(instance, group, listener, pool=pool, running=running,
+                         max_reconsume_times=max_reconsume_times, trace=trace)
+        self.suspend_current_queue_time = suspend_current_queue_time
+
+    def submit(self, pq: ProcessQueue, msgs: Iterable[MessageExt]) -> None:
+        if pq.worker is None or pq.worker.done():
+            pq.worker = asyncio.ensure_future(self._worker(pq))
+
+    async def _worker(self, pq: ProcessQueue) -> None:
+        loop = asyncio.get_running_loop()
+        while pq.msgs and not pq.dropped and self.running():
+            if not pq.locked:
+                await asyncio.sleep(0.1)
+                continue
+            offset = min(pq.msgs)
+            msg = pq.msgs[offset]
+            ok = await loop.run_in_executor(self.pool, self.consume, msg)
+            if pq.dropped:
+                return
+            if ok:
+                del pq.msgs[offset]
+                continue
+            msg.reconsume_times += 1
+            if msg.reconsume_times > self.max_reconsume_times and await self.send_back(msg, -1):
+                del pq.msgs[offset]
+                continue
+            await asyncio.sleep(self.suspend_current_queue_time)
+        log.info("%s no longer consumes %s", self.instance.client_id, pq.mq)

@@ -1,0 +1,113 @@
+"""Reading one ConsumeQueue against the CommitLog: the pull read and the time lookup behind
+:class:`~broker_core.store.message_store.MessageStore`'s ``get_message`` and ``get_offset_in_queue_by_time``.
+
+Both only read: units come from the ConsumeQueue's mapped files and record bytes from the CommitLog, each
+under the file's own reference count, so a segment retention deletes meanwhile reads as "removed", never as
+garbage. Nothing here writes, locks the store or dispatches; the caller dispatches first when it needs
+read-your-writes.
+"""
+
+from __future__ import annotations
+
+from broker_core.codec.consume_queue import BLANK_UNIT_SIZE, CQ_STORE_UNIT_SIZE, CQ_UNIT
+from broker_core.codec.message import decode_record
+from broker_core.store.commit_log import CommitLog
+from broker_core.store.consume_queue import ConsumeQueue
+from broker_core.store.results import GetMessageResult, GetStatus
+
+UNIT_SCAN_BYTES = 16000  # units examined per pull (upstream)
+
+
+def read_queue(commit_log: CommitLog, cq: ConsumeQueue, offset: int, max_msg_nums: int,
+               tag_hashes: set[int] | None, max_bytes: int, decode: bool) -> GetMessageResult:
+    """Up to ``max_msg_nums`` messages (at most ``max_bytes``, one at least) of ``cq`` from logical ``offset``,
+    filtered by tag hash, with RocketMQ's statuses for offsets outside the queue. With ``decode=False``
+    ``chunks`` holds runs of whole records as stored; ``queue_offsets`` has one entry per record either way."""
+    min_off = cq.get_min_offset_in_queue()
+    max_off = cq.get_max_offset_in_queue()
+    if max_off == 0:
+        return GetMessageResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, min_off, max_off)
+    if offset < min_off:
+        return GetMessageResult(GetStatus.OFFSET_TOO_SMALL, min_off, min_off, max_off,
+                                error=f"offset {offset} is below the queue's min offset {min_off}")
+    if offset == max_off:
+        return GetMessageResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, min_off, max_off)
+    if offset > max_off:
+        return GetMessageResult(GetStatus.OFFSET_OVERFLOW_BADLY, min_off if min_off == 0 else max_off,
+                                min_off, max_off, error=f"offset {offset} is past the queue's max offset {max_off}")
+    result = cq.get_index_buffer(offset)
+    if result is None:
+        units_per_file = cq.mapped_file_size // CQ_STORE_UNIT_SIZE
+        nxt = (offset // units_per_file + 1) * units_per_file
+        return GetMessageResult(GetStatus.OFFSET_FOUND_NULL, nxt, min_off, max_off)
+    out = GetMessageResult(GetStatus.NO_MATCHED_MESSAGE, offset, min_off, max_off)
+    min_phy = commit_log.min_offset()
+    total_bytes = 0
+    removed = False
+    picked: list[tuple[int, int, int]] = []  # (phy, size, queue offset)
+    try:
+        buf = result.buffer
+        limit = min(len(buf), UNIT_SCAN_BYTES)
+        pos = 0
+        while pos + CQ_STORE_UNIT_SIZE <= limit and len(picked) < max_msg_nums:
+            phy, size, tags_code = CQ_UNIT.unpack_from(buf, pos)
+            pos += CQ_STORE_UNIT_SIZE
+            if size == BLANK_UNIT_SIZE:
+                continue
+            if phy < min_phy:
+                removed = True
+                continue
+            if tag_hashes is not None and tags_code not in tag_hashes:
+                continue
+            if picked and total_bytes + size > max_bytes:
+                pos -= CQ_STORE_UNIT_SIZE
+                break
+            picked.append((phy, size, offset + pos // CQ_STORE_UNIT_SIZE - 1))
+            total_bytes += size
+        out.next_begin_offset = offset + pos // CQ_STORE_UNIT_SIZE
+    finally:
+        result.release()
+    # Read runs of records that sit back to back in the CommitLog with one copy each.
+    i = 0
+    while i < len(picked):
+        start, size, _ = picked[i]
+        j = i + 1
+        end = start + size
+        while j < len(picked) and picked[j][0] == end:
+            end += picked[j][1]
+            j += 1
+        data = commit_log.get_message_bytes(start, end - start)
+        if data is None:
+            removed = True
+            i = j
+            continue
+        if decode:
+            mv = memoryview(data)
+            for phy, _, queue_offset in picked[i:j]:
+                out.messages.append(decode_record(mv, phy - start, base_offset=start, check_crc=False))
+                out.queue_offsets.append(queue_offset)
+        else:
+            out.chunks.append(data)  # raw: whole runs, concatenated by the caller
+            out.queue_offsets.extend(q for _, _, q in picked[i:j])
+        i = j
+    if out.queue_offsets:
+        out.status = GetStatus.FOUND
+    elif removed:
+        out.status = GetStatus.MESSAGE_WAS_REMOVING
+    return out
+
+
+def offset_by_time(commit_log: CommitLog, cq: ConsumeQueue, timestamp_ms: int) -> int:
+    """The first queue offset whose message was stored at or after ``timestamp_ms`` (the max offset when
+    none is): a binary search over the units' store timestamps."""
+    lo, hi = cq.get_min_offset_in_queue(), cq.get_max_offset_in_queue()
+    while lo < hi:
+        mid = (lo + hi) // 2
+        unit = cq.get_unit(mid)
+        ts = -1 if unit is None or unit[1] == BLANK_UNIT_SIZE else commit_log.pickup_store_timestamp(
+            unit[0], unit[1])
+        if ts < timestamp_ms:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
