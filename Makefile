@@ -31,6 +31,15 @@ $(STAMP): requirements.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	@touch $(STAMP)
 
+# The codec's C extension (broker_core/codec/_native.c), built in place with the machine's gcc and Python headers;
+# BROKER_CORE_PURE_PYTHON=1 runs without it
+EXT_SUFFIX := $(shell $(PYTHON) -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))" 2>/dev/null)
+NATIVE := broker_core/codec/_native$(EXT_SUFFIX)
+
+$(NATIVE): broker_core/codec/_native.c setup.py $(STAMP)
+	$(PY) setup.py -q build_ext --inplace
+	@rm -rf build
+
 $(CPP_CLIENT_STAMP):
 	@test -x $(CPP_CLIENT_VENV)/bin/python || $(PYTHON) -m venv $(CPP_CLIENT_VENV)
 	$(CPP_CLIENT_VENV)/bin/python -m pip install --quiet --disable-pip-version-check rocketmq==0.4.4
@@ -41,7 +50,7 @@ $(NODE_CLIENT_STAMP): $(NODE_CLIENT_DIR)/package-lock.json
 	cd $(NODE_CLIENT_DIR) && npm ci --no-audit --no-fund --loglevel=error
 	@touch $(NODE_CLIENT_STAMP)
 
-run: $(STAMP) system-packages
+run: $(STAMP) $(NATIVE) system-packages
 	@mkdir -p $(STORE_DIR) var/redis
 	PYTHONPATH="$(CURDIR)" $(PY) manage.py migrate --noinput
 	PYTHONPATH="$(CURDIR)" $(PY) manage.py ensure_admin
@@ -63,17 +72,20 @@ lint: $(STAMP)
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
 
-test: $(STAMP) $(CPP_CLIENT_STAMP) $(NODE_CLIENT_STAMP) system-packages lint
+test: $(STAMP) $(NATIVE) $(CPP_CLIENT_STAMP) $(NODE_CLIENT_STAMP) system-packages lint
 	$(VENV)/bin/pytest
+	@echo "codec and store suites again on the pure-Python codec (BROKER_CORE_PURE_PYTHON=1):"
+	BROKER_CORE_PURE_PYTHON=1 $(VENV)/bin/pytest -q -p no:cacheprovider tests/unit/codec tests/unit/store \
+		tests/integration/test_crash.py tests/integration/test_rocketmq_store_dir.py
 
 # The fast loop: unit and architecture tests only, no broker processes, Redis, Spark or browser (seconds)
-test-fast: $(STAMP)
+test-fast: $(STAMP) $(NATIVE)
 	$(VENV)/bin/pytest -m "not integration" -q
 
-bench: $(STAMP)
+bench: $(STAMP) $(NATIVE)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r bench/requirements.txt
 	$(PY) -m bench.store
 	$(PY) -m bench.broker
 
 clean:
-	rm -rf $(VENV) $(CPP_CLIENT_VENV) $(NODE_CLIENT_DIR)/node_modules var .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(CPP_CLIENT_VENV) $(NATIVE) build $(NODE_CLIENT_DIR)/node_modules var .pytest_cache .ruff_cache .hypothesis

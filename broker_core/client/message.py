@@ -16,9 +16,9 @@ from broker_core.codec.message import (
     PROPERTY_TAGS,
     PROPERTY_UNIQ_KEY,
     decode_properties,
-    walk_records,
 )
 from broker_core.codec.message_id import encode_offset_msg_id
+from broker_core.codec.records import walk_records
 from broker_core.errors import ClientError  # noqa: F401 (re-exported: broker_core.client.ClientError)
 
 

@@ -17,6 +17,8 @@ import sys
 from functools import lru_cache
 from operator import mul
 
+from broker_core.codec.native import NATIVE
+
 _MASK = 0xFFFFFFFF
 _UTF16 = "utf-16-le" if sys.byteorder == "little" else "utf-16-be"
 
@@ -59,3 +61,10 @@ def index_key_hash(key: str) -> int:
 def index_key(topic: str, key: str) -> str:
     """Upstream ``buildKey``: ``topic + "#" + key``."""
     return f"{topic}#{key}"
+
+
+# the pure functions stay reachable for the native-vs-pure equality tests
+py_java_hash_u32, py_index_key_hash = java_hash_u32, index_key_hash
+if NATIVE is not None:
+    java_hash_u32 = NATIVE.java_hash_u32
+    index_key_hash = NATIVE.index_key_hash

@@ -27,8 +27,12 @@ Default 5,000,000 slots and 20,000,000 entries: 420,000,040 bytes a file.
 from __future__ import annotations
 
 import struct
+from typing import Any
 
 from broker_core.codec.errors import CodecError
+from broker_core.codec.hashing import index_key_hash
+from broker_core.codec.message import KEY_SEPARATOR, TRANSACTION_ROLLBACK_TYPE, TRANSACTION_TYPE_MASK
+from broker_core.codec.native import NATIVE
 
 INDEX_HEADER = struct.Struct(">qqqqii")
 INDEX_HEADER_SIZE = INDEX_HEADER.size  # 40
@@ -63,3 +67,69 @@ def decode_header(
     if header[5] < 1 or header[4] < 0:
         raise CodecError(f"bad IndexFile header counts: slots used {header[4]}, index count {header[5]}", source, 32)
     return header
+
+
+_INT_MAX = (1 << 31) - 1
+
+
+def index_entries(batch: list[tuple[Any, ...]], last_phy: int) -> tuple[list[tuple[int, int, int]], int]:
+    """The index entries ``(key_hash, phy_offset, store_timestamp)`` of dispatched records ``(phy, size, topic,
+    queue_id, queue_offset, tags_code, store_ts, keys, uniq_key, sys_flag)``: the unique key, then every KEYS
+    value, each hashed as ``topic#key``. Records at or below ``last_phy`` (already indexed) and rolled-back
+    transactions are skipped. Returns the entries and the new ``last_phy``."""
+    entries: list[tuple[int, int, int]] = []
+    append = entries.append
+    key_hash = index_key_hash
+    for phy, _, topic, _, _, _, ts, keys, uniq, sys_flag in batch:
+        if phy <= last_phy or (sys_flag & TRANSACTION_TYPE_MASK) == TRANSACTION_ROLLBACK_TYPE:
+            continue
+        if uniq:
+            append((key_hash(f"{topic}#{uniq}"), phy, ts))
+        if keys:
+            for key in keys.split(KEY_SEPARATOR):
+                if key:
+                    append((key_hash(f"{topic}#{key}"), phy, ts))
+        last_phy = phy
+    return entries, last_phy
+
+
+def put_entries(buf: Any, slots: int, index_num: int, count: int, used: int, begin_ts: int, begin_phy: int,
+                entries: list[tuple[int, int, int]], start: int) -> tuple[int, int, int, int, int]:
+    """Write ``entries[start:]`` into an IndexFile's writable ``buf`` (upstream ``putKey`` in a loop) until
+    ``count`` reaches ``index_num``: each entry at the head of its slot's chain, ``timeDiff`` in seconds since
+    ``begin_ts`` (clamped to ``[0, 2**31-1]``). The file's first entries (count 0 and 1) set ``begin_ts`` and
+    ``begin_phy``. Returns ``(next_start, count, used_slots, begin_ts, begin_phy)``; the header is the
+    caller's to write."""
+    pack_slot = HASH_SLOT.pack_into
+    unpack_slot = HASH_SLOT.unpack_from
+    pack_entry = INDEX_ENTRY.pack_into
+    base = INDEX_HEADER_SIZE + slots * HASH_SLOT_SIZE
+    i = start
+    n = len(entries)
+    while i < n and count < index_num:
+        key_hash, phy, ts = entries[i]
+        slot_pos = INDEX_HEADER_SIZE + (key_hash % slots) * HASH_SLOT_SIZE
+        (prev,) = unpack_slot(buf, slot_pos)
+        if prev <= INVALID_INDEX or prev > count:
+            prev = INVALID_INDEX
+            used += 1
+        if count <= 1:
+            begin_phy = phy
+            begin_ts = ts
+        time_diff = (ts - begin_ts) // 1000 if begin_ts > 0 else 0
+        if time_diff < 0:
+            time_diff = 0
+        elif time_diff > _INT_MAX:
+            time_diff = _INT_MAX
+        pack_entry(buf, base + count * INDEX_ENTRY_SIZE, key_hash, phy, time_diff, prev)
+        pack_slot(buf, slot_pos, count)
+        count += 1
+        i += 1
+    return i, count, used, begin_ts, begin_phy
+
+
+# the pure functions stay reachable for the native-vs-pure equality tests
+py_index_entries, py_put_entries = index_entries, put_entries
+if NATIVE is not None:
+    index_entries = NATIVE.index_entries
+    put_entries = NATIVE.index_put

@@ -45,6 +45,7 @@ from __future__ import annotations
 import struct
 
 from broker_core.codec.errors import CodecError
+from broker_core.codec.native import NATIVE
 
 SERIALIZE_JSON = 0
 SERIALIZE_ROCKETMQ = 1
@@ -177,3 +178,12 @@ def decode_batch(buf: bytes | memoryview, max_entries: int = 1 << 20) -> list[tu
             raise CodecError(f"batch holds more than {max_entries} messages", "batch", pos)
         pos = props_at + plen
     return out
+
+
+# the pure functions stay reachable for the native-vs-pure equality tests
+py_encode_binary_header, py_decode_binary_header, py_decode_batch = (
+    encode_binary_header, decode_binary_header, decode_batch)
+if NATIVE is not None:
+    encode_binary_header = NATIVE.encode_binary_header
+    decode_binary_header = NATIVE.decode_binary_header
+    decode_batch = NATIVE.decode_batch

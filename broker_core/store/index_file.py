@@ -37,15 +37,15 @@ from broker_core.codec.index_file import (
     INDEX_HEADER_SIZE,
     INVALID_INDEX,
     decode_header,
+    index_entries,
     index_file_size,
+    put_entries,
 )
-from broker_core.codec.message import KEY_SEPARATOR, TRANSACTION_ROLLBACK_TYPE, TRANSACTION_TYPE_MASK
 from broker_core.store.errors import StoreError
 from broker_core.store.mapped_file import _create_allocated
 
 log = logging.getLogger(__name__)
 
-_INT_MAX = 0x7FFFFFFF
 
 
 class IndexFile:
@@ -112,41 +112,11 @@ class IndexFile:
     def put_keys(self, entries: list[tuple[int, int, int]], start: int) -> int:
         """Add ``entries[start:]`` (``(key_hash, phy_offset, store_timestamp)``) until the file is full
         (upstream ``putKey`` in a loop). Returns the index of the first entry not written."""
-        mv = self.mv
-        slots = self.hash_slot_num
-        limit = self.index_num
-        count = self.index_count
-        base = self._entries_base
-        begin = self.begin_timestamp
-        used = self.hash_slot_count
-        unpack_slot = HASH_SLOT.unpack_from
-        pack_slot = HASH_SLOT.pack_into
-        pack_entry = INDEX_ENTRY.pack_into
-        i = start
-        n = len(entries)
-        while i < n and count < limit:
-            key_hash, phy, ts = entries[i]
-            slot_pos = INDEX_HEADER_SIZE + (key_hash % slots) * 4
-            (prev,) = unpack_slot(mv, slot_pos)
-            if prev <= INVALID_INDEX or prev > count:
-                prev = INVALID_INDEX
-                used += 1
-            if count <= 1:
-                self.begin_phy_offset = phy
-                self.begin_timestamp = begin = ts
-            time_diff = (ts - begin) // 1000 if begin > 0 else 0
-            if time_diff < 0:
-                time_diff = 0
-            elif time_diff > _INT_MAX:
-                time_diff = _INT_MAX
-            pack_entry(mv, base + count * INDEX_ENTRY_SIZE, key_hash, phy, time_diff, prev)
-            pack_slot(mv, slot_pos, count)
-            count += 1
-            i += 1
+        i, self.index_count, self.hash_slot_count, self.begin_timestamp, self.begin_phy_offset = put_entries(
+            self.mv, self.hash_slot_num, self.index_num, self.index_count, self.hash_slot_count,
+            self.begin_timestamp, self.begin_phy_offset, entries, start)
         if i > start:
             self.end_phy_offset, self.end_timestamp = entries[i - 1][1], entries[i - 1][2]
-        self.index_count = count
-        self.hash_slot_count = used
         return i
 
     def is_time_matched(self, begin: int, end: int) -> bool:
@@ -269,20 +239,7 @@ class IndexService:
     def build_batch(self, batch: list[tuple]) -> None:
         """Index dispatched records ``(phy, size, topic, queue_id, queue_offset, tags_code, store_ts, keys,
         uniq_key, sys_flag)``: the unique key and every KEYS value, as ``topic#key``."""
-        entries: list[tuple[int, int, int]] = []
-        append = entries.append
-        last = self.last_indexed_phy
-        key_hash = index_key_hash
-        for phy, _, topic, _, _, _, ts, keys, uniq, sys_flag in batch:
-            if phy <= last or (sys_flag & TRANSACTION_TYPE_MASK) == TRANSACTION_ROLLBACK_TYPE:
-                continue
-            if uniq:
-                append((key_hash(f"{topic}#{uniq}"), phy, ts))
-            if keys:
-                for key in keys.split(KEY_SEPARATOR):
-                    if key:
-                        append((key_hash(f"{topic}#{key}"), phy, ts))
-            last = phy
+        entries, last = index_entries(batch, self.last_indexed_phy)
         with self._lock:
             if entries:
                 f = self._writable()

@@ -20,14 +20,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from broker_core.codec.message import (
-    HEADER,
-    MESSAGE_MAGIC_CODE,
-    SCAN_BLANK,
-    SCAN_END,
-    SCAN_LIMIT,
-    scan_records,
-)
+from broker_core.codec.message import HEADER, MESSAGE_MAGIC_CODE
+from broker_core.codec.records import SCAN_BLANK, SCAN_END, SCAN_LIMIT, scan_records
 
 if TYPE_CHECKING:
     from broker_core.store.mapped_file import MappedFile

@@ -14,8 +14,6 @@ from broker_core.codec.message import (
     HEADER,
     HEADER_SIZE,
     MESSAGE_MAGIC_CODE,
-    SCAN_BLANK,
-    SCAN_END,
     body_crc,
     check_record,
     decode_properties,
@@ -23,9 +21,9 @@ from broker_core.codec.message import (
     encode_properties,
     encode_record,
     record_size,
-    scan_records,
     write_blank_into,
 )
+from broker_core.codec.records import SCAN_BLANK, SCAN_END, scan_records
 from tests.conftest import GOLDEN
 
 SAMPLE = dict(
@@ -168,7 +166,8 @@ def test_body_crc_is_rocketmq_masked_and_legacy_full_crc_still_reads():
 
 
 def test_walk_records_yields_fields_body_topic_and_properties():
-    from broker_core.codec.message import F_BODY_LENGTH, F_QUEUE_OFFSET, F_STORE_TIMESTAMP, walk_records
+    from broker_core.codec.message import F_BODY_LENGTH, F_QUEUE_OFFSET, F_STORE_TIMESTAMP
+    from broker_core.codec.records import walk_records
 
     a = encode_record(**SAMPLE)
     b = encode_record(**{**SAMPLE, "body": b"second", "queue_offset": 43, "topic": "Other"})

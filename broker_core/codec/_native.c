@@ -1,0 +1,697 @@
+/* broker_core.codec._native: the codec's once-per-message loops in C (CPython API, no other library).
+ *
+ * Every function here has a pure-Python twin of the same name in broker_core/codec (the reference: the
+ * layouts are documented there) and must return equal results and raise the same exception types for the
+ * same input; tests/unit/codec/test_native.py checks that with hypothesis. broker_core/codec/native.py
+ * decides which one runs (BROKER_CORE_PURE_PYTHON=1 selects the pure ones).
+ *
+ * Buffers are read through the buffer protocol (bytes, bytearray, memoryview, mmap) and never kept past
+ * the call. Integers in the formats are big-endian. Nothing here allocates per byte or holds the GIL
+ * released: every function is short and runs on the caller's thread.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+static PyObject *CodecError;   /* broker_core.codec.errors.CodecError(message, source, position) */
+static PyObject *crc32_func;   /* zlib.crc32 */
+
+/* ------------------------------------------------------------------ big-endian helpers */
+static inline int32_t rd_i32(const unsigned char *p) {
+    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3]);
+}
+static inline uint32_t rd_u32(const unsigned char *p) { return (uint32_t)rd_i32(p); }
+static inline int16_t rd_i16(const unsigned char *p) { return (int16_t)(((uint16_t)p[0] << 8) | p[1]); }
+static inline uint16_t rd_u16(const unsigned char *p) { return (uint16_t)(((uint16_t)p[0] << 8) | p[1]); }
+static inline int64_t rd_i64(const unsigned char *p) {
+    return (int64_t)(((uint64_t)rd_u32(p) << 32) | rd_u32(p + 4));
+}
+static inline void wr_i32(unsigned char *p, int64_t v) {
+    uint32_t u = (uint32_t)v;
+    p[0] = (unsigned char)(u >> 24); p[1] = (unsigned char)(u >> 16); p[2] = (unsigned char)(u >> 8);
+    p[3] = (unsigned char)u;
+}
+static inline void wr_i16(unsigned char *p, int64_t v) {
+    uint16_t u = (uint16_t)v;
+    p[0] = (unsigned char)(u >> 8); p[1] = (unsigned char)u;
+}
+static inline void wr_i64(unsigned char *p, int64_t v) {
+    wr_i32(p, (int64_t)((uint64_t)v >> 32));
+    wr_i32(p + 4, (int64_t)(uint32_t)v);
+}
+
+static PyObject *codec_error(const char *source, Py_ssize_t pos, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    PyObject *msg = PyUnicode_FromFormatV(fmt, ap);
+    va_end(ap);
+    if (msg == NULL) return NULL;
+    PyObject *exc;
+    if (source == NULL)
+        exc = PyObject_CallFunction(CodecError, "OOn", msg, Py_None, pos);
+    else
+        exc = PyObject_CallFunction(CodecError, "Osn", msg, source, pos);
+    Py_DECREF(msg);
+    if (exc != NULL) {
+        PyErr_SetObject(CodecError, exc);
+        Py_DECREF(exc);
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ Java String.hashCode */
+/* hashCode over the UTF-16 code units of s, continuing from h (so "topic#key" needs no concatenation). */
+static uint32_t java_hash_continue(uint32_t h, PyObject *s) {
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    int kind = PyUnicode_KIND(s);
+    const void *data = PyUnicode_DATA(s);
+    if (kind == PyUnicode_1BYTE_KIND) {
+        const Py_UCS1 *d = (const Py_UCS1 *)data;
+        for (Py_ssize_t i = 0; i < n; i++) h = h * 31u + d[i];
+    } else if (kind == PyUnicode_2BYTE_KIND) {
+        const Py_UCS2 *d = (const Py_UCS2 *)data;
+        for (Py_ssize_t i = 0; i < n; i++) h = h * 31u + d[i];
+    } else {
+        const Py_UCS4 *d = (const Py_UCS4 *)data;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            Py_UCS4 c = d[i];
+            if (c >= 0x10000) {  /* a surrogate pair: two units */
+                c -= 0x10000;
+                h = h * 31u + (0xD800u + (c >> 10));
+                h = h * 31u + (0xDC00u + (c & 0x3FFu));
+            } else {
+                h = h * 31u + c;
+            }
+        }
+    }
+    return h;
+}
+
+static inline uint32_t index_hash_of(uint32_t h) {
+    /* abs(int) as Java; abs(Integer.MIN_VALUE) is negative and RocketMQ stores 0 for it */
+    if (h & 0x80000000u) {
+        h = 0u - h;
+        if (h == 0x80000000u) return 0;
+    }
+    return h;
+}
+
+static PyObject *py_java_hash_u32(PyObject *self, PyObject *arg) {
+    if (!PyUnicode_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "java_hash_u32 needs a str");
+        return NULL;
+    }
+    return PyLong_FromUnsignedLong(java_hash_continue(0, arg));
+}
+
+static PyObject *py_index_key_hash(PyObject *self, PyObject *arg) {
+    if (!PyUnicode_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "index_key_hash needs a str");
+        return NULL;
+    }
+    return PyLong_FromUnsignedLong(index_hash_of(java_hash_continue(0, arg)));
+}
+
+/* ------------------------------------------------------------------ IndexFile */
+#define TRANSACTION_TYPE_MASK (0x3 << 2)
+#define TRANSACTION_ROLLBACK_TYPE (0x3 << 2)
+
+static int append_entry(PyObject *out, uint32_t h, PyObject *phy, PyObject *ts) {
+    PyObject *hv = PyLong_FromUnsignedLong(h);
+    if (hv == NULL) return -1;
+    PyObject *t = PyTuple_Pack(3, hv, phy, ts);
+    Py_DECREF(hv);
+    if (t == NULL) return -1;
+    int rc = PyList_Append(out, t);
+    Py_DECREF(t);
+    return rc;
+}
+
+/* index_entries(batch, last_phy) -> (entries, last_phy): see codec/index_file.py */
+static PyObject *py_index_entries(PyObject *self, PyObject *args) {
+    PyObject *batch;
+    long long last;
+    if (!PyArg_ParseTuple(args, "OL", &batch, &last)) return NULL;
+    PyObject *seq = PySequence_Fast(batch, "batch must be a sequence");
+    if (seq == NULL) return NULL;
+    PyObject *out = PyList_New(0);
+    if (out == NULL) { Py_DECREF(seq); return NULL; }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *d = items[i];
+        if (!PyTuple_Check(d) || PyTuple_GET_SIZE(d) != 10) {
+            PyErr_SetString(PyExc_TypeError, "a dispatch entry is a 10-tuple");
+            goto fail;
+        }
+        PyObject *phy_o = PyTuple_GET_ITEM(d, 0), *topic = PyTuple_GET_ITEM(d, 2), *ts = PyTuple_GET_ITEM(d, 6);
+        PyObject *keys = PyTuple_GET_ITEM(d, 7), *uniq = PyTuple_GET_ITEM(d, 8);
+        long long phy = PyLong_AsLongLong(phy_o);
+        long long sys_flag = PyLong_AsLongLong(PyTuple_GET_ITEM(d, 9));
+        if (PyErr_Occurred()) goto fail;
+        if (phy <= last || (sys_flag & TRANSACTION_TYPE_MASK) == TRANSACTION_ROLLBACK_TYPE) continue;
+        if (!PyUnicode_Check(topic)) { PyErr_SetString(PyExc_TypeError, "topic must be a str"); goto fail; }
+        uint32_t th = java_hash_continue(0, topic) * 31u + '#';
+        if (uniq != Py_None && PyObject_IsTrue(uniq)) {
+            if (!PyUnicode_Check(uniq)) { PyErr_SetString(PyExc_TypeError, "uniq key must be a str"); goto fail; }
+            if (append_entry(out, index_hash_of(java_hash_continue(th, uniq)), phy_o, ts) < 0) goto fail;
+        }
+        if (keys != Py_None && PyObject_IsTrue(keys)) {
+            if (!PyUnicode_Check(keys)) { PyErr_SetString(PyExc_TypeError, "keys must be a str"); goto fail; }
+            Py_ssize_t klen = PyUnicode_GET_LENGTH(keys), start = 0;
+            while (start <= klen) {
+                Py_ssize_t sp = klen > start ? PyUnicode_FindChar(keys, ' ', start, klen, 1) : -1;
+                if (sp == -2) goto fail;
+                Py_ssize_t stop = sp < 0 ? klen : sp;
+                if (stop > start) {
+                    PyObject *key = PyUnicode_Substring(keys, start, stop);
+                    if (key == NULL) goto fail;
+                    uint32_t h = index_hash_of(java_hash_continue(th, key));
+                    Py_DECREF(key);
+                    if (append_entry(out, h, phy_o, ts) < 0) goto fail;
+                }
+                if (sp < 0) break;
+                start = sp + 1;
+            }
+        }
+        last = phy;
+    }
+    Py_DECREF(seq);
+    PyObject *res = Py_BuildValue("(NL)", out, last);
+    return res;
+fail:
+    Py_DECREF(seq);
+    Py_DECREF(out);
+    return NULL;
+}
+
+#define INDEX_HEADER_SIZE 40
+#define INDEX_ENTRY_SIZE 20
+#define INVALID_INDEX 0
+#define INT_MAX_32 2147483647LL
+
+/* index_put(buf, slots, index_num, count, used, begin_ts, begin_phy, entries, start)
+ *   -> (next, count, used, begin_ts, begin_phy): see codec/index_file.py put_entries */
+static PyObject *py_index_put(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    long long slots, limit, count, used, begin, begin_phy;
+    PyObject *entries;
+    Py_ssize_t start;
+    if (!PyArg_ParseTuple(args, "w*LLLLLLOn", &view, &slots, &limit, &count, &used, &begin, &begin_phy,
+                          &entries, &start))
+        return NULL;
+    PyObject *seq = PySequence_Fast(entries, "entries must be a sequence");
+    if (seq == NULL) { PyBuffer_Release(&view); return NULL; }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    unsigned char *buf = (unsigned char *)view.buf;
+    long long base = INDEX_HEADER_SIZE + slots * 4;
+    Py_ssize_t i = start;
+    if (slots <= 0 || view.len < base + limit * INDEX_ENTRY_SIZE) {
+        PyErr_SetString(PyExc_ValueError, "index buffer smaller than its slots and entries");
+        goto fail;
+    }
+    while (i < n && count < limit) {
+        PyObject *e = items[i];
+        if (!PyTuple_Check(e) || PyTuple_GET_SIZE(e) != 3) {
+            PyErr_SetString(PyExc_TypeError, "an index entry is (key_hash, phy_offset, store_timestamp)");
+            goto fail;
+        }
+        long long key_hash = PyLong_AsLongLong(PyTuple_GET_ITEM(e, 0));
+        long long phy = PyLong_AsLongLong(PyTuple_GET_ITEM(e, 1));
+        long long ts = PyLong_AsLongLong(PyTuple_GET_ITEM(e, 2));
+        if (PyErr_Occurred()) goto fail;
+        long long slot = key_hash % slots;
+        if (slot < 0) slot += slots;  /* Python's modulo */
+        unsigned char *slot_p = buf + INDEX_HEADER_SIZE + slot * 4;
+        long long prev = rd_i32(slot_p);
+        if (prev <= INVALID_INDEX || prev > count) {
+            prev = INVALID_INDEX;
+            used += 1;
+        }
+        if (count <= 1) {
+            begin_phy = phy;
+            begin = ts;
+        }
+        long long diff = 0;
+        if (begin > 0) {
+            long long d = ts - begin;
+            diff = d >= 0 ? d / 1000 : -((-d + 999) / 1000);  /* floor division, as Python's // */
+        }
+        if (diff < 0) diff = 0;
+        else if (diff > INT_MAX_32) diff = INT_MAX_32;
+        unsigned char *ep = buf + base + count * INDEX_ENTRY_SIZE;
+        wr_i32(ep, key_hash);
+        wr_i64(ep + 4, phy);
+        wr_i32(ep + 12, diff);
+        wr_i32(ep + 16, prev);
+        wr_i32(slot_p, count);
+        count += 1;
+        i += 1;
+    }
+    Py_DECREF(seq);
+    PyBuffer_Release(&view);
+    return Py_BuildValue("(nLLLL)", i, count, used, begin, begin_phy);
+fail:
+    Py_DECREF(seq);
+    PyBuffer_Release(&view);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ properties */
+/* decode_properties(raw: bytes-like | str) -> dict[str, str] */
+static PyObject *py_decode_properties(PyObject *self, PyObject *arg) {
+    PyObject *text;
+    if (PyUnicode_Check(arg)) {
+        text = Py_NewRef(arg);
+    } else {
+        Py_buffer view;
+        if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
+        text = PyUnicode_DecodeUTF8((const char *)view.buf, view.len, NULL);
+        PyBuffer_Release(&view);
+        if (text == NULL) return NULL;
+    }
+    PyObject *out = PyDict_New();
+    if (out == NULL) { Py_DECREF(text); return NULL; }
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text), start = 0;
+    while (n > 0 && start <= n) {
+        Py_ssize_t sep = PyUnicode_FindChar(text, 0x02, start, n, 1);
+        if (sep == -2) goto fail;
+        Py_ssize_t stop = sep < 0 ? n : sep;
+        Py_ssize_t eq = stop > start ? PyUnicode_FindChar(text, 0x01, start, stop, 1) : -1;
+        if (eq == -2) goto fail;
+        if (eq >= 0) {
+            PyObject *name = PyUnicode_Substring(text, start, eq);
+            PyObject *value = name ? PyUnicode_Substring(text, eq + 1, stop) : NULL;
+            int rc = value ? PyDict_SetItem(out, name, value) : -1;
+            Py_XDECREF(name);
+            Py_XDECREF(value);
+            if (rc < 0) goto fail;
+        }
+        if (sep < 0) break;
+        start = sep + 1;
+    }
+    Py_DECREF(text);
+    return out;
+fail:
+    Py_DECREF(text);
+    Py_DECREF(out);
+    return NULL;
+}
+
+/* encode_properties(properties: dict | None) -> bytes: name\x01value\x02 ... (UTF-8) */
+static PyObject *py_encode_properties(PyObject *self, PyObject *arg) {
+    if (arg == Py_None || (PyDict_Check(arg) && PyDict_GET_SIZE(arg) == 0)) return PyBytes_FromStringAndSize("", 0);
+    if (!PyDict_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "properties must be a dict");
+        return NULL;
+    }
+    Py_ssize_t pos = 0, total = 0;
+    PyObject *k, *v;
+    /* two passes: sizes, then bytes; str() of non-str names and values, as the f-string does */
+    Py_ssize_t n = PyDict_GET_SIZE(arg);
+    PyObject *parts = PyList_New(0);
+    if (parts == NULL) return NULL;
+    while (PyDict_Next(arg, &pos, &k, &v)) {
+        PyObject *ks = PyObject_Str(k), *vs = ks ? PyObject_Str(v) : NULL;
+        if (vs == NULL) { Py_XDECREF(ks); Py_DECREF(parts); return NULL; }
+        int rc = PyList_Append(parts, ks) < 0 || PyList_Append(parts, vs) < 0 ? -1 : 0;
+        Py_DECREF(ks);
+        Py_DECREF(vs);
+        if (rc < 0) { Py_DECREF(parts); return NULL; }
+    }
+    (void)n;
+    Py_ssize_t m = PyList_GET_SIZE(parts);
+    const char **ptrs = PyMem_Malloc(sizeof(char *) * (size_t)(m ? m : 1));
+    Py_ssize_t *lens = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(m ? m : 1));
+    if (ptrs == NULL || lens == NULL) { PyMem_Free(ptrs); PyMem_Free(lens); Py_DECREF(parts); return PyErr_NoMemory(); }
+    for (Py_ssize_t i = 0; i < m; i++) {
+        ptrs[i] = PyUnicode_AsUTF8AndSize(PyList_GET_ITEM(parts, i), &lens[i]);
+        if (ptrs[i] == NULL) { PyMem_Free(ptrs); PyMem_Free(lens); Py_DECREF(parts); return NULL; }
+        total += lens[i] + 1;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, total);
+    if (out != NULL) {
+        char *w = PyBytes_AS_STRING(out);
+        for (Py_ssize_t i = 0; i < m; i++) {
+            memcpy(w, ptrs[i], (size_t)lens[i]);
+            w += lens[i];
+            *w++ = (i & 1) ? 0x02 : 0x01;
+        }
+    }
+    PyMem_Free(ptrs);
+    PyMem_Free(lens);
+    Py_DECREF(parts);
+    return out;
+}
+
+/* ------------------------------------------------------------------ message batch */
+#define BATCH_ENTRY_HEAD 20
+/* decode_batch(buf, max_entries=1<<20) -> list[(flag, body, props)] */
+static PyObject *py_decode_batch(PyObject *self, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"buf", "max_entries", NULL};
+    Py_buffer view;
+    Py_ssize_t max_entries = (Py_ssize_t)1 << 20;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "y*|n", kwlist, &view, &max_entries)) return NULL;
+    const unsigned char *b = (const unsigned char *)view.buf;
+    Py_ssize_t end = view.len, pos = 0;
+    PyObject *out = PyList_New(0);
+    if (out == NULL) { PyBuffer_Release(&view); return NULL; }
+    while (pos < end) {
+        if (end - pos < BATCH_ENTRY_HEAD + 2) { codec_error("batch", pos, "truncated batch entry head"); goto fail; }
+        int32_t flag = rd_i32(b + pos + 12), blen = rd_i32(b + pos + 16);
+        Py_ssize_t body_at = pos + BATCH_ENTRY_HEAD;
+        if (blen < 0 || body_at + blen + 2 > end) {
+            codec_error("batch", pos, "bad batch entry: body length %d runs past the batch", (int)blen);
+            goto fail;
+        }
+        int16_t plen = rd_i16(b + body_at + blen);
+        Py_ssize_t props_at = body_at + blen + 2;
+        if (plen < 0 || props_at + plen > end) {
+            codec_error("batch", pos, "bad batch entry: properties length %d runs past the batch", (int)plen);
+            goto fail;
+        }
+        PyObject *t = Py_BuildValue("(iy#y#)", (int)flag, (const char *)b + body_at, (Py_ssize_t)blen,
+                                    (const char *)b + props_at, (Py_ssize_t)plen);
+        if (t == NULL || PyList_Append(out, t) < 0) { Py_XDECREF(t); goto fail; }
+        Py_DECREF(t);
+        if (PyList_GET_SIZE(out) > max_entries) {
+            codec_error("batch", pos, "batch holds more than %zd messages", max_entries);
+            goto fail;
+        }
+        pos = props_at + plen;
+    }
+    PyBuffer_Release(&view);
+    return out;
+fail:
+    PyBuffer_Release(&view);
+    Py_DECREF(out);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ CommitLog records */
+#define HEADER_SIZE 88
+#define FIXED_OVERHEAD 91
+#define MESSAGE_MAGIC_CODE 0xDAA320A7u
+#define BLANK_MAGIC_CODE 0xCBD43194u
+
+/* The 17 header fields as HEADER.unpack_from gives them (">iIIiiqqiq4siq4siiqi"). */
+static PyObject *header_fields(const unsigned char *p) {
+    return Py_BuildValue(
+        "(iIIiiLLiLy#iLy#iiLi)",
+        (int)rd_i32(p), (unsigned int)rd_u32(p + 4), (unsigned int)rd_u32(p + 8), (int)rd_i32(p + 12),
+        (int)rd_i32(p + 16), (long long)rd_i64(p + 20), (long long)rd_i64(p + 28), (int)rd_i32(p + 36),
+        (long long)rd_i64(p + 40), (const char *)p + 48, (Py_ssize_t)4, (int)rd_i32(p + 52),
+        (long long)rd_i64(p + 56), (const char *)p + 64, (Py_ssize_t)4, (int)rd_i32(p + 68), (int)rd_i32(p + 72),
+        (long long)rd_i64(p + 76), (int)rd_i32(p + 84));
+}
+
+/* walk_records(buf, source="response") -> list[(fields, body, topic, properties)]: see codec/message.py */
+static PyObject *py_walk_records(PyObject *self, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"buf", "source", NULL};
+    Py_buffer view;
+    const char *source = "response";
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "y*|s", kwlist, &view, &source)) return NULL;
+    const unsigned char *b = (const unsigned char *)view.buf;
+    Py_ssize_t end = view.len, pos = 0;
+    PyObject *out = PyList_New(0);
+    if (out == NULL) { PyBuffer_Release(&view); return NULL; }
+    while (pos + HEADER_SIZE <= end) {
+        const unsigned char *p = b + pos;
+        int32_t total = rd_i32(p);
+        uint32_t magic = rd_u32(p + 4);
+        if (magic != MESSAGE_MAGIC_CODE || total < FIXED_OVERHEAD || pos + total > end) {
+            char hex[16];
+            snprintf(hex, sizeof hex, "%08X", (unsigned int)magic);
+            codec_error(source, pos, "bad record (magic 0x%s, size %d)", hex, (int)total);
+            goto fail;
+        }
+        int32_t blen = rd_i32(p + 84);
+        if (blen < 0 || HEADER_SIZE + (Py_ssize_t)blen + 3 > total) {
+            codec_error(source, pos, "bad record (body length %d, size %d)", (int)blen, (int)total);
+            goto fail;
+        }
+        Py_ssize_t q = HEADER_SIZE + blen;
+        Py_ssize_t tlen = p[q];
+        if (q + 1 + tlen + 2 > total) {
+            codec_error(source, pos, "bad record (topic length %zd, size %d)", tlen, (int)total);
+            goto fail;
+        }
+        PyObject *fields = header_fields(p);
+        if (fields == NULL) goto fail;
+        PyObject *t = Py_BuildValue("(Ny#s#y#)", fields, (const char *)p + HEADER_SIZE, (Py_ssize_t)blen,
+                                    (const char *)p + q + 1, tlen, (const char *)p + q + 3 + tlen,
+                                    (Py_ssize_t)(total - (q + 3 + tlen)));
+        if (t == NULL || PyList_Append(out, t) < 0) { Py_XDECREF(t); goto fail; }
+        Py_DECREF(t);
+        pos += total;
+    }
+    PyBuffer_Release(&view);
+    return out;
+fail:
+    PyBuffer_Release(&view);
+    Py_DECREF(out);
+    return NULL;
+}
+
+/* RocketMQ's masked CRC, or the full CRC this product wrote before it matched RocketMQ */
+static int crc_ok(const unsigned char *body, Py_ssize_t blen, uint32_t stored) {
+    PyObject *mv = PyMemoryView_FromMemory((char *)body, blen, PyBUF_READ);
+    if (mv == NULL) return -1;
+    PyObject *c = PyObject_CallOneArg(crc32_func, mv);
+    Py_DECREF(mv);
+    if (c == NULL) return -1;
+    unsigned long v = PyLong_AsUnsignedLong(c);
+    Py_DECREF(c);
+    if (v == (unsigned long)-1 && PyErr_Occurred()) return -1;
+    return stored == (uint32_t)(v & 0x7FFFFFFFu) || stored == (uint32_t)v;
+}
+
+/* scan_records(buf, pos, limit, check_crc=True) -> (end, why): see codec/message.py */
+static PyObject *py_scan_records(PyObject *self, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"buf", "pos", "limit", "check_crc", NULL};
+    Py_buffer view;
+    Py_ssize_t pos, limit;
+    int check_crc = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "y*nn|p", kwlist, &view, &pos, &limit, &check_crc)) return NULL;
+    const unsigned char *b = (const unsigned char *)view.buf;
+    if (limit > view.len) limit = view.len;  /* the pure twin would raise on reading past the buffer */
+    PyObject *res = NULL;
+    for (;;) {
+        if (pos < 0 || pos + 8 > limit) { res = Py_BuildValue("(ns)", pos, "limit"); break; }
+        const unsigned char *p = b + pos;
+        int32_t total = rd_i32(p);
+        uint32_t magic = rd_u32(p + 4);
+        if (magic == MESSAGE_MAGIC_CODE) {
+            if (total < FIXED_OVERHEAD || pos + total > limit) {
+                res = PyUnicode_FromFormat("truncated record of size %d", (int)total);
+                res = res ? Py_BuildValue("(nN)", pos, res) : NULL;
+                break;
+            }
+            int32_t blen = rd_i32(p + 84);
+            if (blen < 0 || HEADER_SIZE + (Py_ssize_t)blen + 3 > total) {
+                res = PyUnicode_FromFormat("inconsistent body length %d", (int)blen);
+                res = res ? Py_BuildValue("(nN)", pos, res) : NULL;
+                break;
+            }
+            Py_ssize_t tp = HEADER_SIZE + blen;
+            Py_ssize_t pp = tp + 1 + p[tp];
+            if (pp + 2 > total || pp + 2 + rd_u16(p + pp) != total) {
+                res = Py_BuildValue("(ns)", pos, "inconsistent topic or properties length");
+                break;
+            }
+            if (check_crc) {
+                int ok = crc_ok(p + HEADER_SIZE, blen, rd_u32(p + 8));
+                if (ok < 0) break;
+                if (!ok) { res = Py_BuildValue("(ns)", pos, "body CRC mismatch"); break; }
+            }
+            pos += total;
+        } else if (magic == BLANK_MAGIC_CODE) {
+            res = Py_BuildValue("(ns)", pos, "blank");
+            break;
+        } else if (total == 0 && magic == 0) {
+            res = Py_BuildValue("(ns)", pos, "end of data");
+            break;
+        } else {
+            char hex[16];
+            snprintf(hex, sizeof hex, "%08X", (unsigned int)magic);
+            res = PyUnicode_FromFormat("bad magic code 0x%s", hex);
+            res = res ? Py_BuildValue("(nN)", pos, res) : NULL;
+            break;
+        }
+    }
+    PyBuffer_Release(&view);
+    return res;
+}
+
+/* ------------------------------------------------------------------ ROCKETMQ binary command header */
+#define BINARY_HEAD_SIZE 17
+
+/* decode_binary_header(buf) -> (code, language, version, opaque, flag, remark, ext_fields) */
+static PyObject *py_decode_binary_header(PyObject *self, PyObject *arg) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
+    const unsigned char *b = (const unsigned char *)view.buf;
+    Py_ssize_t end = view.len, pos;
+    PyObject *remark = NULL, *ext = NULL, *res = NULL;
+    if (end < BINARY_HEAD_SIZE + 4) {
+        codec_error("header", 0, "binary header of %zd bytes is shorter than its %d fixed bytes", end,
+                    BINARY_HEAD_SIZE + 4);
+        goto done;
+    }
+    int code = rd_i16(b), language = b[2], version = rd_i16(b + 3);
+    int32_t opaque = rd_i32(b + 5), flag = rd_i32(b + 9), rlen = rd_i32(b + 13);
+    pos = BINARY_HEAD_SIZE;
+    if (rlen < 0 || pos + rlen + 4 > end) {
+        codec_error("header", pos - 4, "remark length %d runs past the header", (int)rlen);
+        goto done;
+    }
+    if (rlen) {
+        remark = PyUnicode_DecodeUTF8((const char *)b + pos, rlen, NULL);
+        if (remark == NULL) goto done;
+    } else {
+        remark = Py_NewRef(Py_None);
+    }
+    pos += rlen;
+    int32_t ext_len = rd_i32(b + pos);
+    pos += 4;
+    if (ext_len < 0 || pos + ext_len != end) {
+        codec_error("header", pos - 4, "extFields length %d does not end the header (%zd bytes left)",
+                    (int)ext_len, end - pos);
+        goto done;
+    }
+    ext = PyDict_New();
+    if (ext == NULL) goto done;
+    while (pos < end) {
+        if (end - pos < 6) { codec_error("header", pos, "truncated extFields entry"); goto done; }
+        int16_t klen = rd_i16(b + pos);
+        Py_ssize_t kend = pos + 2 + klen;
+        if (klen < 0 || kend + 4 > end) {
+            codec_error("header", pos, "extFields key length %d runs past the header", (int)klen);
+            goto done;
+        }
+        int32_t vlen = rd_i32(b + kend);
+        Py_ssize_t vend = kend + 4 + (Py_ssize_t)vlen;
+        if (vlen < 0 || vend > end) {
+            codec_error("header", kend, "extFields value length %d runs past the header", (int)vlen);
+            goto done;
+        }
+        PyObject *k = PyUnicode_DecodeUTF8((const char *)b + pos + 2, klen, NULL);
+        if (k == NULL) goto done;
+        PyObject *v = PyUnicode_DecodeUTF8((const char *)b + kend + 4, vlen, NULL);
+        if (v == NULL) { Py_DECREF(k); goto done; }
+        int rc = PyDict_SetItem(ext, k, v);
+        Py_DECREF(k);
+        Py_DECREF(v);
+        if (rc < 0) goto done;
+        pos = vend;
+    }
+    res = Py_BuildValue("(iiiiiOO)", code, language, version, (int)opaque, (int)flag, remark, ext);
+done:
+    Py_XDECREF(remark);
+    Py_XDECREF(ext);
+    PyBuffer_Release(&view);
+    return res;
+}
+
+static int check_i16(long v, const char *what) {
+    if (v < -32768 || v > 32767) {
+        PyErr_Format(PyExc_OverflowError, "%s %ld does not fit a short", what, v);
+        return -1;
+    }
+    return 0;
+}
+
+/* encode_binary_header(code, language, version, opaque, flag, remark, ext_fields) -> bytes */
+static PyObject *py_encode_binary_header(PyObject *self, PyObject *args) {
+    long code, language, version, opaque, flag;
+    PyObject *remark, *ext;
+    if (!PyArg_ParseTuple(args, "lllllOO", &code, &language, &version, &opaque, &flag, &remark, &ext)) return NULL;
+    if (check_i16(code, "code") < 0 || check_i16(version, "version") < 0) return NULL;
+    if (language < 0 || language > 255) { PyErr_SetString(PyExc_OverflowError, "language does not fit a byte"); return NULL; }
+    if (opaque < INT32_MIN || opaque > INT32_MAX || flag < INT32_MIN || flag > INT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "opaque and flag must fit an int");
+        return NULL;
+    }
+    const char *rb = NULL;
+    Py_ssize_t rlen = 0;
+    if (remark != Py_None && PyObject_IsTrue(remark)) {
+        rb = PyUnicode_AsUTF8AndSize(remark, &rlen);
+        if (rb == NULL) return NULL;
+    }
+    /* sizes first */
+    Py_ssize_t ext_size = 0, pos = 0;
+    PyObject *k, *v;
+    int has_ext = ext != Py_None && PyObject_IsTrue(ext);
+    if (has_ext) {
+        if (!PyDict_Check(ext)) { PyErr_SetString(PyExc_TypeError, "ext_fields must be a dict"); return NULL; }
+        while (PyDict_Next(ext, &pos, &k, &v)) {
+            if (k == Py_None || v == Py_None) continue;
+            Py_ssize_t kl, vl;
+            if (PyUnicode_AsUTF8AndSize(k, &kl) == NULL || PyUnicode_AsUTF8AndSize(v, &vl) == NULL) return NULL;
+            ext_size += 2 + kl + 4 + vl;
+        }
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, BINARY_HEAD_SIZE + rlen + 4 + ext_size);
+    if (out == NULL) return NULL;
+    unsigned char *w = (unsigned char *)PyBytes_AS_STRING(out);
+    wr_i16(w, code);
+    w[2] = (unsigned char)language;
+    wr_i16(w + 3, version);
+    wr_i32(w + 5, opaque);
+    wr_i32(w + 9, flag);
+    wr_i32(w + 13, rlen);
+    w += BINARY_HEAD_SIZE;
+    if (rlen) { memcpy(w, rb, (size_t)rlen); w += rlen; }
+    wr_i32(w, ext_size);
+    w += 4;
+    if (has_ext) {
+        pos = 0;
+        while (PyDict_Next(ext, &pos, &k, &v)) {
+            if (k == Py_None || v == Py_None) continue;
+            Py_ssize_t kl, vl;
+            const char *kb = PyUnicode_AsUTF8AndSize(k, &kl), *vb = PyUnicode_AsUTF8AndSize(v, &vl);
+            wr_i16(w, kl);
+            memcpy(w + 2, kb, (size_t)kl);
+            w += 2 + kl;
+            wr_i32(w, vl);
+            memcpy(w + 4, vb, (size_t)vl);
+            w += 4 + vl;
+        }
+    }
+    return out;
+}
+
+/* ------------------------------------------------------------------ module */
+static PyMethodDef methods[] = {
+    {"java_hash_u32", py_java_hash_u32, METH_O, "Java String.hashCode() of a str, unsigned 32-bit."},
+    {"index_key_hash", py_index_key_hash, METH_O, "RocketMQ's IndexFile hash of topic#key."},
+    {"index_entries", py_index_entries, METH_VARARGS, "Index entries of dispatched records."},
+    {"index_put", py_index_put, METH_VARARGS, "Insert index entries into an IndexFile buffer."},
+    {"decode_properties", py_decode_properties, METH_O, "Decode a properties string."},
+    {"encode_properties", py_encode_properties, METH_O, "Encode a properties map."},
+    {"decode_batch", (PyCFunction)(void (*)(void))py_decode_batch, METH_VARARGS | METH_KEYWORDS, "Split a SEND_BATCH_MESSAGE body."},
+    {"walk_records", (PyCFunction)(void (*)(void))py_walk_records, METH_VARARGS | METH_KEYWORDS, "Records stored back to back."},
+    {"scan_records", (PyCFunction)(void (*)(void))py_scan_records, METH_VARARGS | METH_KEYWORDS, "Walk valid records; (end, why)."},
+    {"decode_binary_header", py_decode_binary_header, METH_O, "Decode a ROCKETMQ binary header."},
+    {"encode_binary_header", py_encode_binary_header, METH_VARARGS, "Encode a ROCKETMQ binary header."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native", "broker_core's codec loops in C", -1, methods};
+
+PyMODINIT_FUNC PyInit__native(void) {
+    PyObject *errors = PyImport_ImportModule("broker_core.codec.errors");
+    if (errors == NULL) return NULL;
+    CodecError = PyObject_GetAttrString(errors, "CodecError");
+    Py_DECREF(errors);
+    if (CodecError == NULL) return NULL;
+    PyObject *zlib = PyImport_ImportModule("zlib");
+    if (zlib == NULL) return NULL;
+    crc32_func = PyObject_GetAttrString(zlib, "crc32");
+    Py_DECREF(zlib);
+    if (crc32_func == NULL) return NULL;
+    return PyModule_Create(&module);
+}

@@ -1,0 +1,103 @@
+"""Walks over records stored back to back (layout in :mod:`broker_core.codec.message`): recovery's validating
+scan of a CommitLog segment and the one decoding walk every reader of a pull, query or view body uses."""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any
+
+from broker_core.codec.errors import CodecError
+from broker_core.codec.message import (
+    _SHORT,
+    _SIZE_MAGIC,
+    BLANK_MAGIC_CODE,
+    F_MAGIC,
+    FIXED_OVERHEAD,
+    HEADER,
+    HEADER_SIZE,
+    MESSAGE_MAGIC_CODE,
+)
+from broker_core.codec.native import NATIVE
+
+SCAN_BLANK = "blank"
+SCAN_END = "end of data"
+SCAN_LIMIT = "limit"
+
+
+def scan_records(
+    buf: bytes | bytearray | memoryview,
+    pos: int,
+    limit: int,
+    check_crc: bool = True,
+) -> tuple[int, str]:
+    """Walk whole records from ``pos`` while they are valid. Returns ``(end, why)``: ``end`` is the
+    position after the last valid record (or of the blank record), ``why`` is :data:`SCAN_BLANK`,
+    :data:`SCAN_END` (zeros), :data:`SCAN_LIMIT`, or the reason the next record is invalid."""
+    unpack_sm = _SIZE_MAGIC.unpack_from
+    header = HEADER.unpack_from
+    crc32 = zlib.crc32
+    while True:
+        if pos + 8 > limit:
+            return pos, SCAN_LIMIT
+        total, magic = unpack_sm(buf, pos)
+        if magic == MESSAGE_MAGIC_CODE:
+            if total < FIXED_OVERHEAD or pos + total > limit:
+                return pos, f"truncated record of size {total}"
+            fields = header(buf, pos)
+            blen = fields[16]
+            p = pos + HEADER_SIZE
+            if blen < 0 or p + blen + 3 > pos + total:
+                return pos, f"inconsistent body length {blen}"
+            tp = p + blen
+            tlen = buf[tp]
+            pp = tp + 1 + tlen
+            if pp + 2 > pos + total or pp + 2 + _SHORT.unpack_from(buf, pp)[0] != pos + total:
+                return pos, "inconsistent topic or properties length"
+            if check_crc:
+                c = crc32(buf[p:p + blen])
+                if fields[2] != c & 0x7FFFFFFF and fields[2] != c:  # RocketMQ's masked CRC, or ours before it
+                    return pos, "body CRC mismatch"
+            pos += total
+        elif magic == BLANK_MAGIC_CODE:
+            return pos, SCAN_BLANK
+        elif total == 0 and magic == 0:
+            return pos, SCAN_END
+        else:
+            return pos, f"bad magic code 0x{magic:08X}"
+
+
+def walk_records(buf: bytes | bytearray | memoryview, source: str = "response"
+                 ) -> list[tuple[tuple[Any, ...], bytes, str, bytes]]:
+    """Records stored back to back (a pull, query or view body): per record its header fields (index them with
+    the ``F_*`` constants), the body as stored (compressed if ``F_SYS_FLAG`` says so), the topic and the raw
+    properties. No CRC check (the broker checked on write). Raises :class:`CodecError` on a record that does not
+    fit; the SDK's and every other reader's one walk over such a buffer."""
+    data = buf if isinstance(buf, bytes) else bytes(buf)  # one copy up front: slices below are then bytes
+    out: list[tuple[tuple[Any, ...], bytes, str, bytes]] = []
+    append = out.append
+    pos = 0
+    end = len(data)
+    unpack = HEADER.unpack_from
+    while pos + HEADER_SIZE <= end:
+        fields = unpack(data, pos)
+        total = fields[0]  # F_TOTAL_SIZE
+        if fields[1] != MESSAGE_MAGIC_CODE or total < FIXED_OVERHEAD or pos + total > end:
+            raise CodecError(f"bad record (magic 0x{fields[F_MAGIC]:08X}, size {total})", source, pos)
+        blen = fields[16]  # F_BODY_LENGTH
+        if blen < 0 or HEADER_SIZE + blen + 3 > total:
+            raise CodecError(f"bad record (body length {blen}, size {total})", source, pos)
+        p = pos + HEADER_SIZE
+        q = p + blen
+        tlen = data[q]
+        if HEADER_SIZE + blen + 3 + tlen > total:
+            raise CodecError(f"bad record (topic length {tlen}, size {total})", source, pos)
+        append((fields, data[p:q], data[q + 1:q + 1 + tlen].decode(), data[q + 3 + tlen:pos + total]))
+        pos += total
+    return out
+
+
+# the pure functions stay reachable for the native-vs-pure equality tests
+py_walk_records, py_scan_records = walk_records, scan_records
+if NATIVE is not None:
+    walk_records = NATIVE.walk_records
+    scan_records = NATIVE.scan_records

@@ -1,0 +1,194 @@
+"""The C codec (broker_core/codec/_native.c) against its pure-Python twins: equal results for any input, and for
+bad input the same exception type (and, for CodecError, the same message). Runs in both modes: the extension
+is imported directly, whatever BROKER_CORE_PURE_PYTHON selects for the rest of the process."""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from broker_core.codec import hashing, index_file, message, wire
+from broker_core.codec import records as walks
+from broker_core.codec.errors import CodecError
+from broker_core.codec.native import NATIVE, PURE_ENV
+
+native = pytest.importorskip("broker_core.codec._native", reason="the extension is built by `make`")
+
+FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def same(pure: Callable[..., Any], fast: Callable[..., Any], *args: Any) -> Any:
+    """Call both; equal results, or the same exception (type, and message for CodecError)."""
+    try:
+        expected: Any = pure(*args)
+    except Exception as exc:  # noqa: BLE001 - any failure of the pure function must be mirrored
+        with pytest.raises(type(exc)) as got:
+            fast(*args)
+        if isinstance(exc, CodecError):
+            assert str(got.value) == str(exc)
+        return exc
+    assert fast(*args) == expected
+    return expected
+
+
+def test_the_selected_codec_is_native_unless_pure_python_is_asked_for() -> None:
+    if os.environ.get(PURE_ENV, "") in ("", "0"):
+        assert NATIVE is native
+        assert message.decode_properties is native.decode_properties
+        assert wire.decode_binary_header is native.decode_binary_header
+    else:
+        assert NATIVE is None
+        assert message.decode_properties is message.py_decode_properties
+
+
+# ------------------------------------------------------------------ hashing
+@FAST
+@given(st.text())
+@example("TagA")
+@example("\U0001F600 ünï")
+@example("polygenelubricants")  # String.hashCode() == Integer.MIN_VALUE
+def test_java_hash(s: str) -> None:
+    same(hashing.py_java_hash_u32, native.java_hash_u32, s)
+    same(hashing.py_index_key_hash, native.index_key_hash, s)
+
+
+def test_java_hash_known_values() -> None:
+    assert native.java_hash_u32("TagA") == 2598919
+    assert native.index_key_hash("polygenelubricants") == 0
+
+
+# ------------------------------------------------------------------ IndexFile
+dispatch = st.tuples(
+    st.integers(0, 1 << 40), st.integers(0, 1 << 20), st.text(max_size=8), st.integers(0, 7), st.integers(0, 99),
+    st.integers(-(1 << 31), 1 << 31), st.integers(0, 1 << 42),
+    st.one_of(st.none(), st.text(alphabet=" ab\u00e9\U0001F600", max_size=12)),
+    st.one_of(st.none(), st.text(max_size=6)), st.sampled_from([0, 4, 8, 12, 1, 13]))
+
+
+@FAST
+@given(st.lists(dispatch, max_size=20), st.integers(-1, 1 << 40))
+def test_index_entries(batch: list[tuple[Any, ...]], last: int) -> None:
+    same(index_file.py_index_entries, native.index_entries, batch, last)
+
+
+@FAST
+@given(st.integers(1, 13), st.integers(1, 40), st.lists(st.tuples(st.integers(0, (1 << 31) - 1),
+       st.integers(0, 1 << 40), st.integers(0, 1 << 42)), max_size=60), st.integers(0, 5), st.data())
+def test_index_put(slots: int, index_num: int, entries: list[tuple[int, int, int]], start: int,
+                   data: st.DataObject) -> None:
+    size = index_file.index_file_size(slots, index_num)
+    seed = data.draw(st.binary(min_size=size, max_size=size))  # whatever a previous writer left
+    count = data.draw(st.integers(1, index_num))
+    used = data.draw(st.integers(0, slots))
+    begin_ts = data.draw(st.integers(0, 1 << 42))
+    begin_phy = data.draw(st.integers(0, 1 << 40))
+    start = min(start, len(entries))
+    a, b = bytearray(seed), bytearray(seed)
+    ra = index_file.py_put_entries(a, slots, index_num, count, used, begin_ts, begin_phy, entries, start)
+    rb = native.index_put(b, slots, index_num, count, used, begin_ts, begin_phy, entries, start)
+    assert (ra, a) == (rb, b)
+
+
+# ------------------------------------------------------------------ properties
+@FAST
+@given(st.one_of(st.binary(max_size=60), st.text(alphabet="ab\x01\x02\u00e9 ", max_size=40).map(str.encode),
+                 st.text(alphabet="ab\x01\x02\u00e9 ", max_size=40)))
+@example(b"\x01\x02\x01")
+@example(b"a\x01b\x02a\x01c")  # the later value wins
+def test_decode_properties(raw: bytes | str) -> None:
+    same(message.py_decode_properties, native.decode_properties, raw)
+
+
+@FAST
+@given(st.one_of(st.none(), st.dictionaries(st.text(max_size=8), st.text(max_size=8), max_size=6)))
+@example({"a": "\ud800"})  # a lone surrogate cannot be UTF-8
+def test_encode_properties(props: dict[str, str] | None) -> None:
+    same(message.py_encode_properties, native.encode_properties, props)
+
+
+# ------------------------------------------------------------------ batch
+entry = st.tuples(st.integers(-(1 << 31), (1 << 31) - 1), st.binary(max_size=40), st.binary(max_size=30))
+
+
+@FAST
+@given(st.lists(entry, max_size=8), st.binary(max_size=8), st.integers(0, 30))
+def test_decode_batch(entries: list[tuple[int, bytes, bytes]], junk: bytes, cut: int) -> None:
+    good = wire.py_decode_batch.__globals__["encode_batch"](entries)
+    same(wire.py_decode_batch, native.decode_batch, good)
+    same(wire.py_decode_batch, native.decode_batch, good + junk)
+    same(wire.py_decode_batch, native.decode_batch, good[:max(0, len(good) - cut)])
+    same(wire.py_decode_batch, native.decode_batch, good, 2)
+
+
+# ------------------------------------------------------------------ records
+record = st.builds(
+    lambda topic, body, props, qid, qoff, phy, flags, ts: message.encode_record(
+        topic=topic, body=body, properties=props, queue_id=qid, queue_offset=qoff, physical_offset=phy,
+        sys_flag=flags, born_timestamp=ts, store_timestamp=ts + 1, born_host="10.0.0.1:1234",
+        store_host="192.168.1.2:10911", reconsume_times=qid, prepared_transaction_offset=qoff),
+    st.text(min_size=1, max_size=10), st.binary(max_size=80),
+    st.dictionaries(st.text(alphabet="abKEYS_", min_size=1, max_size=5), st.text(max_size=6), max_size=3),
+    st.integers(0, 1000), st.integers(0, 1 << 40), st.integers(0, 1 << 40), st.integers(0, 15),
+    st.integers(0, 1 << 42))
+
+
+@FAST
+@given(st.lists(record, max_size=5), st.data())
+def test_walk_and_scan_records(records: list[bytes], data: st.DataObject) -> None:
+    buf = bytearray(b"".join(records))
+    same(walks.py_walk_records, native.walk_records, bytes(buf))
+    same(walks.py_scan_records, native.scan_records, bytes(buf), 0, len(buf), True)
+    buf += b"\0" * 8  # end of data
+    same(walks.py_scan_records, native.scan_records, bytes(buf), 0, len(buf), True)
+    if buf:  # then damage one byte: every reader must agree on where and why it stops
+        at = data.draw(st.integers(0, len(buf) - 1))
+        buf[at] ^= data.draw(st.integers(1, 255))
+        same(walks.py_walk_records, native.walk_records, bytes(buf))
+        same(walks.py_walk_records, native.walk_records, bytes(buf), "file x")
+        for crc in (True, False):
+            same(walks.py_scan_records, native.scan_records, bytes(buf), 0, len(buf), crc)
+        lim = data.draw(st.integers(0, len(buf)))
+        same(walks.py_scan_records, native.scan_records, bytes(buf), 0, lim, True)
+
+
+def test_scan_stops_at_a_blank_and_accepts_both_crc_forms() -> None:
+    rec = bytearray(message.encode_record(topic="T", body=b"a"))
+    struct.pack_into(">I", rec, 8, 0xE8B7BE43)  # the full 32-bit CRC an earlier version stored
+    blank = struct.pack(">iI", 100, message.BLANK_MAGIC_CODE)
+    buf = bytes(rec) + blank + b"\0" * 92
+    assert native.scan_records(buf, 0, len(buf), True) == walks.py_scan_records(buf, 0, len(buf), True) == (
+        len(rec), "blank")
+
+
+# ------------------------------------------------------------------ command header
+ext = st.dictionaries(st.text(max_size=10), st.text(max_size=20), max_size=6)
+
+
+@FAST
+@given(st.integers(-32768, 32767), st.integers(0, 255), st.integers(-32768, 32767),
+       st.integers(-(1 << 31), (1 << 31) - 1), st.integers(-(1 << 31), (1 << 31) - 1),
+       st.one_of(st.none(), st.text(max_size=20)), st.one_of(st.none(), ext), st.data())
+def test_binary_header(code: int, lang: int, version: int, opaque: int, flag: int, remark: str | None,
+                       fields: dict[str, str] | None, data: st.DataObject) -> None:
+    args = (code, lang, version, opaque, flag, remark, fields)
+    enc = same(wire.py_encode_binary_header, native.encode_binary_header, *args)
+    if isinstance(enc, Exception):
+        return
+    same(wire.py_decode_binary_header, native.decode_binary_header, enc)
+    broken = bytearray(enc)
+    at = data.draw(st.integers(0, len(broken) - 1))
+    broken[at] ^= data.draw(st.integers(1, 255))
+    same(wire.py_decode_binary_header, native.decode_binary_header, bytes(broken))
+    same(wire.py_decode_binary_header, native.decode_binary_header, bytes(broken[:at]))
+
+
+@FAST
+@given(st.binary(max_size=64))
+def test_binary_header_from_noise(raw: bytes) -> None:
+    same(wire.py_decode_binary_header, native.decode_binary_header, raw)
