@@ -17,6 +17,7 @@ import signal
 import sys
 
 from broker_core.config import BrokerConfig, ConfigError
+from broker_core.remoting import loops
 from broker_core.store.errors import StoreError
 
 
@@ -82,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     for key in config.unknown_keys:
         logging.getLogger("broker_core").info("broker.conf key %s is not used by this broker", key)
-    return asyncio.run(serve(config, host, int(port_text)))
+    return loops.run(serve(config, host, int(port_text)))
 
 
 if __name__ == "__main__":

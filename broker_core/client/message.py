@@ -4,21 +4,17 @@ from __future__ import annotations
 
 import enum
 import socket
-import zlib
 from dataclasses import dataclass
 
-from broker_core.codec import CodecError
 from broker_core.codec.message import (
-    COMPRESSED_FLAG,
     KEY_SEPARATOR,
     PROPERTY_DELAY_TIME_LEVEL,
     PROPERTY_KEYS,
     PROPERTY_TAGS,
     PROPERTY_UNIQ_KEY,
-    decode_properties,
 )
 from broker_core.codec.message_id import encode_offset_msg_id
-from broker_core.codec.records import walk_records
+from broker_core.codec.records import decode_pulled
 from broker_core.errors import ClientError  # noqa: F401 (re-exported: broker_core.client.ClientError)
 
 
@@ -110,18 +106,7 @@ class MessageExt:
 
 def decode_message_exts(buf: bytes, broker_name: str) -> list[MessageExt]:
     """Records as the broker sends them (back to back) to MessageExt. Raises CodecError on a bad record."""
-    out = []
-    for (_, _, _, queue_id, _, queue_offset, phy, sys_flag, born_ts, born_ip, born_port, store_ts, store_ip,
-         store_port, reconsume, _, _), body, topic, raw_props in walk_records(buf, "pull"):
-        if sys_flag & COMPRESSED_FLAG:
-            try:
-                body = zlib.decompress(body)
-            except zlib.error as exc:
-                raise CodecError(f"compressed body does not inflate: {exc}", "pull", phy) from None
-        props = decode_properties(raw_props) if raw_props else {}
-        out.append(MessageExt(topic, body, queue_id, queue_offset, phy, born_ts, store_ts, (born_ip, born_port),
-                              (store_ip, store_port), reconsume, broker_name, props, sys_flag))
-    return out
+    return decode_pulled(buf, "pull", MessageExt, broker_name)
 
 
 class SendStatus(enum.Enum):

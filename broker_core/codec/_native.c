@@ -456,6 +456,153 @@ fail:
     return NULL;
 }
 
+static PyObject *zlib_decompress;  /* zlib.decompress */
+static PyObject *zlib_error;       /* zlib.error */
+
+/* Properties bytes (UTF-8) to a dict, as decode_properties. */
+static PyObject *properties_dict(const unsigned char *p, Py_ssize_t n) {
+    if (n == 0) return PyDict_New();
+    PyObject *bytes = PyBytes_FromStringAndSize((const char *)p, n);
+    if (bytes == NULL) return NULL;
+    PyObject *d = py_decode_properties(NULL, bytes);
+    Py_DECREF(bytes);
+    return d;
+}
+
+/* decode_pulled(buf, source, factory, broker_name) -> list: see codec/records.py */
+static PyObject *py_decode_pulled(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    const char *source;
+    PyObject *factory, *broker;
+    if (!PyArg_ParseTuple(args, "y*sOO", &view, &source, &factory, &broker)) return NULL;
+    const unsigned char *b = (const unsigned char *)view.buf;
+    Py_ssize_t end = view.len, pos = 0;
+    PyObject *out = PyList_New(0);
+    PyObject *last_topic = NULL, *last_store = NULL, *last_born = NULL;  /* reused while unchanged */
+    const unsigned char *last_topic_p = NULL, *last_store_p = NULL, *last_born_p = NULL;
+    Py_ssize_t last_topic_len = -1;
+    if (out == NULL) { PyBuffer_Release(&view); return NULL; }
+    /* First the layout and the topics of every record, then the bodies and properties: errors come in the
+     * order of the pure twin (a walk over all records, then decoding). */
+    while (pos + HEADER_SIZE <= end) {
+        const unsigned char *p = b + pos;
+        int32_t total = rd_i32(p);
+        uint32_t magic = rd_u32(p + 4);
+        if (magic != MESSAGE_MAGIC_CODE || total < FIXED_OVERHEAD || pos + total > end) {
+            char hex[16];
+            snprintf(hex, sizeof hex, "%08X", (unsigned int)magic);
+            codec_error(source, pos, "bad record (magic 0x%s, size %d)", hex, (int)total);
+            goto fail;
+        }
+        int32_t blen = rd_i32(p + 84);
+        if (blen < 0 || HEADER_SIZE + (Py_ssize_t)blen + 3 > total) {
+            codec_error(source, pos, "bad record (body length %d, size %d)", (int)blen, (int)total);
+            goto fail;
+        }
+        Py_ssize_t q = HEADER_SIZE + blen;
+        Py_ssize_t tlen = p[q];
+        if (q + 1 + tlen + 2 > total) {
+            codec_error(source, pos, "bad record (topic length %zd, size %d)", tlen, (int)total);
+            goto fail;
+        }
+        const unsigned char *tp = p + q + 1;
+        if (last_topic == NULL || tlen != last_topic_len || memcmp(tp, last_topic_p, (size_t)tlen) != 0) {
+            Py_XDECREF(last_topic);
+            last_topic = PyUnicode_DecodeUTF8((const char *)tp, tlen, NULL);
+            if (last_topic == NULL) goto fail;
+            last_topic_p = tp;
+            last_topic_len = tlen;
+        }
+        pos += total;
+    }
+    Py_ssize_t valid_end = pos;
+    pos = 0;
+    Py_CLEAR(last_topic);
+    while (pos < valid_end) {
+        const unsigned char *p = b + pos;
+        int32_t total = rd_i32(p);
+        int32_t blen = rd_i32(p + 84);
+        Py_ssize_t q = HEADER_SIZE + blen;
+        Py_ssize_t tlen = p[q];
+        int32_t sys_flag = rd_i32(p + 36);
+        long long phy = rd_i64(p + 28);
+        PyObject *body = PyBytes_FromStringAndSize((const char *)p + HEADER_SIZE, blen);
+        if (body == NULL) goto fail;
+        if (sys_flag & 0x1) {  /* COMPRESSED_FLAG */
+            PyObject *inflated = PyObject_CallOneArg(zlib_decompress, body);
+            Py_DECREF(body);
+            if (inflated == NULL) {
+                if (!PyErr_ExceptionMatches(zlib_error)) goto fail;
+                PyObject *et, *ev, *tb;
+                PyErr_Fetch(&et, &ev, &tb);
+                PyErr_NormalizeException(&et, &ev, &tb);
+                PyObject *why = ev ? PyObject_Str(ev) : NULL;
+                Py_XDECREF(et); Py_XDECREF(ev); Py_XDECREF(tb);
+                if (why == NULL) goto fail;
+                codec_error(source, (Py_ssize_t)phy, "compressed body does not inflate: %U", why);
+                Py_DECREF(why);
+                goto fail;
+            }
+            body = inflated;
+        }
+        const unsigned char *tp = p + q + 1;
+        if (last_topic == NULL || tlen != last_topic_len || memcmp(tp, last_topic_p, (size_t)tlen) != 0) {
+            Py_XDECREF(last_topic);
+            last_topic = PyUnicode_DecodeUTF8((const char *)tp, tlen, NULL);
+            if (last_topic == NULL) { Py_DECREF(body); goto fail; }
+            last_topic_p = tp;
+            last_topic_len = tlen;
+        }
+        if (last_born == NULL || memcmp(p + 48, last_born_p, 8) != 0) {
+            Py_XDECREF(last_born);
+            last_born = Py_BuildValue("(y#i)", (const char *)p + 48, (Py_ssize_t)4, (int)rd_i32(p + 52));
+            if (last_born == NULL) { Py_DECREF(body); goto fail; }
+            last_born_p = p + 48;
+        }
+        if (last_store == NULL || memcmp(p + 64, last_store_p, 8) != 0) {
+            Py_XDECREF(last_store);
+            last_store = Py_BuildValue("(y#i)", (const char *)p + 64, (Py_ssize_t)4, (int)rd_i32(p + 68));
+            if (last_store == NULL) { Py_DECREF(body); goto fail; }
+            last_store_p = p + 64;
+        }
+        Py_ssize_t pstart = q + 3 + tlen;
+        PyObject *props = properties_dict(p + pstart, total - pstart);
+        if (props == NULL) { Py_DECREF(body); goto fail; }
+        PyObject *argv[13];
+        argv[0] = last_topic;
+        argv[1] = body;
+        argv[2] = PyLong_FromLong(rd_i32(p + 12));
+        argv[3] = PyLong_FromLongLong(rd_i64(p + 20));
+        argv[4] = PyLong_FromLongLong(phy);
+        argv[5] = PyLong_FromLongLong(rd_i64(p + 40));
+        argv[6] = PyLong_FromLongLong(rd_i64(p + 56));
+        argv[7] = last_born;
+        argv[8] = last_store;
+        argv[9] = PyLong_FromLong(rd_i32(p + 72));
+        argv[10] = broker;
+        argv[11] = props;
+        argv[12] = PyLong_FromLong(sys_flag);
+        PyObject *m = NULL;
+        if (argv[2] && argv[3] && argv[4] && argv[5] && argv[6] && argv[9] && argv[12])
+            m = PyObject_Vectorcall(factory, argv, 13, NULL);
+        Py_DECREF(body);
+        Py_DECREF(props);
+        Py_XDECREF(argv[2]); Py_XDECREF(argv[3]); Py_XDECREF(argv[4]); Py_XDECREF(argv[5]); Py_XDECREF(argv[6]);
+        Py_XDECREF(argv[9]); Py_XDECREF(argv[12]);
+        if (m == NULL || PyList_Append(out, m) < 0) { Py_XDECREF(m); goto fail; }
+        Py_DECREF(m);
+        pos += total;
+    }
+    Py_XDECREF(last_topic); Py_XDECREF(last_born); Py_XDECREF(last_store);
+    PyBuffer_Release(&view);
+    return out;
+fail:
+    Py_XDECREF(last_topic); Py_XDECREF(last_born); Py_XDECREF(last_store);
+    PyBuffer_Release(&view);
+    Py_DECREF(out);
+    return NULL;
+}
+
 /* RocketMQ's masked CRC, or the full CRC this product wrote before it matched RocketMQ */
 static int crc_ok(const unsigned char *body, Py_ssize_t blen, uint32_t stored) {
     PyObject *mv = PyMemoryView_FromMemory((char *)body, blen, PyBUF_READ);
@@ -674,6 +821,7 @@ static PyMethodDef methods[] = {
     {"encode_properties", py_encode_properties, METH_O, "Encode a properties map."},
     {"decode_batch", (PyCFunction)(void (*)(void))py_decode_batch, METH_VARARGS | METH_KEYWORDS, "Split a SEND_BATCH_MESSAGE body."},
     {"walk_records", (PyCFunction)(void (*)(void))py_walk_records, METH_VARARGS | METH_KEYWORDS, "Records stored back to back."},
+    {"decode_pulled", py_decode_pulled, METH_VARARGS, "Pulled records to messages through a factory."},
     {"scan_records", (PyCFunction)(void (*)(void))py_scan_records, METH_VARARGS | METH_KEYWORDS, "Walk valid records; (end, why)."},
     {"decode_binary_header", py_decode_binary_header, METH_O, "Decode a ROCKETMQ binary header."},
     {"encode_binary_header", py_encode_binary_header, METH_VARARGS, "Encode a ROCKETMQ binary header."},
@@ -691,7 +839,9 @@ PyMODINIT_FUNC PyInit__native(void) {
     PyObject *zlib = PyImport_ImportModule("zlib");
     if (zlib == NULL) return NULL;
     crc32_func = PyObject_GetAttrString(zlib, "crc32");
+    zlib_decompress = PyObject_GetAttrString(zlib, "decompress");
+    zlib_error = PyObject_GetAttrString(zlib, "error");
     Py_DECREF(zlib);
-    if (crc32_func == NULL) return NULL;
+    if (crc32_func == NULL || zlib_decompress == NULL || zlib_error == NULL) return NULL;
     return PyModule_Create(&module);
 }

@@ -4,20 +4,25 @@ scan of a CommitLog segment and the one decoding walk every reader of a pull, qu
 from __future__ import annotations
 
 import zlib
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from broker_core.codec.errors import CodecError
 from broker_core.codec.message import (
     _SHORT,
     _SIZE_MAGIC,
     BLANK_MAGIC_CODE,
+    COMPRESSED_FLAG,
     F_MAGIC,
     FIXED_OVERHEAD,
     HEADER,
     HEADER_SIZE,
     MESSAGE_MAGIC_CODE,
+    decode_properties,
 )
 from broker_core.codec.native import NATIVE
+
+T = TypeVar("T")
 
 SCAN_BLANK = "blank"
 SCAN_END = "end of data"
@@ -96,8 +101,30 @@ def walk_records(buf: bytes | bytearray | memoryview, source: str = "response"
     return out
 
 
+def decode_pulled(buf: bytes | bytearray | memoryview, source: str, factory: Callable[..., T],
+                  broker_name: Any) -> list[T]:
+    """Records as a broker sends them (a pull, query or view body) straight to message objects:
+    ``factory(topic, body, queue_id, queue_offset, commit_log_offset, born_timestamp, store_timestamp,
+    (born_ip4, born_port), (store_ip4, store_port), reconsume_times, broker_name, properties, sys_flag)`` per
+    record, with a compressed body inflated and the properties decoded. Raises :class:`CodecError` on a record
+    that does not fit or a body that does not inflate (at the record's CommitLog offset)."""
+    out = []
+    for (_, _, _, queue_id, _, queue_offset, phy, sys_flag, born_ts, born_ip, born_port, store_ts, store_ip,
+         store_port, reconsume, _, _), body, topic, raw_props in walk_records(buf, source):
+        if sys_flag & COMPRESSED_FLAG:
+            try:
+                body = zlib.decompress(body)
+            except zlib.error as exc:
+                raise CodecError(f"compressed body does not inflate: {exc}", source, phy) from None
+        props = decode_properties(raw_props) if raw_props else {}
+        out.append(factory(topic, body, queue_id, queue_offset, phy, born_ts, store_ts, (born_ip, born_port),
+                           (store_ip, store_port), reconsume, broker_name, props, sys_flag))
+    return out
+
+
 # the pure functions stay reachable for the native-vs-pure equality tests
-py_walk_records, py_scan_records = walk_records, scan_records
+py_walk_records, py_scan_records, py_decode_pulled = walk_records, scan_records, decode_pulled
 if NATIVE is not None:
     walk_records = NATIVE.walk_records
     scan_records = NATIVE.scan_records
+    decode_pulled = NATIVE.decode_pulled

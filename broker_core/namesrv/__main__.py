@@ -16,6 +16,7 @@ from pathlib import Path
 
 from broker_core.namesrv.route_info import BROKER_CHANNEL_EXPIRED_MS
 from broker_core.namesrv.server import DEFAULT_LISTEN_PORT, DEFAULT_SCAN_INTERVAL_MS, NamesrvController
+from broker_core.remoting import loops
 
 
 def parse_listen(value: str) -> tuple[str, int]:
@@ -95,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=args.log_level, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    return asyncio.run(serve(args))
+    return loops.run(serve(args))
 
 
 if __name__ == "__main__":

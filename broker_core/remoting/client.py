@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 from broker_core.codec.wire import SERIALIZE_JSON, SERIALIZE_ROCKETMQ
 from broker_core.protocol import FrameDecoder, ProtocolError, RemotingCommand
+from broker_core.remoting import loops
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -37,7 +38,7 @@ def default_serialize_type() -> int:
 
 class _LoopThread:
     def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
+        self.loop = loops.new_event_loop()
         self.thread = threading.Thread(target=self._run, name="broker-core-client-loop", daemon=True)
         self.thread.start()
 

@@ -19,7 +19,7 @@ import inspect
 import itertools
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, Union
+from typing import Any, Union, cast
 
 from broker_core.protocol import FrameDecoder, ProtocolError, RemotingCommand, ResponseCode
 from broker_core.protocol.command import DEFAULT_MAX_FRAME_BYTES
@@ -63,8 +63,8 @@ class _ServerProtocol(asyncio.Protocol):
         self.conn: Connection | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.conn = Connection(transport)
+        # a stream transport (uvloop's is not an asyncio.Transport subclass, but has the same methods)
+        self.conn = Connection(cast(asyncio.Transport, transport))
         self.conn.last_activity = asyncio.get_running_loop().time()
         self.server.connections.add(self.conn)
 

@@ -69,6 +69,9 @@ class CommitLog:
         # tags_code, store_timestamp, keys, uniq_key, sys_flag). A hint: the dispatcher parses the
         # CommitLog itself when an entry is missing.
         self.pending_dispatch: deque[tuple] = deque()
+        # Set after every append, so the dispatcher sleeps until there is something to dispatch instead of
+        # polling (each poll of a sleeping thread costs the event loop a GIL hand-off).
+        self.appended = threading.Event()
 
     # ------------------------------------------------------------------ checks
     def check(self, msg: MessageInner) -> PutMessageResult | None:
@@ -162,6 +165,8 @@ class CommitLog:
             if mf is not None:
                 mf.store_timestamp = now
             self.begin_time_in_lock = 0
+        if pending:
+            self.appended.set()
         return results  # type: ignore[return-value]  # every slot was filled in the loop above
 
     def put_message(self, msg: MessageInner) -> PutMessageResult:

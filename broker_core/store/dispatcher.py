@@ -11,8 +11,10 @@ Invariants:
    if its offset is exactly ``reput_from_offset``; otherwise the record is parsed from the CommitLog
    (always the case during recovery replay).
 
-The loop runs every millisecond (the seeds' ``Thread.sleep(1)``) and dispatches everything readable in
-one batch; ``wait_for`` lets callers wait for a given offset.
+The loop dispatches everything readable in one batch, then sleeps until the CommitLog reports an append
+(``CommitLog.appended``) or ``_IDLE_WAIT_S`` passes. The seeds poll every millisecond (``Thread.sleep(1)``);
+here each wake of an idle thread costs the event loop a GIL hand-off, so appends wake it instead. ``wait_for``
+lets callers wait for a given offset.
 
 Crash behaviour: nothing is lost; on restart the dispatcher resumes from what the ConsumeQueues and
 IndexFiles show as done, or replays from the checkpoint's segment (see ``recovery.py``).
@@ -49,6 +51,9 @@ ArrivalListener = Callable[[list[Dispatch]], None]
 
 _TO_QUEUE = (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE)
 _BATCH = 1024
+# Upper bound of the dispatcher's sleep when nothing was appended (appends wake it at once); also how soon
+# stop() is seen and how soon a record appended behind the hand-off (pending_dispatch) is found.
+_IDLE_WAIT_S = 0.05
 
 
 class ReputMessageService:
@@ -173,10 +178,12 @@ class ReputMessageService:
             result.release()
 
     def _run(self) -> None:
+        appended = self.commit_log.appended
         while not self._stopped.is_set():
             try:
+                appended.clear()  # before looking: an append from now on sets it again
                 if not self.do_reput():
-                    self._stopped.wait(0.001)
+                    appended.wait(_IDLE_WAIT_S)
             except Exception:
                 self.errors += 1
                 log.exception("dispatcher error")
@@ -204,5 +211,6 @@ class ReputMessageService:
         if self._thread is not None:
             self.wait_for(self.commit_log.max_offset(), timeout=5.0)  # catch up first, as upstream does
             self._stopped.set()
+            self.commit_log.appended.set()
             self._thread.join()
             self._thread = None

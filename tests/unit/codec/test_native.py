@@ -192,3 +192,30 @@ def test_binary_header(code: int, lang: int, version: int, opaque: int, flag: in
 @given(st.binary(max_size=64))
 def test_binary_header_from_noise(raw: bytes) -> None:
     same(wire.py_decode_binary_header, native.decode_binary_header, raw)
+
+
+def _as_tuple(*fields: Any) -> tuple[Any, ...]:
+    return fields
+
+
+@FAST
+@given(st.lists(record, max_size=5), st.data())
+def test_decode_pulled(records: list[bytes], data: st.DataObject) -> None:
+    buf = bytearray(b"".join(records))
+    same(walks.py_decode_pulled, native.decode_pulled, bytes(buf), "pull", _as_tuple, "broker-a")
+    if buf:
+        at = data.draw(st.integers(0, len(buf) - 1))
+        buf[at] ^= data.draw(st.integers(1, 255))
+        same(walks.py_decode_pulled, native.decode_pulled, bytes(buf), "pull", _as_tuple, "broker-a")
+
+
+def test_decode_pulled_inflates_compressed_bodies_and_names_a_broken_one() -> None:
+    import zlib
+
+    good = message.encode_record(topic="T", body=zlib.compress(b"hello" * 50), sys_flag=message.COMPRESSED_FLAG,
+                                 physical_offset=1000)
+    bad = message.encode_record(topic="T", body=b"not zlib", sys_flag=message.COMPRESSED_FLAG, physical_offset=2000)
+    got = same(walks.py_decode_pulled, native.decode_pulled, good, "pull", _as_tuple, "b")
+    assert got[0][1] == b"hello" * 50
+    err = same(walks.py_decode_pulled, native.decode_pulled, good + bad, "pull", _as_tuple, "b")
+    assert isinstance(err, CodecError) and err.position == 2000 and "does not inflate" in str(err)
