@@ -673,6 +673,270 @@ static PyObject *py_scan_records(PyObject *self, PyObject *args, PyObject *kw) {
     return res;
 }
 
+/* ------------------------------------------------------------------ batch append (the store's batch put) */
+static inline void put_i64(unsigned char *p, long long v) { wr_i64(p, v); }
+
+/* Whether p[0:n] is UTF-8 as Python's strict decoder accepts it (no overlongs, surrogates or > U+10FFFF). */
+static int utf8_valid(const unsigned char *p, Py_ssize_t n) {
+    Py_ssize_t i = 0;
+    while (i < n) {
+        unsigned char c = p[i];
+        if (c < 0x80) { i++; continue; }
+        int len;
+        uint32_t cp, min;
+        if ((c & 0xE0) == 0xC0) { len = 2; cp = c & 0x1F; min = 0x80; }
+        else if ((c & 0xF0) == 0xE0) { len = 3; cp = c & 0x0F; min = 0x800; }
+        else if ((c & 0xF8) == 0xF0) { len = 4; cp = c & 0x07; min = 0x10000; }
+        else return 0;
+        if (i + len > n) return 0;
+        for (int k = 1; k < len; k++) {
+            if ((p[i + k] & 0xC0) != 0x80) return 0;
+            cp = (cp << 6) | (p[i + k] & 0x3F);
+        }
+        if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+        i += len;
+    }
+    return 1;
+}
+
+/* The value of the last `name` pair in UTF-8 properties (pairs name\x01value\x02), or NULL when absent.
+ * (The last one wins, as a dict built from the pairs.) */
+static PyObject *find_property(const unsigned char *p, Py_ssize_t n, const char *name, Py_ssize_t name_len) {
+    const unsigned char *found = NULL;
+    Py_ssize_t found_len = 0, i = 0;
+    while (i < n) {
+        Py_ssize_t j = i;
+        while (j < n && p[j] != 0x02) j++;
+        /* pair [i, j) */
+        if (j - i >= name_len + 1 && memcmp(p + i, name, (size_t)name_len) == 0 && p[i + name_len] == 0x01) {
+            found = p + i + name_len + 1;
+            found_len = j - i - name_len - 1;
+        }
+        i = j + 1;
+    }
+    if (found == NULL) return NULL;
+    return PyUnicode_DecodeUTF8((const char *)found, found_len, NULL);
+}
+
+/* append_batch(buf, pos, file_size, base, body, body_pos, topic, topic_bytes, queue_id, queue_offset, extra,
+ *              sys_flag, born_ts, born_host, born_port, store_ts, store_host, store_port, reconsume,
+ *              dispatch, phys) -> (pos, body_pos, queue_offset): see codec/batch_append.py */
+static PyObject *py_append_batch(PyObject *self, PyObject *args) {
+    Py_buffer buf, body, topic_b, extra, born_host, store_host;
+    Py_ssize_t pos, file_size, body_pos;
+    long long base, qoff, born_ts, store_ts;
+    int queue_id, sys_flag, born_port, store_port, reconsume;
+    PyObject *topic, *dispatch, *phys;
+    if (!PyArg_ParseTuple(args, "w*nnLy*nUy*iLy*iLy*iLy*iiOO", &buf, &pos, &file_size, &base, &body, &body_pos,
+                          &topic, &topic_b, &queue_id, &qoff, &extra, &sys_flag, &born_ts, &born_host, &born_port,
+                          &store_ts, &store_host, &store_port, &reconsume, &dispatch, &phys))
+        return NULL;
+    PyObject *res = NULL;
+    const unsigned char *bb = (const unsigned char *)body.buf;
+    const unsigned char *xb = (const unsigned char *)extra.buf;
+    unsigned char *w = (unsigned char *)buf.buf;
+    Py_ssize_t tlen = topic_b.len, xlen = extra.len;
+    if (!PyList_Check(dispatch) || !PyList_Check(phys) || born_host.len != 4 || store_host.len != 4 || tlen > 127 ||
+        file_size > buf.len || pos < 0 || pos > file_size) {
+        PyErr_SetString(PyExc_ValueError, "append_batch: bad arguments");
+        goto done;
+    }
+    unsigned char *joined = NULL;
+    Py_ssize_t joined_cap = 0;
+    while (body_pos < body.len) {
+        if (body.len - body_pos < BATCH_ENTRY_HEAD + 2) {
+            codec_error("batch", body_pos, "truncated batch entry head");
+            goto done_free;
+        }
+        const unsigned char *e = bb + body_pos;
+        int32_t flag = rd_i32(e + 12), blen = rd_i32(e + 16);
+        if (blen < 0 || body_pos + BATCH_ENTRY_HEAD + (Py_ssize_t)blen + 2 > body.len) {
+            codec_error("batch", body_pos, "bad batch entry: body length %d runs past the batch", (int)blen);
+            goto done_free;
+        }
+        const unsigned char *mb = e + BATCH_ENTRY_HEAD;
+        int16_t plen = rd_i16(mb + blen);
+        const unsigned char *pp = mb + blen + 2;
+        if (plen < 0 || (pp - bb) + plen > body.len) {
+            codec_error("batch", body_pos, "bad batch entry: properties length %d runs past the batch", (int)plen);
+            goto done_free;
+        }
+        /* the entry's properties, a separator when they do not end with one, then the broker's (as RocketMQ) */
+        int sep = plen > 0 && pp[plen - 1] != 0x02;
+        Py_ssize_t jlen = plen + sep + xlen;
+        if (jlen > 32767) {
+            codec_error("batch", body_pos, "properties are %zd bytes, at most 32767", jlen);
+            goto done_free;
+        }
+        Py_ssize_t total = FIXED_OVERHEAD + blen + tlen + jlen;
+        if (total + 8 > file_size - pos) break;  /* the caller rolls to the next segment */
+        if (jlen > joined_cap) {
+            PyMem_Free(joined);
+            joined_cap = jlen + 256;
+            joined = PyMem_Malloc((size_t)joined_cap);
+            if (joined == NULL) { PyErr_NoMemory(); goto done_free; }
+        }
+        if (!utf8_valid(pp, plen)) {
+            codec_error("batch", body_pos, "batch entry properties are not UTF-8");
+            goto done_free;
+        }
+        if (plen) memcpy(joined, pp, (size_t)plen);
+        if (sep) joined[plen] = 0x02;
+        if (xlen) memcpy(joined + plen + sep, xb, (size_t)xlen);
+        PyObject *tags = find_property(joined, jlen, "TAGS", 4);
+        if (tags == NULL && PyErr_Occurred()) goto done_free;
+        PyObject *keys = find_property(joined, jlen, "KEYS", 4);
+        if (keys == NULL && PyErr_Occurred()) { Py_XDECREF(tags); goto done_free; }
+        PyObject *uniq = find_property(joined, jlen, "UNIQ_KEY", 8);
+        if (uniq == NULL && PyErr_Occurred()) { Py_XDECREF(tags); Py_XDECREF(keys); goto done_free; }
+        PyObject *mv = PyMemoryView_FromMemory((char *)mb, blen, PyBUF_READ);
+        PyObject *c = mv ? PyObject_CallOneArg(crc32_func, mv) : NULL;
+        Py_XDECREF(mv);
+        unsigned long crc = c ? PyLong_AsUnsignedLong(c) : 0;
+        Py_XDECREF(c);
+        if (c == NULL || PyErr_Occurred()) { Py_XDECREF(tags); Py_XDECREF(keys); Py_XDECREF(uniq); goto done_free; }
+        long long phy = base + pos;
+        unsigned char *r = w + pos;
+        wr_i32(r, total);
+        wr_i32(r + 4, (int32_t)MESSAGE_MAGIC_CODE);
+        wr_i32(r + 8, (int64_t)(crc & 0x7FFFFFFFul));
+        wr_i32(r + 12, queue_id);
+        wr_i32(r + 16, flag);
+        put_i64(r + 20, qoff);
+        put_i64(r + 28, phy);
+        wr_i32(r + 36, sys_flag);
+        put_i64(r + 40, born_ts);
+        memcpy(r + 48, born_host.buf, 4);
+        wr_i32(r + 52, born_port);
+        put_i64(r + 56, store_ts);
+        memcpy(r + 64, store_host.buf, 4);
+        wr_i32(r + 68, store_port);
+        wr_i32(r + 72, reconsume);
+        put_i64(r + 76, 0);
+        wr_i32(r + 84, blen);
+        memcpy(r + HEADER_SIZE, mb, (size_t)blen);
+        unsigned char *t = r + HEADER_SIZE + blen;
+        t[0] = (unsigned char)tlen;
+        memcpy(t + 1, topic_b.buf, (size_t)tlen);
+        wr_i16(t + 1 + tlen, jlen);
+        memcpy(t + 3 + tlen, joined, (size_t)jlen);
+        long long tags_code = 0;
+        if (tags != NULL && PyUnicode_GET_LENGTH(tags) > 0) tags_code = (int32_t)java_hash_continue(0, tags);
+        PyObject *d = Py_BuildValue("(LnOiLLLOOi)", phy, total, topic, queue_id, qoff, tags_code, store_ts,
+                                    keys ? keys : Py_None, uniq ? uniq : Py_None, sys_flag);
+        Py_XDECREF(tags); Py_XDECREF(keys); Py_XDECREF(uniq);
+        if (d == NULL) goto done_free;
+        int rc = PyList_Append(dispatch, d);
+        Py_DECREF(d);
+        if (rc < 0) goto done_free;
+        PyObject *ph = PyLong_FromLongLong(phy);
+        if (ph == NULL || PyList_Append(phys, ph) < 0) { Py_XDECREF(ph); goto done_free; }
+        Py_DECREF(ph);
+        pos += total;
+        qoff += 1;
+        body_pos = (pp - bb) + plen;
+    }
+    res = Py_BuildValue("(nnL)", pos, body_pos, qoff);
+done_free:
+    PyMem_Free(joined);
+done:
+    PyBuffer_Release(&buf); PyBuffer_Release(&body); PyBuffer_Release(&topic_b); PyBuffer_Release(&extra);
+    PyBuffer_Release(&born_host); PyBuffer_Release(&store_host);
+    return res;
+}
+
+/* check_batch(body, extra_len, topic_len, max_body, segment_size) -> None | (index, status, reason):
+ * see codec/batch_append.py */
+static PyObject *py_check_batch(PyObject *self, PyObject *args) {
+    Py_buffer body;
+    Py_ssize_t xlen, tlen, max_body, seg;
+    if (!PyArg_ParseTuple(args, "y*nnnn", &body, &xlen, &tlen, &max_body, &seg)) return NULL;
+    const unsigned char *bb = (const unsigned char *)body.buf;
+    Py_ssize_t pos = 0, i = 0;
+    PyObject *res = NULL;
+    char why[160];
+    const char *status = "MESSAGE_ILLEGAL";
+    why[0] = 0;
+    while (pos < body.len) {
+        if (body.len - pos < BATCH_ENTRY_HEAD + 2) {
+            snprintf(why, sizeof why, "truncated batch entry head at byte %zd", pos);
+            break;
+        }
+        int32_t blen = rd_i32(bb + pos + 16);
+        Py_ssize_t body_at = pos + BATCH_ENTRY_HEAD;
+        if (blen < 0 || body_at + blen + 2 > body.len) {
+            snprintf(why, sizeof why, "bad batch entry at byte %zd: body length %d runs past the batch", pos, (int)blen);
+            break;
+        }
+        int16_t plen = rd_i16(bb + body_at + blen);
+        Py_ssize_t props_at = body_at + blen + 2;
+        if (plen < 0 || props_at + plen > body.len) {
+            snprintf(why, sizeof why, "bad batch entry at byte %zd: properties length %d runs past the batch", pos,
+                     (int)plen);
+            break;
+        }
+        if (!utf8_valid(bb + props_at, plen)) {
+            snprintf(why, sizeof why, "properties are not UTF-8");
+            break;
+        }
+        int sep = plen > 0 && bb[props_at + plen - 1] != 0x02;
+        Py_ssize_t jlen = plen + sep + xlen;
+        if (jlen > 32767) {
+            status = "PROPERTIES_SIZE_EXCEEDED";
+            snprintf(why, sizeof why, "properties are %zd bytes, at most 32767", jlen);
+            break;
+        }
+        if (blen > max_body) {
+            snprintf(why, sizeof why, "body is %d bytes, maxMessageSize is %zd", (int)blen, max_body);
+            break;
+        }
+        Py_ssize_t total = FIXED_OVERHEAD + blen + tlen + jlen;
+        if (total + 8 > seg) {
+            snprintf(why, sizeof why, "record of %zd bytes does not fit a %zd-byte CommitLog segment", total, seg);
+            break;
+        }
+        pos = props_at + plen;
+        i++;
+    }
+    if (why[0] == 0 && i == 0) snprintf(why, sizeof why, "empty batch");
+    if (why[0]) res = Py_BuildValue("(nss)", i, status, why);
+    else res = Py_NewRef(Py_None);
+    PyBuffer_Release(&body);
+    return res;
+}
+
+/* offset_msg_ids(host4, port, phys) -> "ID,ID,...": each the 32-hex offset message id */
+static PyObject *py_offset_msg_ids(PyObject *self, PyObject *args) {
+    Py_buffer host;
+    int port;
+    PyObject *phys;
+    if (!PyArg_ParseTuple(args, "y*iO", &host, &port, &phys)) return NULL;
+    PyObject *seq = PySequence_Fast(phys, "phys must be a sequence");
+    if (seq == NULL || host.len != 4) {
+        if (seq != NULL) { Py_DECREF(seq); PyErr_SetString(PyExc_ValueError, "host must be 4 bytes"); }
+        PyBuffer_Release(&host);
+        return NULL;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject *out = PyUnicode_New(n ? n * 33 - 1 : 0, 127);
+    if (out == NULL) { Py_DECREF(seq); PyBuffer_Release(&host); return NULL; }
+    Py_UCS1 *o = PyUnicode_1BYTE_DATA(out);
+    static const char hexd[] = "0123456789ABCDEF";
+    unsigned char raw[16];
+    memcpy(raw, host.buf, 4);
+    wr_i32(raw + 4, port);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long long phy = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(seq, i));
+        if (phy == -1 && PyErr_Occurred()) { Py_DECREF(out); Py_DECREF(seq); PyBuffer_Release(&host); return NULL; }
+        wr_i64(raw + 8, phy);
+        if (i) *o++ = ',';
+        for (int k = 0; k < 16; k++) { *o++ = (Py_UCS1)hexd[raw[k] >> 4]; *o++ = (Py_UCS1)hexd[raw[k] & 15]; }
+    }
+    Py_DECREF(seq);
+    PyBuffer_Release(&host);
+    return out;
+}
+
 /* ------------------------------------------------------------------ ROCKETMQ binary command header */
 #define BINARY_HEAD_SIZE 17
 
@@ -822,6 +1086,9 @@ static PyMethodDef methods[] = {
     {"decode_batch", (PyCFunction)(void (*)(void))py_decode_batch, METH_VARARGS | METH_KEYWORDS, "Split a SEND_BATCH_MESSAGE body."},
     {"walk_records", (PyCFunction)(void (*)(void))py_walk_records, METH_VARARGS | METH_KEYWORDS, "Records stored back to back."},
     {"decode_pulled", py_decode_pulled, METH_VARARGS, "Pulled records to messages through a factory."},
+    {"append_batch", py_append_batch, METH_VARARGS, "Write a batch's entries as CommitLog records."},
+    {"check_batch", py_check_batch, METH_VARARGS, "Whether every entry of a batch can be stored."},
+    {"offset_msg_ids", py_offset_msg_ids, METH_VARARGS, "Offset message ids joined by commas."},
     {"scan_records", (PyCFunction)(void (*)(void))py_scan_records, METH_VARARGS | METH_KEYWORDS, "Walk valid records; (end, why)."},
     {"decode_binary_header", py_decode_binary_header, METH_O, "Decode a ROCKETMQ binary header."},
     {"encode_binary_header", py_encode_binary_header, METH_VARARGS, "Encode a ROCKETMQ binary header."},

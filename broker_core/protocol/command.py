@@ -204,7 +204,9 @@ class FrameDecoder:
             if n < end:
                 break
             hstart = pos + FRAME_HEAD_SIZE
-            out.append(decode_command(st, bytes(buf[hstart:hstart + hlen]), bytes(buf[hstart + hlen:end])))
+            with memoryview(buf) as view:  # one copy of each part (a bytearray slice would copy twice)
+                header, body = bytes(view[hstart:hstart + hlen]), bytes(view[hstart + hlen:end])
+            out.append(decode_command(st, header, body))
             pos = end
         if pos:
             del buf[:pos]

@@ -91,7 +91,7 @@ class _Channel:
         err: BaseException = ConnectionError(f"connection to {self.addr} closed")
         try:
             while True:
-                data = await self.reader.read(1 << 16)
+                data = await self.reader.read(1 << 20)
                 if not data:
                     break
                 for cmd in decoder.feed(data):

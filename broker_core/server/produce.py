@@ -8,6 +8,7 @@ import asyncio
 import random
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from broker_core.codec import CodecError
@@ -33,7 +34,7 @@ from broker_core.protocol.validation import RETRY_GROUP_TOPIC_PREFIX, TRANS_HALF
 from broker_core.remoting.server import Connection, Handler
 from broker_core.server.retry import ensure_topic
 from broker_core.server.state import TopicConfig
-from broker_core.store import MessageInner, PutMessageResult, PutStatus
+from broker_core.store import BatchPutResult, MessageInner, PutMessageResult, PutStatus
 
 if TYPE_CHECKING:
     from broker_core.server.controller import BrokerController
@@ -74,17 +75,21 @@ def writable_topic(ctl: BrokerController, cmd: RemotingCommand, topic: str,
     return cfg
 
 
-async def _after_flush(ctl: BrokerController, request, results: list[PutMessageResult],  # type: ignore[no-untyped-def]  # request: the store's GroupCommitRequest, kept out of the server's imports
-                       respond: Callable[[], RemotingCommand]) -> RemotingCommand:
-    """SYNC_FLUSH: answer once the group commit covering ``results`` is done (or timed out)."""
+async def _flushed(ctl: BrokerController, request) -> bool:  # type: ignore[no-untyped-def]  # request: the store's GroupCommitRequest, kept out of the server's imports
+    """Whether the group commit ``request`` completed within ``syncFlushTimeout``."""
     loop = asyncio.get_running_loop()
     fut = loop.create_future()
     request.add_done_callback(lambda ok: loop.call_soon_threadsafe(fut.set_result, ok))
     try:
-        ok = await asyncio.wait_for(fut, ctl.config.sync_flush_timeout_ms / 1000)
+        return bool(await asyncio.wait_for(fut, ctl.config.sync_flush_timeout_ms / 1000))
     except TimeoutError:
-        ok = False
-    if not ok:
+        return False
+
+
+async def _after_flush(ctl: BrokerController, request, results: list[PutMessageResult],  # type: ignore[no-untyped-def]  # request: the store's GroupCommitRequest, kept out of the server's imports
+                       respond: Callable[[], RemotingCommand]) -> RemotingCommand:
+    """SYNC_FLUSH: answer once the group commit covering ``results`` is done (or timed out)."""
+    if not await _flushed(ctl, request):
         for r in results:
             if r.ok:
                 r.status = PutStatus.FLUSH_DISK_TIMEOUT
@@ -166,6 +171,40 @@ def _send_response(ctl: BrokerController, cmd: RemotingCommand, results: list[Pu
         "TRACE_ON": "true" if ctl.config.trace_on else "false"})
 
 
+@dataclass(slots=True)
+class BatchRequest:
+    """A SEND_BATCH_MESSAGE that passed the header checks, to be stored from its bytes."""
+
+    topic: str
+    queue_id: int
+    extra: bytes  # the broker's properties (CLUSTER) appended to every entry's
+    sys_flag: int
+    born_timestamp: int
+    born_host: bytes
+    born_port: int
+    reconsume_times: int
+
+
+def _batch_response(ctl: BrokerController, cmd: RemotingCommand, result: BatchPutResult,
+                    queue_id: int) -> RemotingCommand:
+    """As :func:`_send_response` for a batch: the stored records' offset message ids joined by commas and the
+    first queue offset; a refused batch answers with its status and reason."""
+    code = STATUS_TO_CODE[result.status]
+    if not result.phys:
+        return cmd.response(code, result.error or result.status.name)
+    return cmd.response(code, result.error, {
+        "msgId": result.msg_ids, "queueId": str(queue_id), "queueOffset": str(result.first_queue_offset),
+        "MSG_REGION": ctl.config.region_id, "TRACE_ON": "true" if ctl.config.trace_on else "false"})
+
+
+async def _after_batch_flush(ctl: BrokerController, request, result: BatchPutResult,  # type: ignore[no-untyped-def]  # request: the store's GroupCommitRequest, kept out of the server's imports
+                             respond: Callable[[], RemotingCommand]) -> RemotingCommand:
+    """SYNC_FLUSH for a batch: answer once the group commit covering it is done (or timed out)."""
+    if not await _flushed(ctl, request) and result.ok:
+        result.status = PutStatus.FLUSH_DISK_TIMEOUT
+    return respond()
+
+
 class SendMessageProcessor:
     """SEND_MESSAGE, SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE."""
 
@@ -177,7 +216,7 @@ class SendMessageProcessor:
         ctl, transactions = self.ctl, self.transactions
         Parsed = tuple[dict[str, str], list[MessageInner], int]
 
-        def parse(cmd: RemotingCommand, conn: Connection) -> Parsed | RemotingCommand:
+        def parse(cmd: RemotingCommand, conn: Connection) -> Parsed | BatchRequest | RemotingCommand:
             """The request's messages, or the error response. Only the ``batch`` flag selects the batch path."""
             h = send_header(cmd)
             target = target_queue(ctl, cmd, h)
@@ -207,6 +246,9 @@ class SendMessageProcessor:
                 return cmd.response(ResponseCode.MESSAGE_ILLEGAL, "batch request does not support transaction message")
             if int(header_props.get(PROPERTY_DELAY_TIME_LEVEL, "0") or 0) > 0:
                 return cmd.response(ResponseCode.MESSAGE_ILLEGAL, "batch request does not support delay message")
+            if not ctl.tracer.enabled:  # stored from the batch bytes; tracing needs a message object each
+                return BatchRequest(topic, queue_id, encode_properties(_store_properties(ctl, header_props)),
+                                    sys_flag, born_ts, host_to_bytes(host), port, reconsume)
             entries = decode_batch(cmd.body)
             if not entries:
                 return cmd.response(ResponseCode.MESSAGE_ILLEGAL, "empty batch")
@@ -224,6 +266,21 @@ class SendMessageProcessor:
                     reconsume_times=reconsume))
             return h, msgs, queue_id
 
+        def send_batch(cmd: RemotingCommand, b: BatchRequest) -> RemotingCommand | Awaitable[RemotingCommand]:
+            """A batch stored from its bytes (MessageStore.put_batch_nowait): one record per entry, all or none."""
+            if len(cmd.body) > ctl.store.max_message_size:
+                return cmd.response(ResponseCode.SYSTEM_ERROR, f"the batch body is {len(cmd.body)} bytes, "
+                                    f"maxMessageSize is {ctl.store.max_message_size}")
+            result, request = ctl.store.put_batch_nowait(
+                b.topic, b.queue_id, cmd.body, b.extra, sys_flag=b.sys_flag, born_timestamp=b.born_timestamp,
+                born_host=b.born_host, born_port=b.born_port, reconsume_times=b.reconsume_times)
+
+            def respond() -> RemotingCommand:
+                ctl.stats.put_count += len(result.phys)
+                return _batch_response(ctl, cmd, result, b.queue_id)
+
+            return respond() if request is None else _after_batch_flush(ctl, request, result, respond)
+
         def send(cmd: RemotingCommand, conn: Connection) -> RemotingCommand | Awaitable[RemotingCommand]:
             try:
                 parsed = parse(cmd, conn)
@@ -231,6 +288,8 @@ class SendMessageProcessor:
                 return cmd.response(ResponseCode.MESSAGE_ILLEGAL, str(exc))
             if isinstance(parsed, RemotingCommand):
                 return parsed
+            if isinstance(parsed, BatchRequest):
+                return send_batch(cmd, parsed)
             h, msgs, queue_id = parsed
             if len(msgs) > 1 or bool_field(h, "batch"):
                 if len(cmd.body) > ctl.store.max_message_size:

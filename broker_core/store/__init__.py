@@ -8,7 +8,7 @@ from broker_core.store.clock import SYSTEM_CLOCK, Clock, ManualClock, OffsetCloc
 from broker_core.store.disk_guard import file_disk_probe
 from broker_core.store.message import MessageInner
 from broker_core.store.message_store import MAX_TIMESTAMP, MessageStore
-from broker_core.store.results import GetMessageResult, GetStatus, PutMessageResult, PutStatus
+from broker_core.store.results import BatchPutResult, GetMessageResult, GetStatus, PutMessageResult, PutStatus
 from broker_core.store.schedule import DeliveryReport
 from broker_core.store.snapshot import DEFAULT_TTL_MS, SegmentSnapshots
 
@@ -16,6 +16,7 @@ __all__ = [
            "DEFAULT_TTL_MS",
            "MAX_TIMESTAMP",
            "SYSTEM_CLOCK",
+           "BatchPutResult",
            "Clock",
            "DeliveryReport",
            "GetMessageResult",

@@ -22,6 +22,7 @@ import threading
 import zlib
 from collections import deque
 
+from broker_core.codec.batch_append import append_batch
 from broker_core.codec.hashing import tag_hash
 from broker_core.codec.message import (
     BLANK,
@@ -46,7 +47,7 @@ from broker_core.store.clock import Clock
 from broker_core.store.mapped_file import MappedFile, SelectMappedBufferResult
 from broker_core.store.mapped_file_queue import MappedFileQueue
 from broker_core.store.message import MessageInner
-from broker_core.store.results import PutMessageResult, PutStatus
+from broker_core.store.results import BatchPutResult, PutMessageResult, PutStatus
 
 log = logging.getLogger(__name__)
 
@@ -171,6 +172,54 @@ class CommitLog:
 
     def put_message(self, msg: MessageInner) -> PutMessageResult:
         return self.put_messages([msg])[0]
+
+    def put_batch(self, topic: str, topic_bytes: bytes, queue_id: int, body: bytes, extra: bytes, sys_flag: int,
+                  born_ts: int, born_host: bytes, born_port: int, reconsume: int) -> BatchPutResult:
+        """Append a SEND_BATCH_MESSAGE body's entries to one queue under one lock hold, written straight from
+        the batch bytes (codec/batch_append.py), rolling segments as needed. The caller checked the batch
+        (``check_batch``). Each record is handed to the dispatcher as in :meth:`put_messages`."""
+        dispatch: list[tuple] = []
+        phys: list[int] = []
+        size = self.mapped_file_size
+        status, error = PutStatus.PUT_OK, ""
+        with self.put_lock:
+            now = self.clock.now_ms()
+            self.begin_time_in_lock = now
+            key = (topic, queue_id)
+            first = qoff = self.topic_queue_table.get(key, 0)
+            end = len(body)
+            body_pos = 0
+            mf = self.mapped_file_queue.last()
+            try:
+                while body_pos < end:
+                    if mf is None or mf.is_full():
+                        mf = self._new_segment()
+                        if mf is None:
+                            status, error = PutStatus.CREATE_MAPEDFILE_FAILED, "cannot create the next segment"
+                            break
+                    start = mf.wrote_position
+                    pos, body_pos, qoff = append_batch(
+                        mf.mv, start, size, mf.file_from_offset, body, body_pos, topic, topic_bytes, queue_id, qoff,
+                        extra, sys_flag, born_ts, born_host, born_port, now, self.store_host, self.store_port,
+                        reconsume, dispatch, phys)
+                    mf.wrote_position = pos
+                    mf.store_timestamp = now
+                    if body_pos < end:  # the next entry does not fit: blank the rest, go on in a new segment
+                        if pos == 0:
+                            status, error = PutStatus.MESSAGE_ILLEGAL, "a record does not fit an empty segment"
+                            break
+                        BLANK.pack_into(mf.mv, pos, size - pos, BLANK_MAGIC_CODE)
+                        mf.wrote_position = size
+            finally:
+                if qoff != first:
+                    self.topic_queue_table[key] = qoff
+                self.pending_dispatch.extend(dispatch)
+                self.begin_time_in_lock = 0
+        if dispatch:
+            self.appended.set()
+        end_offset = dispatch[-1][0] + dispatch[-1][1] if dispatch else -1
+        return BatchPutResult(status, phys, first if phys else -1, end_offset, self.store_host, self.store_port,
+                              error)
 
     def _new_segment(self) -> MappedFile | None:
         try:

@@ -227,3 +227,31 @@ class ConsumeQueue:
         self.min_logic_offset = 0
         self._tail = None
         self.mapped_file_queue.destroy()
+
+
+def remove_empty_topic_dir(topic_dir: Path) -> None:
+    """Remove a deleted topic's queue directories that are empty, then the topic's directory if it is."""
+    if not topic_dir.is_dir():
+        return
+    for qdir in topic_dir.iterdir():
+        if qdir.is_dir() and not any(qdir.iterdir()):
+            qdir.rmdir()
+    if not any(topic_dir.iterdir()):
+        topic_dir.rmdir()
+
+
+def load_consume_queues(root: Path, mapped_file_size: int) -> dict[tuple[str, int], ConsumeQueue]:
+    """Every ConsumeQueue under ``root`` (``<topic>/<queueId>/``), loaded; other entries are ignored."""
+    table: dict[tuple[str, int], ConsumeQueue] = {}
+    if not root.is_dir():
+        return table
+    for topic_dir in sorted(root.iterdir()):
+        if not topic_dir.is_dir():
+            continue
+        for qdir in sorted(topic_dir.iterdir()):
+            if not qdir.name.isdigit():
+                continue
+            cq = ConsumeQueue(topic_dir.name, int(qdir.name), root, mapped_file_size)
+            cq.load()
+            table[(cq.topic, cq.queue_id)] = cq
+    return table

@@ -21,8 +21,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from broker_core.codec import CodecError
+from broker_core.codec.batch_append import check_batch
 from broker_core.codec.consume_queue import BLANK_UNIT_SIZE
-from broker_core.codec.message import MessageRecord
+from broker_core.codec.message import MAX_TOPIC_BYTES, ZERO_HOST, MessageRecord
 from broker_core.codec.message_id import decode_offset_msg_id
 from broker_core.config import BrokerConfig
 from broker_core.store import recovery
@@ -30,7 +31,7 @@ from broker_core.store.allocate import AllocateMappedFileService
 from broker_core.store.checkpoint import StoreCheckpoint
 from broker_core.store.clock import SYSTEM_CLOCK, Clock
 from broker_core.store.commit_log import CommitLog
-from broker_core.store.consume_queue import ConsumeQueue
+from broker_core.store.consume_queue import ConsumeQueue, load_consume_queues, remove_empty_topic_dir
 from broker_core.store.dir_lock import DirectoryLock
 from broker_core.store.disk_guard import DiskCheck, DiskGuard, DiskProbe
 from broker_core.store.dispatcher import ArrivalListener, ReputMessageService
@@ -43,8 +44,15 @@ from broker_core.store.flush import (
 )
 from broker_core.store.index_file import IndexService
 from broker_core.store.message import MessageInner
-from broker_core.store.queue_reader import offset_by_time, read_queue
-from broker_core.store.results import GetMessageResult, GetStatus, PutMessageResult, PutStatus, QueryMessageResult
+from broker_core.store.queue_reader import in_disk, offset_by_time, query_by_key, read_queue
+from broker_core.store.results import (
+    BatchPutResult,
+    GetMessageResult,
+    GetStatus,
+    PutMessageResult,
+    PutStatus,
+    QueryMessageResult,
+)
 from broker_core.store.retention import CleanCommitLogService, RetentionReport
 from broker_core.store.schedule import DeliveryReport, ScheduleMessageService
 from broker_core.store.snapshot import SNAPSHOTS_DIR, SegmentSnapshots
@@ -153,19 +161,8 @@ class MessageStore:
         return [f"{rec.topic}#{k}" for k in keys]
 
     def _load_consume_queues(self) -> None:
-        root = self.config.consume_queue_dir
-        if not root.is_dir():
-            return
-        for topic_dir in sorted(root.iterdir()):
-            if not topic_dir.is_dir():
-                continue
-            for qdir in sorted(topic_dir.iterdir()):
-                if not qdir.name.isdigit():
-                    continue
-                cq = ConsumeQueue(topic_dir.name, int(qdir.name), root,
-                                  self.config.mapped_file_size_consume_queue_bytes)
-                cq.load()
-                self.consume_queue_table[(cq.topic, cq.queue_id)] = cq
+        self.consume_queue_table.update(load_consume_queues(
+            self.config.consume_queue_dir, self.config.mapped_file_size_consume_queue_bytes))
 
     def shutdown(self) -> None:
         if not self.running:
@@ -233,6 +230,31 @@ class MessageStore:
             self.flush()
             return results, None
         return results, self.flush_service.put_request(end)  # type: ignore[union-attr]  # SYNC_FLUSH: a GroupCommitService
+
+    def put_batch_nowait(self, topic: str, queue_id: int, body: bytes, extra: bytes, *, sys_flag: int = 0,
+                         born_timestamp: int = 0, born_host: bytes = ZERO_HOST, born_port: int = 0,
+                         reconsume_times: int = 0) -> tuple[BatchPutResult, GroupCommitRequest | None]:
+        """A SEND_BATCH_MESSAGE body stored as it came, with ``extra`` (encoded) appended to each entry's
+        properties: all of it, or nothing when an entry breaks a limit. Flush as :meth:`put_messages_nowait`."""
+        refused = self._refuse(1)
+        topic_bytes = topic.encode()
+        if refused is not None:
+            return BatchPutResult(refused[0].status, error=refused[0].error), None
+        if not 0 < len(topic_bytes) <= MAX_TOPIC_BYTES or not 0 <= queue_id < 1 << 31:
+            return BatchPutResult(PutStatus.MESSAGE_ILLEGAL, error=f"bad topic or queue {topic!r}/{queue_id}"), None
+        commit_log = self.commit_log
+        bad = check_batch(body, len(extra), len(topic_bytes), commit_log.max_message_size,
+                          commit_log.mapped_file_size)
+        if bad is not None:
+            return BatchPutResult(PutStatus[bad[1]], error=f"message {bad[0]} of the batch: {bad[2]}"), None
+        result = commit_log.put_batch(topic, topic_bytes, queue_id, body, extra, sys_flag, born_timestamp,
+                                      born_host, born_port, reconsume_times)
+        if not self.sync_flush or not result.phys:
+            return result, None
+        if not self.background:
+            self.flush()
+            return result, None
+        return result, self.flush_service.put_request(result.end_offset)  # type: ignore[union-attr]  # SYNC_FLUSH: a GroupCommitService
 
     def put_messages(self, msgs: list[MessageInner]) -> list[PutMessageResult]:
         results, request = self.put_messages_nowait(msgs)
@@ -326,13 +348,7 @@ class MessageStore:
                 del table[key]
         for cq in doomed:
             cq.destroy()
-        topic_dir = self.config.consume_queue_dir / topic
-        if topic_dir.is_dir():
-            for qdir in topic_dir.iterdir():
-                if qdir.is_dir() and not any(qdir.iterdir()):
-                    qdir.rmdir()
-            if not any(topic_dir.iterdir()):
-                topic_dir.rmdir()
+        remove_empty_topic_dir(self.config.consume_queue_dir / topic)
         return len(doomed)
 
     def topics(self) -> list[str]:
@@ -373,11 +389,7 @@ class MessageStore:
         """Whether the message at ``offset`` lies further behind the CommitLog's end than
         ``in_memory_ratio_percent`` of physical RAM (RocketMQ's "in disk" test); False when there is none."""
         cq = self.consume_queue_table.get((topic, queue_id))
-        unit = cq.get_unit(offset) if cq else None
-        if unit is None:
-            return False
-        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") * in_memory_ratio_percent / 100
-        return self.commit_log.max_offset() - unit[0] > memory
+        return cq is not None and in_disk(self.commit_log, cq, offset, in_memory_ratio_percent)
 
     def delay_backlog(self) -> dict[int, dict[str, int]]:
         """Per delay level: messages waiting in ``SCHEDULE_TOPIC_XXXX`` and how due they are."""
@@ -435,20 +447,8 @@ class MessageStore:
         if self.index_service is None:
             return QueryMessageResult([], False)
         self.reput.do_reput()  # everything appended so far is searchable
-        want = max_num or self.config.default_query_max_num
-        limit = want + 1
-        while True:
-            offsets, more = self.index_service.query_offsets(topic, key, limit, begin_ms, end_ms)
-            found = []
-            for phy in offsets:
-                rec = self.look_message_by_offset(phy)
-                if rec is not None and rec.topic == topic and (key in rec.keys or rec.uniq_key == key):
-                    found.append(rec)
-            if len(found) > want or not more:
-                break
-            limit *= 4
-        ts, phy = self.index_service.last_update()
-        return QueryMessageResult(found[:want], len(found) > want, ts, phy)
+        return query_by_key(self.index_service, self.look_message_by_offset, topic, key,
+                            max_num or self.config.default_query_max_num, begin_ms, end_ms)
 
     # ================================================================== maintenance
     def flush(self) -> None:

@@ -1,5 +1,6 @@
-"""Reading one ConsumeQueue against the CommitLog: the pull read and the time lookup behind
-:class:`~broker_core.store.message_store.MessageStore`'s ``get_message`` and ``get_offset_in_queue_by_time``.
+"""Reads behind :class:`~broker_core.store.message_store.MessageStore`: one ConsumeQueue against the CommitLog (the
+pull read, ``get_message``, and the time lookup, ``get_offset_in_queue_by_time``) and the key lookup through the
+IndexFiles (``query_message``).
 
 Both only read: units come from the ConsumeQueue's mapped files and record bytes from the CommitLog, each
 under the file's own reference count, so a segment retention deletes meanwhile reads as "removed", never as
@@ -9,11 +10,15 @@ read-your-writes.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
+
 from broker_core.codec.consume_queue import BLANK_UNIT_SIZE, CQ_STORE_UNIT_SIZE, CQ_UNIT
-from broker_core.codec.message import decode_record
+from broker_core.codec.message import MessageRecord, decode_record
 from broker_core.store.commit_log import CommitLog
 from broker_core.store.consume_queue import ConsumeQueue
-from broker_core.store.results import GetMessageResult, GetStatus
+from broker_core.store.index_file import IndexService
+from broker_core.store.results import GetMessageResult, GetStatus, QueryMessageResult
 
 UNIT_SCAN_BYTES = 16000  # units examined per pull (upstream)
 
@@ -111,3 +116,33 @@ def offset_by_time(commit_log: CommitLog, cq: ConsumeQueue, timestamp_ms: int) -
         else:
             hi = mid
     return lo
+
+
+def query_by_key(index: IndexService, look: Callable[[int], MessageRecord | None], topic: str, key: str, want: int,
+                 begin_ms: int, end_ms: int) -> QueryMessageResult:
+    """Messages of ``topic`` with ``key`` among their KEYS or as unique key, stored in ``[begin_ms, end_ms]``,
+    newest first, at most ``want``: index candidates read back with ``look`` so hash collisions drop out, asking
+    the index for more while collisions leave too few. ``truncated`` says more matches exist."""
+    limit = want + 1
+    while True:
+        offsets, more = index.query_offsets(topic, key, limit, begin_ms, end_ms)
+        found = []
+        for phy in offsets:
+            rec = look(phy)
+            if rec is not None and rec.topic == topic and (key in rec.keys or rec.uniq_key == key):
+                found.append(rec)
+        if len(found) > want or not more:
+            break
+        limit *= 4
+    ts, phy = index.last_update()
+    return QueryMessageResult(found[:want], len(found) > want, ts, phy)
+
+
+def in_disk(commit_log: CommitLog, cq: ConsumeQueue, offset: int, in_memory_ratio_percent: int) -> bool:
+    """RocketMQ's "in disk" test: whether the message at ``offset`` lies further behind the CommitLog's end
+    than ``in_memory_ratio_percent`` of physical RAM; False when there is no such message."""
+    unit = cq.get_unit(offset)
+    if unit is None:
+        return False
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") * in_memory_ratio_percent / 100
+    return commit_log.max_offset() - unit[0] > memory

@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+from broker_core.codec.batch_append import offset_msg_ids
 from broker_core.codec.message import MessageRecord
 from broker_core.codec.message_id import encode_offset_msg_id
 
@@ -73,6 +74,29 @@ class PutMessageResult:
         extra = f", error={self.error!r}" if self.error else ""
         return (f"PutMessageResult({self.status.name}, phy_offset={self.phy_offset}, size={self.size}, "
                 f"queue_offset={self.queue_offset}{extra})")
+
+
+@dataclass(slots=True)
+class BatchPutResult:
+    """Outcome of a batch put (:meth:`MessageStore.put_batch_nowait`): the records written, in order. A refused
+    batch wrote nothing (``phys`` empty); ``CREATE_MAPEDFILE_FAILED`` may follow some written records."""
+
+    status: PutStatus
+    phys: list[int] = field(default_factory=list)  # CommitLog offset of each record written
+    first_queue_offset: int = -1
+    end_offset: int = -1  # CommitLog offset after the last record written
+    host: bytes = b"\x00\x00\x00\x00"
+    port: int = 0
+    error: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status is PutStatus.PUT_OK
+
+    @property
+    def msg_ids(self) -> str:
+        """The offset message ids of the records written, joined by commas (the send response's ``msgId``)."""
+        return offset_msg_ids(self.host, self.port, self.phys)
 
 
 @dataclass

@@ -93,7 +93,9 @@ class _ConsumerBase:
         h = resp.header
         nxt, lo, hi = int(h.get("nextBeginOffset", offset)), int(h.get("minOffset", 0)), int(h.get("maxOffset", 0))
         if resp.code == ResponseCode.SUCCESS:
-            msgs = [m for m in decode_records(resp.body, mq.broker_name) if sub.matches(m.tags)]
+            msgs = decode_records(resp.body, mq.broker_name)
+            if sub.tags is not None:  # the client re-checks tags (the broker filtered by tag hash only)
+                msgs = [m for m in msgs if sub.matches(m.tags)]
             return PullResult(PullStatus.FOUND if msgs else PullStatus.NO_MATCHED_MSG, nxt, lo, hi, msgs)
         if resp.code == ResponseCode.PULL_NOT_FOUND:
             return PullResult(PullStatus.NO_NEW_MSG, nxt, lo, hi)

@@ -219,3 +219,53 @@ def test_decode_pulled_inflates_compressed_bodies_and_names_a_broken_one() -> No
     assert got[0][1] == b"hello" * 50
     err = same(walks.py_decode_pulled, native.decode_pulled, good + bad, "pull", _as_tuple, "b")
     assert isinstance(err, CodecError) and err.position == 2000 and "does not inflate" in str(err)
+
+
+# ------------------------------------------------------------------ batch append
+from broker_core.codec import batch_append  # noqa: E402
+
+batch_entry = st.tuples(st.integers(-(1 << 31), (1 << 31) - 1), st.binary(max_size=300),
+                        st.dictionaries(st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "a", "ü"]),
+                                        st.text(max_size=8), max_size=4).map(message.py_encode_properties))
+
+
+@FAST
+@given(st.lists(batch_entry, max_size=12), st.binary(max_size=3), st.integers(0, 3), st.integers(1, 400),
+       st.integers(200, 3000), st.data())
+def test_check_batch(entries: list[tuple[int, bytes, bytes]], junk: bytes, cut: int, max_body: int, seg: int,
+                     data: st.DataObject) -> None:
+    body = wire.encode_batch([(f, b, p[:-1] if cut == 1 else p) for f, b, p in entries])
+    if cut == 2:
+        body += junk
+    if cut == 3 and body:
+        body = body[:data.draw(st.integers(0, len(body) - 1))]
+    for extra in (0, 30, 32760):
+        same(batch_append.py_check_batch, native.check_batch, body, extra, 5, max_body, seg)
+
+
+@FAST
+@given(st.lists(batch_entry, min_size=1, max_size=12), st.integers(0, 1 << 40), st.integers(0, 1 << 20),
+       st.integers(300, 6000), st.data())
+def test_append_batch(entries: list[tuple[int, bytes, bytes]], base: int, qoff: int, file_size: int,
+                      data: st.DataObject) -> None:
+    body = wire.encode_batch(entries)
+    extra = message.py_encode_properties({"CLUSTER": "c"})
+    if batch_append.py_check_batch(body, len(extra), 5, 1 << 20, file_size) is not None:
+        return
+    pos = data.draw(st.integers(0, file_size))
+    out: dict[str, Any] = {}
+    for name, fn in (("pure", batch_append.py_append_batch), ("native", native.append_batch)):
+        buf = bytearray(file_size)
+        dispatch: list[tuple[Any, ...]] = []
+        phys: list[int] = []
+        body_pos = 0
+        ret = fn(buf, pos, file_size, base, body, body_pos, "Topic", b"Topic", 3, qoff, extra, 0, 12345,
+                 b"\x0a\x00\x00\x01", 77, 999, b"\x7f\x00\x00\x01", 10911, 2, dispatch, phys)
+        out[name] = (ret, bytes(buf), dispatch, phys)
+    assert out["pure"] == out["native"]
+
+
+@FAST
+@given(st.binary(min_size=4, max_size=4), st.integers(0, 65535), st.lists(st.integers(0, (1 << 63) - 1), max_size=5))
+def test_offset_msg_ids(host: bytes, port: int, phys: list[int]) -> None:
+    same(batch_append.py_offset_msg_ids, native.offset_msg_ids, host, port, phys)
