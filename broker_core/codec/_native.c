@@ -905,6 +905,107 @@ static PyObject *py_check_batch(PyObject *self, PyObject *args) {
     return res;
 }
 
+/* parse_dispatch(buf, pos, limit, max_n, schedule_topic, delay_ms) -> (entries, end, why): see codec/records.py */
+static PyObject *py_parse_dispatch(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t pos, limit, max_n;
+    PyObject *schedule_topic, *delay_ms;
+    if (!PyArg_ParseTuple(args, "y*nnnUO", &view, &pos, &limit, &max_n, &schedule_topic, &delay_ms)) return NULL;
+    const unsigned char *b = (const unsigned char *)view.buf;
+    if (limit > view.len) limit = view.len;
+    PyObject *out = PyList_New(0), *why = NULL, *res = NULL, *last_topic = NULL;
+    const unsigned char *last_tp = NULL;
+    Py_ssize_t last_tlen = -1;
+    if (out == NULL) goto done;
+    while (pos < limit && PyList_GET_SIZE(out) < max_n) {
+        if (pos + 8 > limit) { why = PyUnicode_FromString("end of data"); break; }
+        const unsigned char *p = b + pos;
+        int32_t total = rd_i32(p);
+        uint32_t magic = rd_u32(p + 4);
+        if (magic == BLANK_MAGIC_CODE) { why = PyUnicode_FromString("blank"); break; }
+        if (magic != MESSAGE_MAGIC_CODE) {
+            if (total == 0 && magic == 0) { why = PyUnicode_FromString("end of data"); break; }
+            char hex[16];
+            snprintf(hex, sizeof hex, "%08X", (unsigned int)magic);
+            why = PyUnicode_FromFormat("bad magic code 0x%s", hex);
+            break;
+        }
+        if (total < FIXED_OVERHEAD || pos + total > limit) {
+            why = PyUnicode_FromFormat("truncated record of size %d", (int)total);
+            break;
+        }
+        int32_t blen = rd_i32(p + 84);
+        if (blen < 0 || HEADER_SIZE + (Py_ssize_t)blen + 3 > total) {
+            why = PyUnicode_FromFormat("inconsistent body length %d", (int)blen);
+            break;
+        }
+        Py_ssize_t q = HEADER_SIZE + blen;
+        Py_ssize_t tlen = p[q];
+        Py_ssize_t pp = q + 1 + tlen;
+        if (pp + 2 > total) { why = PyUnicode_FromString("inconsistent topic length"); break; }
+        Py_ssize_t plen = rd_u16(p + pp);
+        if (pp + 2 + plen != total) { why = PyUnicode_FromString("inconsistent properties length"); break; }
+        const unsigned char *tp = p + q + 1, *props = p + pp + 2;
+        if (!utf8_valid(tp, tlen) || !utf8_valid(props, plen)) {
+            why = PyUnicode_FromString("topic or properties are not UTF-8");
+            break;
+        }
+        if (last_topic == NULL || tlen != last_tlen || memcmp(tp, last_tp, (size_t)tlen) != 0) {
+            Py_XDECREF(last_topic);
+            last_topic = PyUnicode_DecodeUTF8((const char *)tp, tlen, NULL);
+            if (last_topic == NULL) goto done;
+            last_tp = tp;
+            last_tlen = tlen;
+        }
+        long long store_ts = rd_i64(p + 56);
+        PyObject *tags = find_property(props, plen, "TAGS", 4);
+        PyObject *keys = PyErr_Occurred() ? NULL : find_property(props, plen, "KEYS", 4);
+        PyObject *uniq = PyErr_Occurred() ? NULL : find_property(props, plen, "UNIQ_KEY", 8);
+        PyObject *tags_code = NULL;
+        if (!PyErr_Occurred()) {
+            int is_schedule = delay_ms != Py_None && PyUnicode_Compare(last_topic, schedule_topic) == 0;
+            if (is_schedule) {
+                PyObject *lv = find_property(props, plen, "DELAY", 5);
+                long long level = 1;
+                if (lv != NULL && PyUnicode_GET_LENGTH(lv) > 0) {
+                    PyObject *n = PyLong_FromUnicodeObject(lv, 10);
+                    level = n ? PyLong_AsLongLong(n) : 0;
+                    Py_XDECREF(n);
+                }
+                Py_XDECREF(lv);
+                if (!PyErr_Occurred()) {
+                    PyObject *d = PyObject_CallFunction(delay_ms, "L", level > 1 ? level : 1LL);
+                    if (d != NULL) {
+                        PyObject *base = PyLong_FromLongLong(store_ts);
+                        tags_code = base ? PyNumber_Add(base, d) : NULL;
+                        Py_XDECREF(base);
+                        Py_DECREF(d);
+                    }
+                }
+            } else {
+                long long code = 0;
+                if (tags != NULL && PyUnicode_GET_LENGTH(tags) > 0) code = (int32_t)java_hash_continue(0, tags);
+                tags_code = PyLong_FromLongLong(code);
+            }
+        }
+        PyObject *d = NULL;
+        if (tags_code != NULL)
+            d = Py_BuildValue("(LiOiLOLOOi)", (long long)rd_i64(p + 28), (int)total, last_topic, (int)rd_i32(p + 12),
+                              (long long)rd_i64(p + 20), tags_code, store_ts, keys ? keys : Py_None,
+                              uniq ? uniq : Py_None, (int)rd_i32(p + 36));
+        Py_XDECREF(tags); Py_XDECREF(keys); Py_XDECREF(uniq); Py_XDECREF(tags_code);
+        if (d == NULL || PyList_Append(out, d) < 0) { Py_XDECREF(d); goto done; }
+        Py_DECREF(d);
+        pos += total;
+    }
+    if (why == NULL && !PyErr_Occurred()) why = PyUnicode_FromString("");
+    if (why != NULL) res = Py_BuildValue("(OnO)", out, pos, why);
+done:
+    Py_XDECREF(out); Py_XDECREF(why); Py_XDECREF(last_topic);
+    PyBuffer_Release(&view);
+    return res;
+}
+
 /* offset_msg_ids(host4, port, phys) -> "ID,ID,...": each the 32-hex offset message id */
 static PyObject *py_offset_msg_ids(PyObject *self, PyObject *args) {
     Py_buffer host;
@@ -1088,6 +1189,7 @@ static PyMethodDef methods[] = {
     {"decode_pulled", py_decode_pulled, METH_VARARGS, "Pulled records to messages through a factory."},
     {"append_batch", py_append_batch, METH_VARARGS, "Write a batch's entries as CommitLog records."},
     {"check_batch", py_check_batch, METH_VARARGS, "Whether every entry of a batch can be stored."},
+    {"parse_dispatch", py_parse_dispatch, METH_VARARGS, "Dispatch tuples of records parsed from a segment."},
     {"offset_msg_ids", py_offset_msg_ids, METH_VARARGS, "Offset message ids joined by commas."},
     {"scan_records", (PyCFunction)(void (*)(void))py_scan_records, METH_VARARGS | METH_KEYWORDS, "Walk valid records; (end, why)."},
     {"decode_binary_header", py_decode_binary_header, METH_O, "Decode a ROCKETMQ binary header."},

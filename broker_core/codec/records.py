@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from broker_core.codec.errors import CodecError
+from broker_core.codec.hashing import tag_hash
 from broker_core.codec.message import (
     _SHORT,
     _SIZE_MAGIC,
@@ -18,6 +19,8 @@ from broker_core.codec.message import (
     HEADER,
     HEADER_SIZE,
     MESSAGE_MAGIC_CODE,
+    PROPERTY_DELAY_TIME_LEVEL,
+    check_record,
     decode_properties,
 )
 from broker_core.codec.native import NATIVE
@@ -122,9 +125,38 @@ def decode_pulled(buf: bytes | bytearray | memoryview, source: str, factory: Cal
     return out
 
 
+def parse_dispatch(buf: bytes | bytearray | memoryview, pos: int, limit: int, max_n: int, schedule_topic: str,
+                   delay_ms: Callable[[int], int] | None) -> tuple[list[tuple[Any, ...]], int, str]:
+    """The dispatcher's parse of records it did not get from the put path (recovery replay): from ``pos``, up
+    to ``max_n`` records below ``limit``, each as a dispatch tuple ``(phy, size, topic, queue_id, queue_offset,
+    tags_code, store_ts, keys, uniq_key, sys_flag)`` with ``phy`` the record's own PHYSICALOFFSET. ``tags_code``
+    is the tag's hash, or for ``schedule_topic`` records (with ``delay_ms``) the store time plus the delay of
+    the record's DELAY level (1 when absent). Returns ``(entries, end, why)``: ``why`` is ``""`` (limit or
+    ``max_n`` reached), ``"blank"`` (end of segment at ``end``) or why the record at ``end`` is not valid
+    (``check_record``'s reasons). No CRC check (the put path computed it)."""
+    out: list[tuple[Any, ...]] = []
+    while pos < limit and len(out) < max_n:
+        req = check_record(buf, pos, limit, False)
+        if not req.success:
+            return out, pos, req.error
+        if req.msg_size == 0:
+            return out, pos, "blank"
+        if req.topic == schedule_topic and delay_ms is not None:
+            level = int((req.properties or {}).get(PROPERTY_DELAY_TIME_LEVEL, "1") or 1)
+            tags_code = req.store_timestamp + delay_ms(max(level, 1))
+        else:
+            tags_code = tag_hash(req.tags) if req.tags else 0
+        out.append((req.commit_log_offset, req.msg_size, req.topic, req.queue_id, req.consume_queue_offset,
+                    tags_code, req.store_timestamp, req.keys, req.uniq_key, req.sys_flag))
+        pos += req.msg_size
+    return out, pos, ""
+
+
 # the pure functions stay reachable for the native-vs-pure equality tests
 py_walk_records, py_scan_records, py_decode_pulled = walk_records, scan_records, decode_pulled
+py_parse_dispatch = parse_dispatch
 if NATIVE is not None:
     walk_records = NATIVE.walk_records
     scan_records = NATIVE.scan_records
     decode_pulled = NATIVE.decode_pulled
+    parse_dispatch = NATIVE.parse_dispatch

@@ -28,14 +28,12 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from broker_core.codec.hashing import tag_hash
 from broker_core.codec.message import (
-    PROPERTY_DELAY_TIME_LEVEL,
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_NOT_TYPE,
     TRANSACTION_TYPE_MASK,
-    check_record,
 )
+from broker_core.codec.records import parse_dispatch
 from broker_core.store.schedule import SCHEDULE_TOPIC
 
 if TYPE_CHECKING:
@@ -146,31 +144,19 @@ class ReputMessageService:
             buf = result.buffer
             limit = len(buf)
             pos = 0
-            batch: list[Dispatch] = []
+            schedule = self.store.schedule
+            delay_ms = schedule.delay_ms if schedule is not None else None
             while pos < limit:
-                req = check_record(buf, pos, limit, False)
-                if not req.success:
-                    self.errors += 1
-                    log.error("dispatch stopped at %d: %s", result.start_offset + pos, req.error)
-                    break
-                if req.msg_size == 0:  # blank: the rest of the segment
+                batch, pos, why = parse_dispatch(buf, pos, limit, _BATCH, SCHEDULE_TOPIC, delay_ms)
+                if batch:
+                    self.dispatch_batch(batch)
+                if why == "blank":  # the rest of the segment
                     pos = commit_log.roll_next_file(result.start_offset + pos) - result.start_offset
                     break
-                tags = req.tags
-                if req.topic == SCHEDULE_TOPIC and self.store.schedule is not None:
-                    level = int((req.properties or {}).get(PROPERTY_DELAY_TIME_LEVEL, "1") or 1)
-                    tags_code = req.store_timestamp + self.store.schedule.delay_ms(max(level, 1))
-                else:
-                    tags_code = tag_hash(tags) if tags else 0
-                batch.append((req.commit_log_offset, req.msg_size, req.topic, req.queue_id,
-                              req.consume_queue_offset, tags_code, req.store_timestamp,
-                              req.keys, req.uniq_key, req.sys_flag))
-                pos += req.msg_size
-                if len(batch) >= _BATCH:
-                    self.dispatch_batch(batch)
-                    batch = []
-            if batch:
-                self.dispatch_batch(batch)
+                if why:
+                    self.errors += 1
+                    log.error("dispatch stopped at %d: %s", result.start_offset + pos, why)
+                    break
             moved = result.start_offset + pos != self.reput_from_offset
             self.reput_from_offset = result.start_offset + pos
             return moved

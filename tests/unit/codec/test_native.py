@@ -269,3 +269,35 @@ def test_append_batch(entries: list[tuple[int, bytes, bytes]], base: int, qoff: 
 @given(st.binary(min_size=4, max_size=4), st.integers(0, 65535), st.lists(st.integers(0, (1 << 63) - 1), max_size=5))
 def test_offset_msg_ids(host: bytes, port: int, phys: list[int]) -> None:
     same(batch_append.py_offset_msg_ids, native.offset_msg_ids, host, port, phys)
+
+
+# ------------------------------------------------------------------ dispatcher parse
+dispatch_record = st.builds(
+    lambda topic, body, props, qid, qoff, phy, flags: message.encode_record(
+        topic=topic, body=body, properties=props, queue_id=qid, queue_offset=qoff, physical_offset=phy,
+        sys_flag=flags, store_timestamp=1_700_000_000_000),
+    st.sampled_from(["T", "SCHEDULE_TOPIC_XXXX", "Ü"]), st.binary(max_size=20),
+    st.dictionaries(st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "DELAY", "x"]),
+                    st.sampled_from(["", "1", "3", "0", "-2", "a b", "ü", "99"]), max_size=4),
+    st.integers(0, 7), st.integers(0, 1 << 40), st.integers(0, 1 << 40), st.sampled_from([0, 4, 8, 12]))
+
+
+@FAST
+@given(st.lists(dispatch_record, max_size=6), st.integers(1, 8), st.data())
+def test_parse_dispatch(records: list[bytes], max_n: int, data: st.DataObject) -> None:
+    buf = bytearray(b"".join(records) + data.draw(st.sampled_from([b"", b"\0" * 8, b"\0" * 3])))
+    if data.draw(st.booleans()) and buf:
+        at = data.draw(st.integers(0, len(buf) - 1))
+        buf[at] ^= data.draw(st.integers(1, 255))
+    limit = data.draw(st.integers(0, len(buf)))
+    for delay_ms in (None, lambda level: level * 1000):
+        same(walks.py_parse_dispatch, native.parse_dispatch, bytes(buf), 0, limit, max_n, "SCHEDULE_TOPIC_XXXX",
+             delay_ms)
+
+
+def test_parse_dispatch_stops_at_a_blank() -> None:
+    rec = message.encode_record(topic="T", body=b"a", properties={"TAGS": "TagA"}, physical_offset=5)
+    buf = rec + struct.pack(">iI", 64, message.BLANK_MAGIC_CODE) + b"\0" * 56
+    got = native.parse_dispatch(buf, 0, len(buf), 10, "S", None)
+    assert got == walks.py_parse_dispatch(buf, 0, len(buf), 10, "S", None)
+    assert got[1:] == (len(rec), "blank") and got[0][0][:6] == (5, len(rec), "T", 0, 0, 2598919)
