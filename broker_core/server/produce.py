@@ -34,7 +34,7 @@ from broker_core.protocol.validation import RETRY_GROUP_TOPIC_PREFIX, TRANS_HALF
 from broker_core.remoting.server import Connection, Handler
 from broker_core.server.retry import ensure_topic
 from broker_core.server.state import TopicConfig
-from broker_core.store import BatchPutResult, MessageInner, PutMessageResult, PutStatus
+from broker_core.store import BatchPutResult, GroupCommitRequest, MessageInner, PutMessageResult, PutStatus
 
 if TYPE_CHECKING:
     from broker_core.server.controller import BrokerController
@@ -75,18 +75,22 @@ def writable_topic(ctl: BrokerController, cmd: RemotingCommand, topic: str,
     return cfg
 
 
-async def _flushed(ctl: BrokerController, request) -> bool:  # type: ignore[no-untyped-def]  # request: the store's GroupCommitRequest, kept out of the server's imports
+async def _flushed(ctl: BrokerController, request: GroupCommitRequest) -> bool:
     """Whether the group commit ``request`` completed within ``syncFlushTimeout``."""
     loop = asyncio.get_running_loop()
     fut = loop.create_future()
-    request.add_done_callback(lambda ok: loop.call_soon_threadsafe(fut.set_result, ok))
+
+    def done(ok: bool) -> None:  # on the flush thread
+        loop.call_soon_threadsafe(fut.set_result, ok)
+
+    request.add_done_callback(done)
     try:
         return bool(await asyncio.wait_for(fut, ctl.config.sync_flush_timeout_ms / 1000))
     except TimeoutError:
         return False
 
 
-async def _after_flush(ctl: BrokerController, request, results: list[PutMessageResult],  # type: ignore[no-untyped-def]  # request: the store's GroupCommitRequest, kept out of the server's imports
+async def _after_flush(ctl: BrokerController, request: GroupCommitRequest, results: list[PutMessageResult],
                        respond: Callable[[], RemotingCommand]) -> RemotingCommand:
     """SYNC_FLUSH: answer once the group commit covering ``results`` is done (or timed out)."""
     if not await _flushed(ctl, request):
@@ -197,7 +201,7 @@ def _batch_response(ctl: BrokerController, cmd: RemotingCommand, result: BatchPu
         "MSG_REGION": ctl.config.region_id, "TRACE_ON": "true" if ctl.config.trace_on else "false"})
 
 
-async def _after_batch_flush(ctl: BrokerController, request, result: BatchPutResult,  # type: ignore[no-untyped-def]  # request: the store's GroupCommitRequest, kept out of the server's imports
+async def _after_batch_flush(ctl: BrokerController, request: GroupCommitRequest, result: BatchPutResult,
                              respond: Callable[[], RemotingCommand]) -> RemotingCommand:
     """SYNC_FLUSH for a batch: answer once the group commit covering it is done (or timed out)."""
     if not await _flushed(ctl, request) and result.ok:

@@ -6,6 +6,7 @@ broker's request processors import from here only, never from the submodules (an
 
 from broker_core.store.clock import SYSTEM_CLOCK, Clock, ManualClock, OffsetClock
 from broker_core.store.disk_guard import file_disk_probe
+from broker_core.store.flush import GroupCommitRequest
 from broker_core.store.message import MessageInner
 from broker_core.store.message_store import MAX_TIMESTAMP, MessageStore
 from broker_core.store.results import BatchPutResult, GetMessageResult, GetStatus, PutMessageResult, PutStatus
@@ -21,6 +22,7 @@ __all__ = [
            "DeliveryReport",
            "GetMessageResult",
            "GetStatus",
+           "GroupCommitRequest",
            "ManualClock",
            "MessageInner",
            "MessageStore",

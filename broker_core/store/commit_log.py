@@ -70,9 +70,11 @@ class CommitLog:
         # tags_code, store_timestamp, keys, uniq_key, sys_flag). A hint: the dispatcher parses the
         # CommitLog itself when an entry is missing.
         self.pending_dispatch: deque[tuple] = deque()
-        # Set after every append, so the dispatcher sleeps until there is something to dispatch instead of
-        # polling (each poll of a sleeping thread costs the event loop a GIL hand-off).
+        # Set after an append while the dispatcher sleeps (``wake_on_append``), so a quiet dispatcher need not
+        # poll; a busy one polls every millisecond and batches what arrived meanwhile (a wake per append would
+        # cost the event loop a GIL hand-off per message).
         self.appended = threading.Event()
+        self.wake_on_append = False
 
     # ------------------------------------------------------------------ checks
     def check(self, msg: MessageInner) -> PutMessageResult | None:
@@ -166,7 +168,7 @@ class CommitLog:
             if mf is not None:
                 mf.store_timestamp = now
             self.begin_time_in_lock = 0
-        if pending:
+        if pending and self.wake_on_append:
             self.appended.set()
         return results  # type: ignore[return-value]  # every slot was filled in the loop above
 
@@ -215,7 +217,7 @@ class CommitLog:
                     self.topic_queue_table[key] = qoff
                 self.pending_dispatch.extend(dispatch)
                 self.begin_time_in_lock = 0
-        if dispatch:
+        if dispatch and self.wake_on_append:
             self.appended.set()
         end_offset = dispatch[-1][0] + dispatch[-1][1] if dispatch else -1
         return BatchPutResult(status, phys, first if phys else -1, end_offset, self.store_host, self.store_port,

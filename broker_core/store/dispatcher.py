@@ -11,9 +11,10 @@ Invariants:
    if its offset is exactly ``reput_from_offset``; otherwise the record is parsed from the CommitLog
    (always the case during recovery replay).
 
-The loop dispatches everything readable in one batch, then sleeps until the CommitLog reports an append
-(``CommitLog.appended``) or ``_IDLE_WAIT_S`` passes. The seeds poll every millisecond (``Thread.sleep(1)``);
-here each wake of an idle thread costs the event loop a GIL hand-off, so appends wake it instead. ``wait_for``
+The loop dispatches everything readable in one batch. While appends keep coming it polls every millisecond,
+as the seeds do (``Thread.sleep(1)``), so one wake dispatches whatever arrived meanwhile; after 20 quiet polls
+it sleeps until the CommitLog reports an append (``CommitLog.appended``) or ``_IDLE_WAIT_S`` passes, so an
+idle broker does not wake a thread (and hand the GIL over) a thousand times a second. ``wait_for``
 lets callers wait for a given offset.
 
 Crash behaviour: nothing is lost; on restart the dispatcher resumes from what the ConsumeQueues and
@@ -52,6 +53,8 @@ _BATCH = 1024
 # Upper bound of the dispatcher's sleep when nothing was appended (appends wake it at once); also how soon
 # stop() is seen and how soon a record appended behind the hand-off (pending_dispatch) is found.
 _IDLE_WAIT_S = 0.05
+_POLL_S = 0.001  # while appends keep coming: the seeds' Thread.sleep(1)
+_POLLS_BEFORE_SLEEP = 20  # quiet polls before sleeping until an append
 
 
 class ReputMessageService:
@@ -164,12 +167,23 @@ class ReputMessageService:
             result.release()
 
     def _run(self) -> None:
-        appended = self.commit_log.appended
+        commit_log = self.commit_log
+        appended = commit_log.appended
+        quiet = 0  # polls in a row that found nothing
         while not self._stopped.is_set():
             try:
-                appended.clear()  # before looking: an append from now on sets it again
-                if not self.do_reput():
+                if quiet >= _POLLS_BEFORE_SLEEP:
+                    commit_log.wake_on_append = True  # before looking: an append from now on wakes us
+                    appended.clear()
+                if self.do_reput():
+                    quiet = 0
+                    commit_log.wake_on_append = False
+                    self._stopped.wait(_POLL_S)
+                elif quiet >= _POLLS_BEFORE_SLEEP:
                     appended.wait(_IDLE_WAIT_S)
+                else:
+                    quiet += 1
+                    self._stopped.wait(_POLL_S)
             except Exception:
                 self.errors += 1
                 log.exception("dispatcher error")

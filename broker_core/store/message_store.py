@@ -217,8 +217,7 @@ class MessageStore:
         for msg in msgs:
             if msg.delay_level:
                 self.schedule.transform(msg)
-        commit_log = self.commit_log
-        results = commit_log.put_messages(msgs)
+        results = self.commit_log.put_messages(msgs)
         if not self.sync_flush:
             # ASYNC_FLUSH: the flusher runs on its interval. Upstream also wakes it on every put; in
             # Python each wake costs a thread switch per put for at most a few pages, so it is not done.
@@ -226,10 +225,7 @@ class MessageStore:
         end = max((r.next_offset for r in results if r.ok), default=-1)
         if end < 0:
             return results, None
-        if not self.background:
-            self.flush()
-            return results, None
-        return results, self.flush_service.put_request(end)  # type: ignore[union-attr]  # SYNC_FLUSH: a GroupCommitService
+        return results, self._flush_request(end)
 
     def put_batch_nowait(self, topic: str, queue_id: int, body: bytes, extra: bytes, *, sys_flag: int = 0,
                          born_timestamp: int = 0, born_host: bytes = ZERO_HOST, born_port: int = 0,
@@ -251,10 +247,14 @@ class MessageStore:
                                       born_host, born_port, reconsume_times)
         if not self.sync_flush or not result.phys:
             return result, None
-        if not self.background:
-            self.flush()
-            return result, None
-        return result, self.flush_service.put_request(result.end_offset)  # type: ignore[union-attr]  # SYNC_FLUSH: a GroupCommitService
+        return result, self._flush_request(result.end_offset)
+
+    def _flush_request(self, end: int) -> GroupCommitRequest | None:
+        """SYNC_FLUSH: the group commit covering the CommitLog up to ``end`` (without threads: flushed here)."""
+        if self.background and isinstance(self.flush_service, GroupCommitService):
+            return self.flush_service.put_request(end)
+        self.flush()
+        return None
 
     def put_messages(self, msgs: list[MessageInner]) -> list[PutMessageResult]:
         results, request = self.put_messages_nowait(msgs)
