@@ -185,6 +185,9 @@ class Producer:
         err = topic_error(msg.topic)
         if err:
             raise ClientError(int(ResponseCode.MESSAGE_ILLEGAL), err)
+        self._check_body(msg)
+
+    def _check_body(self, msg: Message) -> None:
         if not isinstance(msg.body, bytes | bytearray) or not msg.body:
             raise ClientError(int(ResponseCode.MESSAGE_ILLEGAL), "message body must be non-empty bytes")
         if len(msg.body) > self.max_message_size:
@@ -275,6 +278,10 @@ class Producer:
 
     def _single(self, msg: Message) -> tuple[dict[str, str], bytes]:
         self._check(msg)
+        return self._properties(msg)
+
+    def _properties(self, msg: Message) -> tuple[dict[str, str], bytes]:
+        """The message's properties with a new UNIQ_KEY, and their encoding."""
         props = msg.all_properties()
         props[PROPERTY_UNIQ_KEY] = self.ids.next_id()
         return props, encode_properties(props)
@@ -313,13 +320,15 @@ class Producer:
         if not msgs:
             raise ClientError(int(ResponseCode.MESSAGE_ILLEGAL), "empty batch")
         topic = msgs[0].topic
+        self._check(msgs[0])  # the topic once: every message must have it
         entries = []
         ids = []
         for m in msgs:
             if m.topic != topic:
                 raise ClientError(int(ResponseCode.MESSAGE_ILLEGAL),
                                   "every message of a batch must have the same topic")
-            props, props_b = self._single(m)
+            self._check_body(m)
+            props, props_b = self._properties(m)
             ids.append(props[PROPERTY_UNIQ_KEY])
             entries.append((m.flag, bytes(m.body), props_b))
         body = encode_batch(entries)

@@ -25,7 +25,6 @@ import itertools
 import os
 import socket
 import struct
-import threading
 import time
 
 from broker_core.codec.errors import CodecError
@@ -67,11 +66,12 @@ class UniqueIdGenerator:
         self._pid = os.getpid() & 0xFFFF
         self._rand = int.from_bytes(os.urandom(2), "big")
         self._start = time.monotonic()
+        # next() on an itertools.count is atomic under the GIL: no lock, no id given out twice
         self._counter = itertools.count(int.from_bytes(os.urandom(2), "big"))
-        self._lock = threading.Lock()
+        # the first 8 bytes never change: their hex is computed once (the layout is _UNIQ's)
+        self._head = _UNIQ.pack(prefix, self._pid, self._rand, 0, 0)[:8].hex().upper()
 
     def next_id(self) -> str:
-        with self._lock:
-            n = next(self._counter)
         secs = int(time.monotonic() - self._start) & 0xFFFFFFFF
-        return _UNIQ.pack(self._prefix, self._pid, self._rand, secs, n & 0xFFFFFFFF).hex().upper()
+        tail = (secs << 32) | (next(self._counter) & 0xFFFFFFFF)
+        return self._head + tail.to_bytes(8, "big").hex().upper()
