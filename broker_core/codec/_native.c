@@ -1006,6 +1006,85 @@ done:
     return res;
 }
 
+/* scan_units(buf, pos, limit) -> (end, max_phy, stopped): see codec/consume_queue.py */
+static PyObject *py_scan_units(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t pos, limit;
+    if (!PyArg_ParseTuple(args, "y*nn", &view, &pos, &limit)) return NULL;
+    if (limit > view.len) limit = view.len;
+    const unsigned char *b = (const unsigned char *)view.buf;
+    long long max_phy = -1;
+    int stopped = 0;
+    while (pos >= 0 && pos + 20 <= limit) {
+        long long offset = rd_i64(b + pos);
+        int32_t size = rd_i32(b + pos + 8);
+        if (size <= 0 || offset < 0) { stopped = 1; break; }
+        if (size != 0x7FFFFFFF) max_phy = offset + size;
+        pos += 20;
+    }
+    PyBuffer_Release(&view);
+    return Py_BuildValue("(nLO)", pos, max_phy, stopped ? Py_True : Py_False);
+}
+
+/* group_units(batch) -> {(topic, queue_id): [(phy, size, tags_code, queue_offset), ...]}: see
+ * codec/consume_queue.py */
+static PyObject *py_group_units(PyObject *self, PyObject *arg) {
+    PyObject *seq = PySequence_Fast(arg, "batch must be a sequence");
+    if (seq == NULL) return NULL;
+    PyObject *out = PyDict_New();
+    PyObject *last_topic = NULL, *last_qid = NULL, *last_list = NULL;  /* owned; consecutive records often share a queue */
+    if (out == NULL) { Py_DECREF(seq); return NULL; }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *d = items[i];
+        if (!PyTuple_Check(d) || PyTuple_GET_SIZE(d) != 10) {
+            PyErr_SetString(PyExc_TypeError, "a dispatch entry is a 10-tuple");
+            goto fail;
+        }
+        long long sys_flag = PyLong_AsLongLong(PyTuple_GET_ITEM(d, 9));
+        if (sys_flag == -1 && PyErr_Occurred()) goto fail;
+        long long tx = sys_flag & TRANSACTION_TYPE_MASK;
+        if (tx != 0 && tx != (0x2 << 2)) continue;
+        PyObject *topic = PyTuple_GET_ITEM(d, 2), *qid = PyTuple_GET_ITEM(d, 3);
+        int same = 0;
+        if (last_list != NULL) {
+            int t = PyObject_RichCompareBool(last_topic, topic, Py_EQ);
+            if (t < 0) goto fail;
+            int q = t ? PyObject_RichCompareBool(last_qid, qid, Py_EQ) : 0;
+            if (q < 0) goto fail;
+            same = t && q;
+        }
+        if (!same) {
+            PyObject *key = PyTuple_Pack(2, topic, qid);
+            if (key == NULL) goto fail;
+            PyObject *list = PyDict_GetItemWithError(out, key);
+            if (list == NULL) {
+                if (PyErr_Occurred()) { Py_DECREF(key); goto fail; }
+                list = PyList_New(0);
+                if (list == NULL || PyDict_SetItem(out, key, list) < 0) { Py_XDECREF(list); Py_DECREF(key); goto fail; }
+                Py_DECREF(list);  /* the dict holds it */
+            }
+            Py_DECREF(key);
+            Py_XSETREF(last_topic, Py_NewRef(topic));
+            Py_XSETREF(last_qid, Py_NewRef(qid));
+            Py_XSETREF(last_list, Py_NewRef(list));
+        }
+        PyObject *u = PyTuple_Pack(4, PyTuple_GET_ITEM(d, 0), PyTuple_GET_ITEM(d, 1), PyTuple_GET_ITEM(d, 5),
+                                   PyTuple_GET_ITEM(d, 4));
+        if (u == NULL || PyList_Append(last_list, u) < 0) { Py_XDECREF(u); goto fail; }
+        Py_DECREF(u);
+    }
+    Py_XDECREF(last_topic); Py_XDECREF(last_qid); Py_XDECREF(last_list);
+    Py_DECREF(seq);
+    return out;
+fail:
+    Py_XDECREF(last_topic); Py_XDECREF(last_qid); Py_XDECREF(last_list);
+    Py_DECREF(seq);
+    Py_DECREF(out);
+    return NULL;
+}
+
 /* offset_msg_ids(host4, port, phys) -> "ID,ID,...": each the 32-hex offset message id */
 static PyObject *py_offset_msg_ids(PyObject *self, PyObject *args) {
     Py_buffer host;
@@ -1190,6 +1269,8 @@ static PyMethodDef methods[] = {
     {"append_batch", py_append_batch, METH_VARARGS, "Write a batch's entries as CommitLog records."},
     {"check_batch", py_check_batch, METH_VARARGS, "Whether every entry of a batch can be stored."},
     {"parse_dispatch", py_parse_dispatch, METH_VARARGS, "Dispatch tuples of records parsed from a segment."},
+    {"scan_units", py_scan_units, METH_VARARGS, "Walk written ConsumeQueue units."},
+    {"group_units", py_group_units, METH_O, "ConsumeQueue units of dispatched records, per queue."},
     {"offset_msg_ids", py_offset_msg_ids, METH_VARARGS, "Offset message ids joined by commas."},
     {"scan_records", (PyCFunction)(void (*)(void))py_scan_records, METH_VARARGS | METH_KEYWORDS, "Walk valid records; (end, why)."},
     {"decode_binary_header", py_decode_binary_header, METH_O, "Decode a ROCKETMQ binary header."},

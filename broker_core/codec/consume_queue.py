@@ -14,8 +14,10 @@ does not begin at offset 0 has physical offset 0 and size ``BLANK_UNIT_SIZE``.
 from __future__ import annotations
 
 import struct
+from typing import Any
 
 from broker_core.codec.errors import CodecError
+from broker_core.codec.native import NATIVE
 
 CQ_UNIT = struct.Struct(">qiq")
 CQ_STORE_UNIT_SIZE = CQ_UNIT.size  # 20
@@ -32,3 +34,47 @@ def decode_unit(buf: bytes | bytearray | memoryview, pos: int = 0, source: str |
     if pos < 0 or pos + CQ_STORE_UNIT_SIZE > len(buf):
         raise CodecError(f"truncated ConsumeQueue unit: need {CQ_STORE_UNIT_SIZE} bytes", source, pos)
     return CQ_UNIT.unpack_from(buf, pos)
+
+
+def scan_units(buf: bytes | bytearray | memoryview, pos: int, limit: int) -> tuple[int, int, bool]:
+    """Walk written units from byte ``pos`` below ``limit`` (whole units only): ``(end, max_phy, stopped)``, with
+    ``end`` the byte after the last written unit, ``max_phy`` the end (offset + size) of the last unit that is
+    not a blank pad (-1 when none), ``stopped`` True when a unit with size <= 0 or a negative offset (the end of
+    written data) was met before ``limit``."""
+    max_phy = -1
+    unpack = CQ_UNIT.unpack_from
+    while pos + CQ_STORE_UNIT_SIZE <= limit:
+        offset, size, _ = unpack(buf, pos)
+        if size <= 0 or offset < 0:
+            return pos, max_phy, True
+        if size != BLANK_UNIT_SIZE:
+            max_phy = offset + size
+        pos += CQ_STORE_UNIT_SIZE
+    return pos, max_phy, False
+
+
+_TRANSACTION_TYPE_MASK = 0x3 << 2
+_TO_QUEUE = (0, 0x2 << 2)  # not a transaction, or a committed one (prepared and rolled back stay out)
+
+
+def group_units(batch: list[tuple[Any, ...]]) -> dict[tuple[str, int], list[tuple[int, int, int, int]]]:
+    """The ConsumeQueue units of dispatched records ``(phy, size, topic, queue_id, queue_offset, tags_code,
+    store_ts, keys, uniq_key, sys_flag)``, per queue ``(topic, queue_id)`` in first-seen order, each list in the
+    batch's order: ``(phy, size, tags_code, queue_offset)``, the arguments of ``put_message_position_info``.
+    Prepared and rolled-back transaction records have no unit."""
+    out: dict[tuple[str, int], list[tuple[int, int, int, int]]] = {}
+    for phy, size, topic, queue_id, queue_offset, tags_code, _, _, _, sys_flag in batch:
+        if (sys_flag & _TRANSACTION_TYPE_MASK) in _TO_QUEUE:
+            key = (topic, queue_id)
+            units = out.get(key)
+            if units is None:
+                units = out[key] = []
+            units.append((phy, size, tags_code, queue_offset))
+    return out
+
+
+# the pure functions stay reachable for the native-vs-pure equality tests
+py_scan_units, py_group_units = scan_units, group_units
+if NATIVE is not None:
+    scan_units = NATIVE.scan_units
+    group_units = NATIVE.group_units

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from broker_core.codec.consume_queue import BLANK_UNIT_SIZE, CQ_STORE_UNIT_SIZE, CQ_UNIT
+from broker_core.codec.consume_queue import BLANK_UNIT_SIZE, CQ_STORE_UNIT_SIZE, CQ_UNIT, scan_units
 from broker_core.store.mapped_file import MappedFile, SelectMappedBufferResult
 from broker_core.store.mapped_file_queue import MappedFileQueue
 
@@ -53,16 +53,9 @@ class ConsumeQueue:
         pos = 0
         max_phy = -1
         while True:
-            buf = mf.mv
-            end_of_data = False
-            while pos + UNIT <= self.mapped_file_size:
-                offset, size, _ = CQ_UNIT.unpack_from(buf, pos)
-                if size <= 0 or offset < 0:
-                    end_of_data = True
-                    break
-                if size != BLANK_UNIT_SIZE:
-                    max_phy = offset + size
-                pos += UNIT
+            pos, file_max, end_of_data = scan_units(mf.mv, pos, self.mapped_file_size)
+            if file_max >= 0:
+                max_phy = file_max
             if end_of_data or index + 1 >= len(files):
                 process_offset = mf.file_from_offset + pos
                 break

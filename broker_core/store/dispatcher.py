@@ -23,17 +23,14 @@ IndexFiles show as done, or replays from the checkpoint's segment (see ``recover
 
 from __future__ import annotations
 
+import bisect
 import logging
 import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from broker_core.codec.message import (
-    TRANSACTION_COMMIT_TYPE,
-    TRANSACTION_NOT_TYPE,
-    TRANSACTION_TYPE_MASK,
-)
+from broker_core.codec.consume_queue import group_units
 from broker_core.codec.records import parse_dispatch
 from broker_core.store.schedule import SCHEDULE_TOPIC
 
@@ -48,7 +45,8 @@ Dispatch = tuple
 # (long polling wakes the pulls waiting on those queues).
 ArrivalListener = Callable[[list[Dispatch]], None]
 
-_TO_QUEUE = (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE)
+def _unit_end(unit: tuple[int, int, int, int]) -> int:
+    return unit[0] + unit[1]
 _BATCH = 1024
 # Upper bound of the dispatcher's sleep when nothing was appended (appends wake it at once); also how soon
 # stop() is seen and how soon a record appended behind the hand-off (pending_dispatch) is found.
@@ -74,13 +72,18 @@ class ReputMessageService:
     def dispatch_batch(self, batch: list[Dispatch]) -> None:
         store = self.store
         cq_table = store.consume_queue_table
-        for phy, size, topic, queue_id, queue_offset, tags_code, _, _, _, sys_flag in batch:
-            if (sys_flag & TRANSACTION_TYPE_MASK) in _TO_QUEUE:
-                cq = cq_table.get((topic, queue_id))
-                if cq is None:
-                    cq = store.find_consume_queue(topic, queue_id)
-                    cq_table = store.consume_queue_table
-                cq.put_message_position_info(phy, size, tags_code, queue_offset)
+        for key, units in group_units(batch).items():
+            cq = cq_table.get(key)
+            if cq is None:
+                cq = store.find_consume_queue(*key)
+                cq_table = store.consume_queue_table
+            start = 0
+            done = cq.max_physic_offset
+            if units[0][0] + units[0][1] <= done:  # a replay: skip what the queue already holds
+                start = bisect.bisect_right(units, done, key=_unit_end)
+            put = cq.put_message_position_info
+            for i in range(start, len(units)):
+                put(*units[i])
         if store.index_service is not None:
             store.index_service.build_batch(batch)
         self.last_dispatched_timestamp = batch[-1][6]

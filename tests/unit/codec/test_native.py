@@ -301,3 +301,25 @@ def test_parse_dispatch_stops_at_a_blank() -> None:
     got = native.parse_dispatch(buf, 0, len(buf), 10, "S", None)
     assert got == walks.py_parse_dispatch(buf, 0, len(buf), 10, "S", None)
     assert got[1:] == (len(rec), "blank") and got[0][0][:6] == (5, len(rec), "T", 0, 0, 2598919)
+
+
+# ------------------------------------------------------------------ ConsumeQueue units
+from broker_core.codec import consume_queue  # noqa: E402
+
+
+@FAST
+@given(st.lists(st.tuples(st.integers(-5, 1 << 40), st.sampled_from([0, -1, 1, 100, 0x7FFFFFFF]),
+                          st.integers(-(1 << 40), 1 << 40)), max_size=12), st.integers(0, 60), st.data())
+def test_scan_units(units: list[tuple[int, int, int]], pos: int, data: st.DataObject) -> None:
+    buf = b"".join(consume_queue.encode_unit(*u) for u in units) + b"\0" * data.draw(st.integers(0, 25))
+    limit = data.draw(st.integers(0, len(buf)))
+    same(consume_queue.py_scan_units, native.scan_units, buf, pos, limit)
+
+
+@FAST
+@given(st.lists(st.tuples(st.integers(0, 1 << 40), st.integers(1, 1000), st.sampled_from(["A", "B", "Ü"]),
+                          st.integers(0, 3), st.integers(0, 99), st.integers(-5, 5), st.integers(0, 9), st.none(),
+                          st.none(), st.sampled_from([0, 1, 4, 8, 12, 9])), max_size=30))
+def test_group_units(batch: list[tuple[Any, ...]]) -> None:
+    got = same(consume_queue.py_group_units, native.group_units, batch)
+    assert list(got) == list(native.group_units(batch))  # first-seen order too
