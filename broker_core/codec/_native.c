@@ -989,10 +989,20 @@ static PyObject *py_parse_dispatch(PyObject *self, PyObject *args) {
             }
         }
         PyObject *d = NULL;
-        if (tags_code != NULL)
-            d = Py_BuildValue("(LiOiLOLOOi)", (long long)rd_i64(p + 28), (int)total, last_topic, (int)rd_i32(p + 12),
-                              (long long)rd_i64(p + 20), tags_code, store_ts, keys ? keys : Py_None,
-                              uniq ? uniq : Py_None, (int)rd_i32(p + 36));
+        if (tags_code != NULL && (d = PyTuple_New(10)) != NULL) {  /* steals: each slot gets a new reference */
+            PyTuple_SET_ITEM(d, 0, PyLong_FromLongLong(rd_i64(p + 28)));
+            PyTuple_SET_ITEM(d, 1, PyLong_FromLong(total));
+            PyTuple_SET_ITEM(d, 2, Py_NewRef(last_topic));
+            PyTuple_SET_ITEM(d, 3, PyLong_FromLong(rd_i32(p + 12)));
+            PyTuple_SET_ITEM(d, 4, PyLong_FromLongLong(rd_i64(p + 20)));
+            PyTuple_SET_ITEM(d, 5, Py_NewRef(tags_code));
+            PyTuple_SET_ITEM(d, 6, PyLong_FromLongLong(store_ts));
+            PyTuple_SET_ITEM(d, 7, Py_NewRef(keys ? keys : Py_None));
+            PyTuple_SET_ITEM(d, 8, Py_NewRef(uniq ? uniq : Py_None));
+            PyTuple_SET_ITEM(d, 9, PyLong_FromLong(rd_i32(p + 36)));
+            for (int k = 0; k < 10; k++)
+                if (PyTuple_GET_ITEM(d, k) == NULL) { Py_CLEAR(d); break; }
+        }
         Py_XDECREF(tags); Py_XDECREF(keys); Py_XDECREF(uniq); Py_XDECREF(tags_code);
         if (d == NULL || PyList_Append(out, d) < 0) { Py_XDECREF(d); goto done; }
         Py_DECREF(d);
