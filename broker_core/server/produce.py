@@ -77,15 +77,8 @@ def writable_topic(ctl: BrokerController, cmd: RemotingCommand, topic: str,
 
 async def _flushed(ctl: BrokerController, request: GroupCommitRequest) -> bool:
     """Whether the group commit ``request`` completed within ``syncFlushTimeout``."""
-    loop = asyncio.get_running_loop()
-    fut = loop.create_future()
-
-    def done(ok: bool) -> None:  # on the flush thread
-        loop.call_soon_threadsafe(fut.set_result, ok)
-
-    request.add_done_callback(done)
     try:
-        return bool(await asyncio.wait_for(fut, ctl.config.sync_flush_timeout_ms / 1000))
+        return await asyncio.wait_for(request.future(), ctl.config.sync_flush_timeout_ms / 1000)
     except TimeoutError:
         return False
 

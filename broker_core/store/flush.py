@@ -14,6 +14,7 @@ and on Linux writes back the dirty pages of the shared mapping.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
@@ -107,11 +108,11 @@ class FlushRealTimeService(_Service):
 class GroupCommitRequest:
     """A writer's wait for "flushed past ``next_offset``" (upstream ``GroupCommitRequest``).
 
-    ``wait(timeout)`` blocks a thread; ``add_done_callback(fn)`` serves asyncio callers (``fn(ok)`` runs
-    on the flush thread, so use ``loop.call_soon_threadsafe``). A plain lock is the latch: it is the
-    cheapest thing to wake in CPython, which matters with many concurrent writers."""
+    ``wait(timeout)`` blocks a thread; ``future()`` serves coroutines (the broker's send handlers);
+    ``add_done_callback(fn)`` serves others (``fn(ok)`` runs on the flush thread). A plain lock is the latch:
+    it is the cheapest thing to wake in CPython, which matters with many concurrent writers."""
 
-    __slots__ = ("_callbacks", "_guard", "_latch", "next_offset", "ok")
+    __slots__ = ("_callbacks", "_future", "_guard", "_latch", "next_offset", "ok")
 
     def __init__(self, next_offset: int) -> None:
         self.next_offset = next_offset
@@ -119,6 +120,7 @@ class GroupCommitRequest:
         self._latch = threading.Lock()
         self._latch.acquire()
         self._callbacks: list[Callable[[bool], None]] | None = None
+        self._future: tuple[asyncio.AbstractEventLoop, asyncio.Future[bool]] | None = None
         self._guard = threading.Lock()
 
     def wait(self, timeout: float) -> bool:
@@ -137,13 +139,50 @@ class GroupCommitRequest:
                 return
         fn(self.ok)
 
-    def complete(self, ok: bool) -> None:
+    def future(self) -> asyncio.Future[bool]:
+        """For a coroutine on the running loop: a future that resolves to the outcome. The service resolves all
+        the futures of one commit with a single call into each loop (one wake-up per commit, not one per
+        request: each wake-up from the flush thread hands the GIL to the loop and back)."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[bool] = loop.create_future()
+        with self._guard:
+            if self.ok is None:
+                self._future = (loop, fut)
+                return fut
+        fut.set_result(bool(self.ok))
+        return fut
+
+    def complete(self, ok: bool) -> tuple[asyncio.AbstractEventLoop, asyncio.Future[bool]] | None:
+        """Mark the outcome and run the callbacks. A future from :meth:`future` is returned, not resolved, so
+        the caller can resolve a whole commit's futures at once (:func:`resolve_futures`)."""
         with self._guard:
             self.ok = ok
             callbacks, self._callbacks = self._callbacks, None
+            future, self._future = self._future, None
         self._latch.release()
         for fn in callbacks or ():
             fn(ok)
+        return future
+
+
+def _set_results(items: list[tuple[asyncio.Future[bool], bool]]) -> None:
+    for fut, ok in items:
+        if not fut.done():
+            fut.set_result(ok)
+
+
+def resolve_futures(pending: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[bool]] | None],
+                    oks: list[bool]) -> None:
+    """Resolve the futures ``complete`` handed back, with one ``call_soon_threadsafe`` per event loop."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[bool], bool]]] = {}
+    for item, ok in zip(pending, oks, strict=True):
+        if item is not None:
+            by_loop.setdefault(item[0], []).append((item[1], ok))
+    for loop, items in by_loop.items():
+        try:
+            loop.call_soon_threadsafe(_set_results, items)
+        except RuntimeError:  # the loop is closed: nobody is waiting any more
+            pass
 
 
 class GroupCommitService(_Service):
@@ -179,8 +218,8 @@ class GroupCommitService(_Service):
                 break
             commit_log.flush(0)
         flushed = commit_log.flushed_where
-        for req in batch:
-            req.complete(flushed >= req.next_offset)
+        oks = [flushed >= req.next_offset for req in batch]
+        resolve_futures([req.complete(ok) for req, ok in zip(batch, oks, strict=True)], oks)
         mf = commit_log.mapped_file_queue.find_mapped_file_by_offset(max(flushed - 1, 0))
         if mf is not None and mf.store_timestamp:
             self.store.checkpoint.physic_msg_timestamp = mf.store_timestamp
@@ -190,8 +229,7 @@ class GroupCommitService(_Service):
         self.do_commit()
         with self._lock:
             leftover, self._requests = self._requests, []
-        for req in leftover:
-            req.complete(False)
+        resolve_futures([req.complete(False) for req in leftover], [False] * len(leftover))
 
 
 class FlushConsumeQueueService(_Service):

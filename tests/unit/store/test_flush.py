@@ -63,3 +63,36 @@ def test_async_flush_catches_up_on_its_interval_and_updates_the_checkpoint(open_
     assert _wait(lambda: store.checkpoint.physic_msg_timestamp == clock.now_ms())
     assert _wait(lambda: store.checkpoint.logics_msg_timestamp == clock.now_ms())
     assert _wait(lambda: store.checkpoint.index_msg_timestamp == clock.now_ms())
+
+
+def test_coroutines_awaiting_one_group_commit_are_woken_together(open_store):
+    """64 coroutines await their requests' futures; each commit resolves its futures with one call into the
+    loop, and every future says flushed only once the CommitLog is flushed past its record."""
+    import asyncio
+
+    from broker_core.store import flush as flush_module
+
+    store = open_store(background=True, flush_disk_type="SYNC_FLUSH")
+    calls = []
+    real = flush_module.resolve_futures
+
+    def counting(pending, oks):  # type: ignore[no-untyped-def]
+        calls.append(sum(p is not None for p in pending))
+        real(pending, oks)
+
+    flush_module.resolve_futures = counting
+    try:
+        async def writer(i: int) -> tuple[bool, int]:
+            results, request = store.put_messages_nowait([MessageInner("S", b"a-%d" % i)])
+            ok = await request.future()
+            return ok, results[0].next_offset
+
+        async def run() -> list[tuple[bool, int]]:
+            return await asyncio.gather(*(writer(i) for i in range(64)))
+
+        outcomes = asyncio.run(run())
+    finally:
+        flush_module.resolve_futures = real
+    assert all(ok for ok, _ in outcomes)
+    assert store.commit_log.flushed_where >= max(end for _, end in outcomes)
+    assert sum(calls) == 64 and len([c for c in calls if c]) < 64  # commits served several coroutines each
