@@ -822,15 +822,27 @@ static PyObject *py_append_batch(PyObject *self, PyObject *args) {
         memcpy(t + 3 + tlen, joined, (size_t)jlen);
         long long tags_code = 0;
         if (tags != NULL && PyUnicode_GET_LENGTH(tags) > 0) tags_code = (int32_t)java_hash_continue(0, tags);
-        PyObject *d = Py_BuildValue("(LnOiLLLOOi)", phy, total, topic, queue_id, qoff, tags_code, store_ts,
-                                    keys ? keys : Py_None, uniq ? uniq : Py_None, sys_flag);
+        PyObject *ph = PyLong_FromLongLong(phy);
+        PyObject *d = ph ? PyTuple_New(10) : NULL;  /* each slot gets a new reference */
+        if (d != NULL) {
+            PyTuple_SET_ITEM(d, 0, Py_NewRef(ph));
+            PyTuple_SET_ITEM(d, 1, PyLong_FromSsize_t(total));
+            PyTuple_SET_ITEM(d, 2, Py_NewRef(topic));
+            PyTuple_SET_ITEM(d, 3, PyLong_FromLong(queue_id));
+            PyTuple_SET_ITEM(d, 4, PyLong_FromLongLong(qoff));
+            PyTuple_SET_ITEM(d, 5, PyLong_FromLongLong(tags_code));
+            PyTuple_SET_ITEM(d, 6, PyLong_FromLongLong(store_ts));
+            PyTuple_SET_ITEM(d, 7, Py_NewRef(keys ? keys : Py_None));
+            PyTuple_SET_ITEM(d, 8, Py_NewRef(uniq ? uniq : Py_None));
+            PyTuple_SET_ITEM(d, 9, PyLong_FromLong(sys_flag));
+            for (int k = 0; k < 10; k++)
+                if (PyTuple_GET_ITEM(d, k) == NULL) { Py_CLEAR(d); break; }
+        }
         Py_XDECREF(tags); Py_XDECREF(keys); Py_XDECREF(uniq);
-        if (d == NULL) goto done_free;
+        if (d == NULL) { Py_XDECREF(ph); goto done_free; }
         int rc = PyList_Append(dispatch, d);
         Py_DECREF(d);
-        if (rc < 0) goto done_free;
-        PyObject *ph = PyLong_FromLongLong(phy);
-        if (ph == NULL || PyList_Append(phys, ph) < 0) { Py_XDECREF(ph); goto done_free; }
+        if (rc < 0 || PyList_Append(phys, ph) < 0) { Py_DECREF(ph); goto done_free; }
         Py_DECREF(ph);
         pos += total;
         qoff += 1;
