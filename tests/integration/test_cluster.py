@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -20,7 +25,10 @@ from broker_core.client import (
     PullStatus,
     PushConsumer,
 )
+from broker_core.client.consumer.offset_store import local_offset_path
+from broker_core.client.instance import local_ip
 from broker_core.protocol import ResponseCode
+from tests.conftest import ROOT
 from tests.integration.cluster import Cluster, wait_until
 
 pytestmark = pytest.mark.integration
@@ -106,8 +114,9 @@ def test_broadcasting_every_consumer_gets_everything(cluster: Cluster, admin: Ad
                                                       tmp_path):
     admin.create_topic("Bcast", 2, 2)
     rec = Recorder()
+    # two members in one process: each its own instance name, as two processes would be
     consumers = [push(cluster, "bcast-group", "Bcast", rec, f"b{i}", message_model="BROADCASTING",
-                      offset_store_dir=tmp_path) for i in range(2)]
+                      offset_store_dir=tmp_path, instance_name=f"b{i}") for i in range(2)]
     try:
         wait_until(lambda: all(len(c.assigned_queues()) == 4 for c in consumers), what="broadcast assignment")
         for i in range(200):
@@ -118,7 +127,74 @@ def test_broadcasting_every_consumer_gets_everything(cluster: Cluster, admin: Ad
     finally:
         for c in consumers:
             c.shutdown()
-    assert list(tmp_path.glob("*bcast-group.json")), "broadcasting offsets are stored locally"
+    for i, c in enumerate(consumers):  # RocketMQ's layout: <root>/<ip>@<instanceName>/<group>/offsets.json
+        assert c.offset_file == local_offset_path(tmp_path, local_ip(), f"b{i}", "bcast-group")
+        stored = json.loads(c.offset_file.read_text())
+        assert len(stored) == 4 and sum(stored.values()) == 200, stored  # every queue, everything consumed
+
+
+def _bcast_process(cluster: Cluster, topic: str, instance: str, offsets: Path) -> subprocess.Popen[str]:
+    proc = subprocess.Popen([sys.executable, str(ROOT / "tests/integration/bcast_consumer.py"), cluster.namesrv,
+                             topic, "restart-bcast", instance, str(offsets)], cwd=ROOT, text=True,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "READY"
+    return proc
+
+
+def _reader(proc: subprocess.Popen[str], into: list[tuple[str, str]]) -> threading.Thread:
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            where, _, body = line.rstrip("\n").partition(" ")
+            into.append((where, body))
+    t = threading.Thread(target=read, daemon=True)
+    t.start()
+    return t
+
+
+def test_broadcasting_consumer_resumes_from_its_local_offsets_after_a_kill_and_a_clean_stop(
+        cluster: Cluster, admin: AdminClient, producer: Producer, tmp_path: Path):
+    """Killed with SIGKILL, a broadcasting consumer restarted under the same instance name sees again only what
+    it consumed after its last persisted offsets (the in-flight window); stopped cleanly, nothing again."""
+    admin.create_topic("BcastRestart", 2, 2)
+    first: list[tuple[str, str]] = []
+    proc = _bcast_process(cluster, "BcastRestart", "node-1", tmp_path)
+    _reader(proc, first)
+    for i in range(100):
+        producer.send(Message("BcastRestart", f"a-{i}".encode()))
+    wait_until(lambda: len(first) >= 100, what="the first run to consume 100")
+    time.sleep(0.3)  # let a persist (every 0.1 s) happen, so the file exists before the kill
+    proc.kill()
+    proc.wait()
+    path = local_offset_path(tmp_path, local_ip(), "node-1", "restart-bcast")
+    stored = json.loads(path.read_text())  # the offsets the kill left behind
+    for i in range(100, 150):
+        producer.send(Message("BcastRestart", f"a-{i}".encode()))
+
+    second: list[tuple[str, str]] = []
+    proc = _bcast_process(cluster, "BcastRestart", "node-1", tmp_path)
+    _reader(proc, second)
+    wait_until(lambda: {b for _, b in second} >= {f"a-{i}" for i in range(100, 150)}, what="the new messages")
+    for where, body in second:  # nothing below the stored offsets comes again (consume_from FIRST would)
+        broker, qid, offset = where.split("#")
+        assert int(offset) >= stored[f"BcastRestart@{broker}#{qid}"], (where, body, stored)
+    assert {b for _, b in first} | {b for _, b in second} == {f"a-{i}" for i in range(150)}
+
+    assert proc.stdin is not None
+    proc.stdin.close()  # a clean stop persists the final offsets
+    assert proc.wait(timeout=30) == 0
+    for i in range(150, 170):
+        producer.send(Message("BcastRestart", f"a-{i}".encode()))
+    third: list[tuple[str, str]] = []
+    proc = _bcast_process(cluster, "BcastRestart", "node-1", tmp_path)
+    reader = _reader(proc, third)
+    wait_until(lambda: len(third) >= 20, what="the messages sent while stopped")
+    time.sleep(1.0)  # anything consumed before the clean stop would arrive now
+    assert proc.stdin is not None
+    proc.stdin.close()
+    proc.wait(timeout=30)
+    reader.join(5)
+    assert sorted(b for _, b in third) == sorted(f"a-{i}" for i in range(150, 170))
 
 
 def test_consumer_join_and_leave_rebalances_without_skipping(cluster: Cluster, admin: AdminClient,

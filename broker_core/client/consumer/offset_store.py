@@ -3,8 +3,13 @@
 
 Both answer :meth:`read` with the next offset to consume, or None when nothing was stored (the consumer then
 starts by ``consume_from``), take :meth:`update` as often as messages are consumed, and write out on
-:meth:`persist` (every ``persist_offset_interval`` s and at shutdown). The local file is replaced atomically
-(``.tmp`` then rename), so a crash leaves the previous or the new offsets, never a torn file.
+:meth:`persist` (every ``persist_offset_interval`` s and at shutdown).
+
+The local file lives where RocketMQ's does, ``<root>/<ip>@<instanceName>/<group>/offsets.json`` (root
+``~/.rocketmq_offsets``), a name that does not change when the process restarts, so a restarted broadcasting
+consumer resumes where it left off (at most the messages consumed since the last persist come again). It is
+written to ``offsets.json.tmp``, synced, and renamed over the old one, the previous version kept as
+``offsets.json.bak``: a crash leaves a whole file, and a file that does not parse falls back to the ``.bak``.
 """
 
 from __future__ import annotations
@@ -46,12 +51,41 @@ class RemoteBrokerOffsetStore:
         """Nothing to do: every update already went to the broker."""
 
 
+DEFAULT_LOCAL_OFFSET_ROOT = Path.home() / ".rocketmq_offsets"
+
+
+def local_offset_path(root: Path, client_ip: str, instance_name: str, group: str) -> Path:
+    """RocketMQ's ``LocalFileOffsetStore`` path: ``<root>/<ip>@<instanceName>/<group>/offsets.json``."""
+    return root / f"{client_ip}@{instance_name}" / group / "offsets.json"
+
+
+def _load(path: Path) -> dict[str, int] | None:
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        log.warning("cannot read the offsets in %s: %s", path, exc)
+        return None
+    if not isinstance(data, dict) or not all(isinstance(v, int) for v in data.values()):
+        log.warning("ignoring %s: not a map of queue to offset", path)
+        return None
+    return data
+
+
 class LocalFileOffsetStore:
-    """Offsets in ``path`` (JSON ``{"topic@broker#queue": offset}``), loaded at construction."""
+    """Offsets in ``path`` (JSON ``{"topic@broker#queue": offset}``), loaded at construction (from the ``.bak``
+    when the file is missing or does not parse)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.offsets: dict[str, int] = json.loads(path.read_text()) if path.exists() else {}
+        self.backup = path.with_name(path.name + ".bak")
+        loaded = _load(path)
+        if loaded is None:
+            loaded = _load(self.backup)
+            if loaded is not None:
+                log.warning("offsets of %s come from the backup %s", path, self.backup)
+        self.offsets: dict[str, int] = loaded or {}
 
     async def read(self, mq: MessageQueue) -> int | None:
         return self.offsets.get(str(mq))
@@ -63,9 +97,19 @@ class LocalFileOffsetStore:
         if not self.offsets:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.offsets))
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(self.offsets, f, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        if self.path.exists():
+            os.replace(self.path, self.backup)
         os.replace(tmp, self.path)
+        dir_fd = os.open(self.path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)  # the renames survive a power loss
+        finally:
+            os.close(dir_fd)
 
 
 OffsetStore = RemoteBrokerOffsetStore | LocalFileOffsetStore

@@ -8,7 +8,10 @@ PushConsumer invariants:
    nothing is in flight), so a crash re-delivers rather than skips: at-least-once.
 3. Flow control: a queue stops pulling while it caches more than ``pull_threshold_for_queue`` (1000)
    messages or its cached offsets span more than ``consume_concurrently_max_span`` (2000).
-4. BROADCASTING: every member consumes every queue; offsets live in a local file, not on the broker.
+4. BROADCASTING: every member consumes every queue; offsets live in a local file, not on the broker, at
+   ``<offset_store_dir>/<ip>@<instance_name>/<group>/offsets.json`` (RocketMQ's layout; ``instance_name``
+   defaults to ``DEFAULT`` as there), so a restarted member resumes where it stopped. Two members of one
+   group on one host need different instance names.
 What happens to each pulled message (the listener call, retry through ``%RETRY%<group>``, the DLQ after
 ``max_reconsume_times``, orderly suspension) is :mod:`.consume_service`'s; this module pulls, rebalances,
 locks and commits.
@@ -43,10 +46,21 @@ from broker_core.client.consumer.consume_service import (
     ConsumeTrace,
     OrderlyConsumeService,
 )
-from broker_core.client.consumer.offset_store import LocalFileOffsetStore, OffsetStore, RemoteBrokerOffsetStore
+from broker_core.client.consumer.offset_store import (
+    DEFAULT_LOCAL_OFFSET_ROOT,
+    LocalFileOffsetStore,
+    OffsetStore,
+    RemoteBrokerOffsetStore,
+    local_offset_path,
+)
 from broker_core.client.consumer.process_queue import Listener, ProcessQueue
 from broker_core.client.consumer.rebalance import QueueLocks, allocate
-from broker_core.client.instance import NOTIFY_CONSUMER_IDS_CHANGED, RESET_CONSUMER_CLIENT_OFFSET, ClientInstance
+from broker_core.client.instance import (
+    NOTIFY_CONSUMER_IDS_CHANGED,
+    RESET_CONSUMER_CLIENT_OFFSET,
+    ClientInstance,
+    local_ip,
+)
 from broker_core.client.message import ClientError, MessageQueue
 from broker_core.codec import CodecError
 from broker_core.codec.message import PROPERTY_RETRY_TOPIC
@@ -68,7 +82,7 @@ class PushConsumer(_ConsumerBase):
                  reconsume_delay: float = 1.0, offset_store_dir: str | os.PathLike[str] | None = None,
                  max_reconsume_times: int = 16, suspend_current_queue_time: float = 1.0,
                  lock_interval: float = 20.0, enable_trace: bool = False,
-                 instance: ClientInstance | None = None) -> None:
+                 instance: ClientInstance | None = None, instance_name: str = "DEFAULT") -> None:
         super().__init__(group, namesrv_addr, instance)
         if message_model not in ("CLUSTERING", "BROADCASTING"):
             raise ValueError("message_model must be CLUSTERING or BROADCASTING")
@@ -97,8 +111,10 @@ class PushConsumer(_ConsumerBase):
         self.consume_service: ConsumeService | None = None  # built by start(), by the listener's kind
         self.process_queues: dict[MessageQueue, ProcessQueue] = {}
         self.pool = concurrent.futures.ThreadPoolExecutor(consume_thread_max, thread_name_prefix=f"consume-{group}")
-        self.offset_file = (Path(offset_store_dir or Path.home() / ".broker_core" / "offsets")
-                            / f"{self.instance.client_id.replace('@', '_')}-{group}.json")
+        # RocketMQ's place for BROADCASTING offsets: stable across restarts of the same instance name
+        self.instance_name = instance_name
+        self.offset_file = local_offset_path(Path(offset_store_dir or DEFAULT_LOCAL_OFFSET_ROOT), local_ip(),
+                                             instance_name, group)
         self.offset_store: OffsetStore = RemoteBrokerOffsetStore(group, self._queue_request)
         self._tasks: list[asyncio.Task[None]] = []
         self._rebalance_now: asyncio.Event | None = None
