@@ -231,6 +231,51 @@ def test_ordered_per_key_with_failures_and_a_consumer_restart(cluster: Cluster, 
         assert merged == list(range(per_key))
 
 
+def _orderly_run(cluster: Cluster, producer: Producer, topic: str, group: str, fails: int | None,
+                 **kw: object) -> tuple[list[str], dict[str, int]]:
+    """One orderly consumer on a one-queue topic: "poison" fails ``fails`` times (None: always); returns the
+    bodies in consumption order and the attempts per body."""
+    lock = threading.Lock()
+    order: list[str] = []
+    attempts: dict[str, int] = {}
+
+    def listen(msgs: list[MessageExt]) -> ConsumeStatus:
+        body = msgs[0].body.decode()
+        with lock:
+            attempts[body] = attempts.get(body, 0) + 1
+            if body == "poison" and (fails is None or attempts[body] <= fails):
+                return ConsumeStatus.RECONSUME_LATER
+            order.append(body)
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    c = PushConsumer(group, cluster.namesrv, consume_from="FIRST", rebalance_interval=1.0, lock_interval=1.0,
+                     suspend_current_queue_time=0.01, **kw)  # type: ignore[arg-type]
+    c.subscribe(topic)
+    c.register_message_listener(listen, orderly=True)
+    c.start()
+    try:
+        for body in ("m0", "poison", "m1", "m2"):
+            producer.send(Message(topic, body.encode()))
+        wait_until(lambda: order[-1:] == ["m2"], what="the queue to drain")
+    finally:
+        c.shutdown()
+    return order, attempts
+
+
+def test_orderly_retries_in_place_without_limit_unless_a_maximum_is_given(cluster: Cluster, admin: AdminClient,
+                                                                         producer: Producer):
+    admin.create_topic("OrderlyRetry", 1, 1)  # one queue: the later messages must wait behind the failing one
+    order, attempts = _orderly_run(cluster, producer, "OrderlyRetry", "orderly-in-place", fails=20)
+    assert order == ["m0", "poison", "m1", "m2"] and attempts["poison"] == 21
+    assert admin.dead_letters("orderly-in-place") == []  # 20 failures, past the concurrent default of 16: no DLQ
+
+    admin.create_topic("OrderlyDlq", 1, 1)
+    order, attempts = _orderly_run(cluster, producer, "OrderlyDlq", "orderly-dlq", fails=None, max_reconsume_times=3)
+    assert order == ["m0", "m1", "m2"] and attempts["poison"] == 4  # the first try and 3 retries, then the DLQ
+    dead = admin.dead_letters("orderly-dlq")
+    assert [m.body for m in dead] == [b"poison"] and dead[0].properties.get("DLQ_ORIGIN_TOPIC") == "OrderlyDlq"
+
+
 def test_receive_ack_and_invisible_time(cluster: Cluster, admin: AdminClient, producer: Producer):
     admin.create_topic("Pop", 2, 2)
     for i in range(6):

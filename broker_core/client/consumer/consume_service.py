@@ -14,8 +14,10 @@ the broker cannot be reached the message runs again locally after ``reconsume_de
 no retry: a failed message is logged and skipped (INVENTORY section 19).
 
 Orderly: one task per queue consumes the lowest offset first, only while the broker's lock is held. A failure
-suspends the queue for ``suspend_current_queue_time`` s and retries the same message; past
-``max_reconsume_times`` it is sent to the DLQ (delay level -1) and the queue moves on.
+suspends the queue for ``suspend_current_queue_time`` s and retries the same message while the queue's later
+messages wait. By default (RocketMQ's ``maxReconsumeTimes`` -1) without limit; with an explicit
+``max_reconsume_times``, a message that failed more often is sent to the DLQ (delay level -1) and the queue
+moves on.
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
 log = logging.getLogger(__name__)
 
 TRACE_FLUSH_DELAY_S = 0.05  # consume outcomes are batched this long before one report per broker
+CONCURRENT_DEFAULT_MAX_RECONSUME = 16  # RocketMQ's maxReconsumeTimes -1 means this for concurrent consumption ...
+ORDERLY_UNLIMITED = (1 << 31) - 1  # ... and Integer.MAX_VALUE (retry in place for ever) for orderly
 
 
 class ConsumeTrace:

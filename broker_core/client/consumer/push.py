@@ -41,6 +41,8 @@ from broker_core.client.consumer.base import (
     subscription_data,
 )
 from broker_core.client.consumer.consume_service import (
+    CONCURRENT_DEFAULT_MAX_RECONSUME,
+    ORDERLY_UNLIMITED,
     ConcurrentlyConsumeService,
     ConsumeService,
     ConsumeTrace,
@@ -80,7 +82,7 @@ class PushConsumer(_ConsumerBase):
                  pull_threshold_for_queue: int = 1000, consume_concurrently_max_span: int = 2000,
                  rebalance_interval: float = 20.0, persist_offset_interval: float = 5.0,
                  reconsume_delay: float = 1.0, offset_store_dir: str | os.PathLike[str] | None = None,
-                 max_reconsume_times: int = 16, suspend_current_queue_time: float = 1.0,
+                 max_reconsume_times: int = -1, suspend_current_queue_time: float = 1.0,
                  lock_interval: float = 20.0, enable_trace: bool = False,
                  instance: ClientInstance | None = None, instance_name: str = "DEFAULT") -> None:
         super().__init__(group, namesrv_addr, instance)
@@ -100,6 +102,7 @@ class PushConsumer(_ConsumerBase):
         self.rebalance_interval = rebalance_interval
         self.persist_offset_interval = persist_offset_interval
         self.reconsume_delay = reconsume_delay
+        # -1 (the default, as RocketMQ's maxReconsumeTimes): 16 for concurrent consumption, no limit for orderly
         self.max_reconsume_times = max_reconsume_times
         self.suspend_current_queue_time = suspend_current_queue_time
         self.lock_interval = lock_interval
@@ -128,8 +131,8 @@ class PushConsumer(_ConsumerBase):
     def register_message_listener(self, listener: Listener, orderly: bool = False) -> None:
         """``orderly=True``: each queue is consumed by one thread at a time, in offset order, while this
         consumer holds the broker's lock on it (renewed every ``lock_interval`` s). A failure blocks the queue
-        and retries the same message every ``suspend_current_queue_time`` s; past ``max_reconsume_times`` it
-        goes to the DLQ and the queue moves on."""
+        and retries the same message every ``suspend_current_queue_time`` s, without limit unless
+        ``max_reconsume_times`` was given: past it the message goes to the DLQ and the queue moves on."""
         self.listener = listener
         self.orderly = orderly
 
@@ -161,10 +164,15 @@ class PushConsumer(_ConsumerBase):
         trace = ConsumeTrace(self.instance, self.group) if self.enable_trace else None
         if self.orderly:
             return OrderlyConsumeService(self.instance, self.group, listener, pool=self.pool,
-                                         running=lambda: self.running, max_reconsume_times=self.max_reconsume_times,
+                                         running=lambda: self.running,
+                                         max_reconsume_times=(ORDERLY_UNLIMITED if self.max_reconsume_times < 0
+                                                              else self.max_reconsume_times),
                                          suspend_current_queue_time=self.suspend_current_queue_time, trace=trace)
         return ConcurrentlyConsumeService(self.instance, self.group, listener, pool=self.pool,
-                                          running=lambda: self.running, max_reconsume_times=self.max_reconsume_times,
+                                          running=lambda: self.running,
+                                          max_reconsume_times=(CONCURRENT_DEFAULT_MAX_RECONSUME
+                                                               if self.max_reconsume_times < 0
+                                                               else self.max_reconsume_times),
                                           clustering=self.clustering, reconsume_delay=self.reconsume_delay,
                                           trace=trace)
 
