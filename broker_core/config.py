@@ -43,7 +43,8 @@ class BrokerConfig:
     namesrv_addr: str = _f("namesrvAddr", "", "name servers, HOST:PORT[;HOST:PORT]")
     register_name_server_period_ms: int = _f(
         "registerNameServerPeriod", 30_000, "re-register with the name servers this often (they expire at 120 s)")
-    auto_create_topic_enable: bool = _f("autoCreateTopicEnable", False, "create unknown topics on first send")
+    auto_create_topic_enable: bool = _f("autoCreateTopicEnable", True,
+                                        "create unknown topics on first send (clients route them by TBW102)")
     default_topic_queue_nums: int = _f("defaultTopicQueueNums", 4, "queues of an auto-created topic")
     server_channel_max_idle_time_s: float = _f(
         "serverChannelMaxIdleTimeSeconds", 120, "close a connection silent for this long (half-open peers)")

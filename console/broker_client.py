@@ -80,7 +80,7 @@ def producer() -> Producer:
         if clients.producer is None:
             clients.producer = Producer(settings.BROKER_CORE_PRODUCER_GROUP, namesrv_addr(),
                                         send_timeout=settings.BROKER_CORE_TIMEOUT_S,
-                                        instance=clients.instance).start()
+                                        instance=clients.instance, create_topics=False).start()
         return clients.producer
 
 

@@ -19,6 +19,7 @@ from typing import Any
 from broker_core.client.message import ClientError, MessageQueue
 from broker_core.codec.fastjson import items, loads_fastjson
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
+from broker_core.protocol.headers import DEFAULT_TOPIC
 from broker_core.remoting.client import RemotingClient, client_loop
 
 log = logging.getLogger(__name__)
@@ -195,6 +196,34 @@ class ClientInstance:
             if addr:
                 self.broker_addrs[b["brokerName"]] = addr
         self.routes[topic] = route
+        return route
+
+    async def publish_route(self, topic: str, default_queue_nums: int) -> TopicRoute:
+        """The route a producer sends ``topic`` by. When the name server knows none, RocketMQ's fallback: the
+        brokers that carry the template topic ``TBW102`` (those with ``autoCreateTopicEnable``), each with
+        ``min(default_queue_nums, its write queues)`` queues. The first send creates the topic there; the next
+        route refresh finds it. Raises TOPIC_NOT_EXIST when no broker auto-creates topics."""
+        try:
+            return await self.route(topic)
+        except ClientError as exc:
+            if exc.code != ResponseCode.TOPIC_NOT_EXIST:
+                raise
+        refused = ClientError(int(ResponseCode.TOPIC_NOT_EXIST), f"no route for topic {topic}, and no broker "
+                              "creates topics on first send (autoCreateTopicEnable is off)")
+        try:
+            template = await self.route(DEFAULT_TOPIC, refresh=True)
+        except ClientError as exc:
+            if exc.code == ResponseCode.TOPIC_NOT_EXIST:
+                raise refused from None
+            raise
+        route = TopicRoute(topic, template.queue_datas, template.broker_datas)
+        per_broker: dict[str, int] = {}
+        for mq in template.write_queues:
+            per_broker[mq.broker_name] = per_broker.get(mq.broker_name, 0) + 1
+        for broker, nums in per_broker.items():
+            route.write_queues += [MessageQueue(topic, broker, i) for i in range(min(default_queue_nums, nums))]
+        if not route.write_queues:
+            raise refused
         return route
 
     def broker_addr(self, broker_name: str) -> str:

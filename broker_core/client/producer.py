@@ -71,7 +71,10 @@ class Producer:
     def __init__(self, group: str, namesrv_addr: str, *, send_timeout: float = 3.0,
                  retry_times_when_send_failed: int = 2, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
                  latency_fault_enable: bool = True, compress_msg_body_over_howmuch: int = 4096,
-                 instance: ClientInstance | None = None) -> None:
+                 instance: ClientInstance | None = None, create_topics: bool = True) -> None:
+        """``create_topics``: a topic the name server does not know is sent by ``TBW102``'s route, so a broker
+        with ``autoCreateTopicEnable`` creates it on the first send (RocketMQ's behaviour); False refuses such
+        sends with TOPIC_NOT_EXIST (the console's producer: a typo in a REST path must not create a topic)."""
         err = group_error(group)
         if err:
             raise ValueError(err)
@@ -82,6 +85,7 @@ class Producer:
         self.max_message_size = max_message_size
         self.compress_over = compress_msg_body_over_howmuch
         self.fault = LatencyFaultTolerance() if latency_fault_enable else None
+        self.create_topics = create_topics
         self.ids = UniqueIdGenerator()
         self._rr = itertools.count()
         self.blocking = BlockingClient()
@@ -195,7 +199,9 @@ class Producer:
                               f"message body is {len(msg.body)} bytes, the limit is {self.max_message_size}")
 
     async def _pick(self, topic: str, last_broker: str | None) -> MessageQueue:
-        return self._pick_from((await self.instance.route(topic)).write_queues, topic, last_broker)
+        route = (await self.instance.publish_route(topic, DEFAULT_TOPIC_QUEUE_NUMS) if self.create_topics
+                 else await self.instance.route(topic))
+        return self._pick_from(route.write_queues, topic, last_broker)
 
     def _pick_from(self, queues: list[MessageQueue], topic: str, last_broker: str | None) -> MessageQueue:
         if not queues:

@@ -29,7 +29,8 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     store = tmp_path_factory.mktemp("bad-input") / "store"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "BROKER_CORE_SERVER_CHANNEL_MAX_IDLE_TIME_SECONDS": "1",
            "BROKER_CORE_SERVER_MAX_FRAME_BYTES": str(8 * 1024 * 1024), "BROKER_CORE_WARM_MAPED_FILE_ENABLE": "false",
-           "BROKER_CORE_MAPED_FILE_SIZE_COMMIT_LOG": str(64 * 1024 * 1024)}
+           "BROKER_CORE_MAPED_FILE_SIZE_COMMIT_LOG": str(64 * 1024 * 1024),
+           "BROKER_CORE_AUTO_CREATE_TOPIC_ENABLE": "false"}  # unknown topics answer TOPIC_NOT_EXIST
     proc = subprocess.Popen([sys.executable, "-m", "broker_core", "--store-dir", str(store), "--listen",
                              "127.0.0.1:0"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     assert proc.stdout is not None

@@ -288,10 +288,49 @@ def test_pull_consumer_offsets_and_lookups(cluster: Cluster, admin: AdminClient,
     assert set(reset.values()) == {0}
 
 
+def test_a_send_to_an_unknown_topic_creates_it_through_tbw102(cluster: Cluster, admin: AdminClient,
+                                                              producer: Producer):
+    """autoCreateTopicEnable is on by default (RocketMQ's default): the producer routes an unknown topic by
+    TBW102, the broker creates it with min(defaultTopicQueueNums, 4) queues on the first send and registers it,
+    and a consumer reads what was sent."""
+    assert "AutoMade" not in admin.topic_list()
+    sent = [producer.send(Message("AutoMade", b"auto-%d" % i)) for i in range(10)]
+    route = admin.topic_route("AutoMade")
+    assert {q["writeQueueNums"] for q in route["queueDatas"]} == {4}
+    consumer = PullConsumer("auto-reader", cluster.namesrv).start()
+    try:
+        got = []
+        for mq in consumer.fetch_queues("AutoMade"):
+            res = consumer.pull(mq, 0, 32)
+            got += [m.body for m in res.messages]
+    finally:
+        consumer.shutdown()
+    assert sorted(got) == sorted(b"auto-%d" % i for i in range(10)) and all(r.msg_id for r in sent)
+
+
+def test_with_auto_creation_off_an_unknown_topic_is_a_clear_topic_not_exist(tmp_path: Path):
+    c = Cluster(tmp_path)
+    try:
+        c.add_brokers_registered({"broker-x": "autoCreateTopicEnable=false\n"})
+        p = Producer("no-auto", c.namesrv, send_timeout=2.0).start()
+        try:
+            with pytest.raises(ClientError) as err:
+                p.send(Message("NeverMade", b"x"))
+        finally:
+            p.shutdown()
+        assert err.value.code == ResponseCode.TOPIC_NOT_EXIST and "autoCreateTopicEnable" in str(err.value)
+    finally:
+        c.close()
+
+
 def test_topic_errors(cluster: Cluster, admin: AdminClient, producer: Producer):
-    with pytest.raises(ClientError) as err:
-        producer.send(Message("NoSuchTopic", b"x"))
-    assert err.value.code == ResponseCode.TOPIC_NOT_EXIST
+    console_like = Producer("no-create", cluster.namesrv, create_topics=False).start()
+    try:
+        with pytest.raises(ClientError) as err:
+            console_like.send(Message("NoSuchTopic", b"x"))  # a producer that never creates topics
+        assert err.value.code == ResponseCode.TOPIC_NOT_EXIST
+    finally:
+        console_like.shutdown()
     with pytest.raises(ClientError) as err:
         producer.send(Message("bad topic!", b"x"))
     assert err.value.code == ResponseCode.MESSAGE_ILLEGAL

@@ -63,7 +63,7 @@ def test_defaults_follow_the_seeds():
     assert cfg.max_message_size_bytes == 4 * 1024 * 1024
     assert cfg.flush_disk_type == "ASYNC_FLUSH" and cfg.sync_flush_timeout_ms == 5000
     assert cfg.delay_levels_ms[:3] == [1000, 5000, 10_000] and cfg.delay_levels_ms[-1] == 7_200_000
-    assert cfg.auto_create_topic_enable is False
+    assert cfg.auto_create_topic_enable is True  # RocketMQ's default
 
 
 def test_env_overrides_file(tmp_path):
