@@ -408,6 +408,35 @@ static PyObject *header_fields(const unsigned char *p) {
         (long long)rd_i64(p + 76), (int)rd_i32(p + 84));
 }
 
+/* The record at b[pos:end] laid out as a whole: 0 with its total size, body length and topic length, or -1
+ * with the CodecError the pure walk raises. */
+static int record_layout(const unsigned char *b, Py_ssize_t pos, Py_ssize_t end, const char *source,
+                         int32_t *total_out, int32_t *blen_out, Py_ssize_t *tlen_out) {
+    const unsigned char *p = b + pos;
+    int32_t total = rd_i32(p);
+    uint32_t magic = rd_u32(p + 4);
+    if (magic != MESSAGE_MAGIC_CODE || total < FIXED_OVERHEAD || pos + total > end) {
+        char hex[16];
+        snprintf(hex, sizeof hex, "%08X", (unsigned int)magic);
+        codec_error(source, pos, "bad record (magic 0x%s, size %d)", hex, (int)total);
+        return -1;
+    }
+    int32_t blen = rd_i32(p + 84);
+    if (blen < 0 || HEADER_SIZE + (Py_ssize_t)blen + 3 > total) {
+        codec_error(source, pos, "bad record (body length %d, size %d)", (int)blen, (int)total);
+        return -1;
+    }
+    Py_ssize_t tlen = p[HEADER_SIZE + blen];
+    if (HEADER_SIZE + blen + 1 + tlen + 2 > total) {
+        codec_error(source, pos, "bad record (topic length %zd, size %d)", tlen, (int)total);
+        return -1;
+    }
+    *total_out = total;
+    *blen_out = blen;
+    *tlen_out = tlen;
+    return 0;
+}
+
 /* walk_records(buf, source="response") -> list[(fields, body, topic, properties)]: see codec/message.py */
 static PyObject *py_walk_records(PyObject *self, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"buf", "source", NULL};
@@ -420,25 +449,10 @@ static PyObject *py_walk_records(PyObject *self, PyObject *args, PyObject *kw) {
     if (out == NULL) { PyBuffer_Release(&view); return NULL; }
     while (pos + HEADER_SIZE <= end) {
         const unsigned char *p = b + pos;
-        int32_t total = rd_i32(p);
-        uint32_t magic = rd_u32(p + 4);
-        if (magic != MESSAGE_MAGIC_CODE || total < FIXED_OVERHEAD || pos + total > end) {
-            char hex[16];
-            snprintf(hex, sizeof hex, "%08X", (unsigned int)magic);
-            codec_error(source, pos, "bad record (magic 0x%s, size %d)", hex, (int)total);
-            goto fail;
-        }
-        int32_t blen = rd_i32(p + 84);
-        if (blen < 0 || HEADER_SIZE + (Py_ssize_t)blen + 3 > total) {
-            codec_error(source, pos, "bad record (body length %d, size %d)", (int)blen, (int)total);
-            goto fail;
-        }
+        int32_t total, blen;
+        Py_ssize_t tlen;
+        if (record_layout(b, pos, end, source, &total, &blen, &tlen) < 0) goto fail;
         Py_ssize_t q = HEADER_SIZE + blen;
-        Py_ssize_t tlen = p[q];
-        if (q + 1 + tlen + 2 > total) {
-            codec_error(source, pos, "bad record (topic length %zd, size %d)", tlen, (int)total);
-            goto fail;
-        }
         PyObject *fields = header_fields(p);
         if (fields == NULL) goto fail;
         PyObject *t = Py_BuildValue("(Ny#s#y#)", fields, (const char *)p + HEADER_SIZE, (Py_ssize_t)blen,
@@ -486,26 +500,10 @@ static PyObject *py_decode_pulled(PyObject *self, PyObject *args) {
      * order of the pure twin (a walk over all records, then decoding). */
     while (pos + HEADER_SIZE <= end) {
         const unsigned char *p = b + pos;
-        int32_t total = rd_i32(p);
-        uint32_t magic = rd_u32(p + 4);
-        if (magic != MESSAGE_MAGIC_CODE || total < FIXED_OVERHEAD || pos + total > end) {
-            char hex[16];
-            snprintf(hex, sizeof hex, "%08X", (unsigned int)magic);
-            codec_error(source, pos, "bad record (magic 0x%s, size %d)", hex, (int)total);
-            goto fail;
-        }
-        int32_t blen = rd_i32(p + 84);
-        if (blen < 0 || HEADER_SIZE + (Py_ssize_t)blen + 3 > total) {
-            codec_error(source, pos, "bad record (body length %d, size %d)", (int)blen, (int)total);
-            goto fail;
-        }
-        Py_ssize_t q = HEADER_SIZE + blen;
-        Py_ssize_t tlen = p[q];
-        if (q + 1 + tlen + 2 > total) {
-            codec_error(source, pos, "bad record (topic length %zd, size %d)", tlen, (int)total);
-            goto fail;
-        }
-        const unsigned char *tp = p + q + 1;
+        int32_t total, blen;
+        Py_ssize_t tlen;
+        if (record_layout(b, pos, end, source, &total, &blen, &tlen) < 0) goto fail;
+        const unsigned char *tp = p + HEADER_SIZE + blen + 1;
         if (last_topic == NULL || tlen != last_topic_len || memcmp(tp, last_topic_p, (size_t)tlen) != 0) {
             Py_XDECREF(last_topic);
             last_topic = PyUnicode_DecodeUTF8((const char *)tp, tlen, NULL);

@@ -33,28 +33,9 @@ from broker_core.codec.message import (
 )
 from broker_core.codec.message_id import encode_offset_msg_id
 from broker_core.codec.native import NATIVE
-from broker_core.codec.wire import _I16, BATCH_ENTRY_FIXED, BATCH_ENTRY_HEAD
+from broker_core.codec.wire import _I16, BATCH_ENTRY_FIXED, BATCH_ENTRY_HEAD, batch_entries
 
 _SEP = b"\x02"
-
-
-def _entries(body: bytes | memoryview, start: int = 0) -> Any:
-    """``(entry_start, flag, body_at, blen, props_at, plen)`` per entry from ``start``; raises CodecError as
-    :func:`broker_core.codec.wire.decode_batch` does."""
-    pos, end = start, len(body)
-    while pos < end:
-        if end - pos < BATCH_ENTRY_FIXED:
-            raise CodecError("truncated batch entry head", "batch", pos)
-        _size, _magic, _crc, flag, blen = BATCH_ENTRY_HEAD.unpack_from(body, pos)
-        body_at = pos + BATCH_ENTRY_HEAD.size
-        if blen < 0 or body_at + blen + 2 > end:
-            raise CodecError(f"bad batch entry: body length {blen} runs past the batch", "batch", pos)
-        (plen,) = _I16.unpack_from(body, body_at + blen)
-        props_at = body_at + blen + 2
-        if plen < 0 or props_at + plen > end:
-            raise CodecError(f"bad batch entry: properties length {plen} runs past the batch", "batch", pos)
-        yield pos, flag, body_at, blen, props_at, plen
-        pos = props_at + plen
 
 
 def check_batch(body: bytes, extra_len: int, topic_len: int, max_body: int, segment_size: int
@@ -117,7 +98,7 @@ def append_batch(buf: Any, pos: int, file_size: int, base: int, body: bytes, bod
     full. The caller ran :func:`check_batch` first."""
     tlen = len(topic_bytes)
     tail_head = bytes((tlen,)) + topic_bytes
-    for _start, flag, body_at, blen, props_at, plen in _entries(body, body_pos):
+    for _start, flag, body_at, blen, props_at, plen in batch_entries(body, body_pos):
         props = bytes(body[props_at:props_at + plen])
         if props:
             try:

@@ -43,6 +43,7 @@ Pull, query and view responses carry CommitLog records as stored (see ``message.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 
 from broker_core.codec.errors import CodecError
 from broker_core.codec.native import NATIVE
@@ -153,30 +154,35 @@ def encode_batch(entries: list[tuple[int, bytes, bytes]]) -> bytes:
     return b"".join(parts)
 
 
-def decode_batch(buf: bytes | memoryview, max_entries: int = 1 << 20) -> list[tuple[int, bytes, bytes]]:
-    """Inverse of :func:`encode_batch`; the broker walks entries by BODYLEN and PROPLEN, as RocketMQ does.
-    Raises :class:`CodecError` naming the position of a bad entry."""
-    out = []
-    pos = 0
-    end = len(buf)
-    mv = memoryview(buf)
+def batch_entries(buf: bytes | memoryview, start: int = 0) -> Iterator[tuple[int, int, int, int, int, int]]:
+    """The entries of a batch body from byte ``start``: ``(entry_start, flag, body_at, body_len, props_at,
+    props_len)`` each, walked by BODYLEN and PROPLEN as RocketMQ does. Raises :class:`CodecError` naming the
+    position of an entry that does not fit."""
+    pos, end = start, len(buf)
     while pos < end:
         if end - pos < BATCH_ENTRY_FIXED:
             raise CodecError("truncated batch entry head", "batch", pos)
-        _size, _magic, _crc, flag, blen = BATCH_ENTRY_HEAD.unpack_from(mv, pos)
+        _size, _magic, _crc, flag, blen = BATCH_ENTRY_HEAD.unpack_from(buf, pos)
         body_at = pos + BATCH_ENTRY_HEAD.size
         if blen < 0 or body_at + blen + 2 > end:
             raise CodecError(f"bad batch entry: body length {blen} runs past the batch", "batch", pos)
-        body = bytes(mv[body_at:body_at + blen])
-        (plen,) = _I16.unpack_from(mv, body_at + blen)
+        (plen,) = _I16.unpack_from(buf, body_at + blen)
         props_at = body_at + blen + 2
         if plen < 0 or props_at + plen > end:
             raise CodecError(f"bad batch entry: properties length {plen} runs past the batch", "batch", pos)
-        props = bytes(mv[props_at:props_at + plen])
-        out.append((flag, body, props))
+        yield pos, flag, body_at, blen, props_at, plen
+        pos = props_at + plen
+
+
+def decode_batch(buf: bytes | memoryview, max_entries: int = 1 << 20) -> list[tuple[int, bytes, bytes]]:
+    """Inverse of :func:`encode_batch`: ``(flag, body, properties_bytes)`` per entry. Raises :class:`CodecError`
+    naming the position of a bad entry, or past ``max_entries`` entries."""
+    out = []
+    mv = memoryview(buf)
+    for pos, flag, body_at, blen, props_at, plen in batch_entries(mv):
+        out.append((flag, bytes(mv[body_at:body_at + blen]), bytes(mv[props_at:props_at + plen])))
         if len(out) > max_entries:
             raise CodecError(f"batch holds more than {max_entries} messages", "batch", pos)
-        pos = props_at + plen
     return out
 
 

@@ -133,23 +133,27 @@ def test_broadcasting_every_consumer_gets_everything(cluster: Cluster, admin: Ad
         assert len(stored) == 4 and sum(stored.values()) == 200, stored  # every queue, everything consumed
 
 
-def _bcast_process(cluster: Cluster, topic: str, instance: str, offsets: Path) -> subprocess.Popen[str]:
+def _bcast_process(cluster: Cluster, topic: str, instance: str, offsets: Path,
+                   into: list[tuple[str, str]]) -> tuple[subprocess.Popen[str], threading.Thread]:
+    """Start the consumer process; a thread appends each message line to ``into`` (messages may come before
+    the READY line: the consumer starts consuming as soon as it owns the queues)."""
     proc = subprocess.Popen([sys.executable, str(ROOT / "tests/integration/bcast_consumer.py"), cluster.namesrv,
                              topic, "restart-bcast", instance, str(offsets)], cwd=ROOT, text=True,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert proc.stdout is not None and proc.stdout.readline().strip() == "READY"
-    return proc
+    ready = threading.Event()
 
-
-def _reader(proc: subprocess.Popen[str], into: list[tuple[str, str]]) -> threading.Thread:
     def read() -> None:
         assert proc.stdout is not None
         for line in proc.stdout:
+            if line.strip() == "READY":
+                ready.set()
+                continue
             where, _, body = line.rstrip("\n").partition(" ")
             into.append((where, body))
     t = threading.Thread(target=read, daemon=True)
     t.start()
-    return t
+    assert ready.wait(60), "the consumer process did not get its queues"
+    return proc, t
 
 
 def test_broadcasting_consumer_resumes_from_its_local_offsets_after_a_kill_and_a_clean_stop(
@@ -158,8 +162,7 @@ def test_broadcasting_consumer_resumes_from_its_local_offsets_after_a_kill_and_a
     it consumed after its last persisted offsets (the in-flight window); stopped cleanly, nothing again."""
     admin.create_topic("BcastRestart", 2, 2)
     first: list[tuple[str, str]] = []
-    proc = _bcast_process(cluster, "BcastRestart", "node-1", tmp_path)
-    _reader(proc, first)
+    proc, _ = _bcast_process(cluster, "BcastRestart", "node-1", tmp_path, first)
     for i in range(100):
         producer.send(Message("BcastRestart", f"a-{i}".encode()))
     wait_until(lambda: len(first) >= 100, what="the first run to consume 100")
@@ -172,8 +175,7 @@ def test_broadcasting_consumer_resumes_from_its_local_offsets_after_a_kill_and_a
         producer.send(Message("BcastRestart", f"a-{i}".encode()))
 
     second: list[tuple[str, str]] = []
-    proc = _bcast_process(cluster, "BcastRestart", "node-1", tmp_path)
-    _reader(proc, second)
+    proc, _ = _bcast_process(cluster, "BcastRestart", "node-1", tmp_path, second)
     wait_until(lambda: {b for _, b in second} >= {f"a-{i}" for i in range(100, 150)}, what="the new messages")
     for where, body in second:  # nothing below the stored offsets comes again (consume_from FIRST would)
         broker, qid, offset = where.split("#")
@@ -186,8 +188,7 @@ def test_broadcasting_consumer_resumes_from_its_local_offsets_after_a_kill_and_a
     for i in range(150, 170):
         producer.send(Message("BcastRestart", f"a-{i}".encode()))
     third: list[tuple[str, str]] = []
-    proc = _bcast_process(cluster, "BcastRestart", "node-1", tmp_path)
-    reader = _reader(proc, third)
+    proc, reader = _bcast_process(cluster, "BcastRestart", "node-1", tmp_path, third)
     wait_until(lambda: len(third) >= 20, what="the messages sent while stopped")
     time.sleep(1.0)  # anything consumed before the clean stop would arrive now
     assert proc.stdin is not None

@@ -172,12 +172,21 @@ def test_beat_delivers_delayed_levels_within_a_tick_and_after_a_stop_each_overdu
     got = _delivered(cluster, topic)
     assert sorted(m.properties["KEYS"] for m in got) == sorted(first)
     # "within one tick": each message was delivered by the first delivery run that started once it was due
-    # (an ordering of events, not a speed threshold); the figures are printed for the notes
-    runs = [(_ms(r["started"]), _ms(r["finished"])) for r in stack.runs("deliver_delayed", "broker-a")]
+    # (an ordering of events, not a speed threshold); the figures are printed for the notes. A run's row is
+    # written when it finishes, after its messages are visible: wait for the rows of the runs that delivered.
+    due_at = {m.properties["KEYS"]: _due_ms(sdk_admin, first[m.properties["KEYS"]], _level(m.properties["KEYS"]))
+              for m in got}
+
+    def runs_now() -> list[tuple[int, int]]:
+        return [(_ms(r["started"]), _ms(r["finished"])) for r in stack.runs("deliver_delayed", "broker-a")]
+
+    wait_until(lambda: all(any(r[0] >= due for r in runs_now()) for due in due_at.values()), timeout=30,
+               what="the delivery runs' rows")
+    runs = runs_now()
     late_s = []
     for m in got:
         key = m.properties["KEYS"]
-        due = _due_ms(sdk_admin, first[key], _level(key))
+        due = due_at[key]
         first_after_due = min((r for r in runs if r[0] >= due), default=None)
         assert first_after_due is not None and m.store_timestamp <= first_after_due[1] + 1, (
             key, due, m.store_timestamp, first_after_due)  # +1: millisecond rounding
