@@ -63,7 +63,12 @@ class IndexFile:
             raise StoreError(f"IndexFile {path} is {actual} bytes, expected {self.file_size}")
         self.mm = mmap.mmap(self._fd, self.file_size)
         self.mv = memoryview(self.mm)
-        if create:
+        # a file created, then a crash before its header was written, is all zeros: it holds nothing yet
+        fresh = create or not any(self.mv[:INDEX_HEADER_SIZE])
+        if fresh:
+            if not create:
+                log.warning("IndexFile %s has no header (a crash right after it was created): starting it empty",
+                            path.name)
             self.begin_timestamp = self.end_timestamp = 0
             self.begin_phy_offset = self.end_phy_offset = 0
             self.hash_slot_count = 0
@@ -73,7 +78,7 @@ class IndexFile:
             (self.begin_timestamp, self.end_timestamp, self.begin_phy_offset, self.end_phy_offset,
              self.hash_slot_count, self.index_count) = decode_header(self.mv, str(path))
         self._entries_base = INDEX_HEADER_SIZE + hash_slot_num * 4
-        if not create:
+        if not fresh:
             self._recover_tail()
 
     def _recover_tail(self) -> None:

@@ -132,3 +132,27 @@ def test_index_hashed_by_an_earlier_version_is_rebuilt(open_store, clock, abnorm
         assert rebuilt.select_phy_offsets(index_key_hash("T#k3"), 4, 0, 2**62) == [results[3].phy_offset]
     finally:
         again.shutdown()
+
+
+@pytest.mark.parametrize("abnormal", [False, True])
+def test_an_index_file_killed_before_its_header_was_written_does_not_stop_the_start(open_store, clock, abnormal):
+    """A SIGKILL between creating the next IndexFile (zeros) and writing its header leaves a headerless file;
+    the store starts, treats it as empty, and every key is still found."""
+    from broker_core.codec.index_file import index_file_size
+
+    store = open_store()
+    results = _write(store, 30)
+    cfg = store.config
+    store.shutdown()
+    headerless = cfg.index_dir / "29990101000000000"  # sorts last: the newest file
+    headerless.write_bytes(b"\0" * index_file_size(cfg.max_hash_slot_num, cfg.max_index_num))
+    if abnormal:
+        cfg.abort_path.touch()
+    again = MessageStore(cfg, clock, background=False).start()
+    try:
+        assert [m.commit_log_offset for m in again.query_message("T", "k7").messages] == [results[7].phy_offset]
+        again.put_message(MessageInner("T", b"after", 0, keys="after-key"))
+        again.dispatch()
+        assert [m.body for m in again.query_message("T", "after-key").messages] == [b"after"]
+    finally:
+        again.shutdown()
