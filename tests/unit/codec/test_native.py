@@ -20,7 +20,7 @@ from broker_core.codec.native import NATIVE, PURE_ENV
 
 native = pytest.importorskip("broker_core.codec._native", reason="the extension is built by `make`")
 
-FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def same(pure: Callable[..., Any], fast: Callable[..., Any], *args: Any) -> Any:
