@@ -338,6 +338,9 @@ class Producer:
             ids.append(props[PROPERTY_UNIQ_KEY])
             entries.append((m.flag, bytes(m.body), props_b))
         body = encode_batch(entries)
+        if len(body) > self.max_message_size:  # as RocketMQ's client: the whole batch must fit maxMessageSize
+            raise ClientError(int(ResponseCode.MESSAGE_ILLEGAL), f"the batch is {len(body)} bytes encoded, the "
+                              f"limit is {self.max_message_size}: split it")
 
         fields = {**send_fields(self.group, topic, 0, 0, ""), "m": True}
 

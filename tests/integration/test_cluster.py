@@ -339,6 +339,9 @@ def test_topic_errors(cluster: Cluster, admin: AdminClient, producer: Producer):
     with pytest.raises(ClientError) as err:
         producer.send(Message("Small", b"x" * (4 * 1024 * 1024 + 1)))
     assert err.value.code == ResponseCode.MESSAGE_ILLEGAL and "limit" in str(err.value)
+    with pytest.raises(ClientError) as err:  # each message fits, the batch does not: the client refuses it
+        producer.send_batch([Message("Small", b"y" * (1024 * 1024)) for _ in range(5)])
+    assert err.value.code == ResponseCode.MESSAGE_ILLEGAL and "split it" in str(err.value)  # not the broker's words
     with pytest.raises(ValueError, match="may only contain"):
         admin.create_topic("no spaces", 1, 1)
     admin.delete_topic("Small")
