@@ -31,7 +31,9 @@ def main() -> None:
     consumer.start()
     while not consumer.assigned_queues(topic):
         threading.Event().wait(0.05)
-    print("READY", flush=True)
+    with lock:  # the listener writes from another thread: one line at a time
+        sys.stdout.write("READY\n")
+        sys.stdout.flush()
     sys.stdin.read()  # until the test closes stdin (a clean stop) or kills the process
     consumer.shutdown()
 
