@@ -397,17 +397,6 @@ fail:
 #define MESSAGE_MAGIC_CODE 0xDAA320A7u
 #define BLANK_MAGIC_CODE 0xCBD43194u
 
-/* The 17 header fields as HEADER.unpack_from gives them (">iIIiiqqiq4siq4siiqi"). */
-static PyObject *header_fields(const unsigned char *p) {
-    return Py_BuildValue(
-        "(iIIiiLLiLy#iLy#iiLi)",
-        (int)rd_i32(p), (unsigned int)rd_u32(p + 4), (unsigned int)rd_u32(p + 8), (int)rd_i32(p + 12),
-        (int)rd_i32(p + 16), (long long)rd_i64(p + 20), (long long)rd_i64(p + 28), (int)rd_i32(p + 36),
-        (long long)rd_i64(p + 40), (const char *)p + 48, (Py_ssize_t)4, (int)rd_i32(p + 52),
-        (long long)rd_i64(p + 56), (const char *)p + 64, (Py_ssize_t)4, (int)rd_i32(p + 68), (int)rd_i32(p + 72),
-        (long long)rd_i64(p + 76), (int)rd_i32(p + 84));
-}
-
 /* The record at b[pos:end] laid out as a whole: 0 with its total size, body length and topic length, or -1
  * with the CodecError the pure walk raises. */
 static int record_layout(const unsigned char *b, Py_ssize_t pos, Py_ssize_t end, const char *source,
@@ -435,39 +424,6 @@ static int record_layout(const unsigned char *b, Py_ssize_t pos, Py_ssize_t end,
     *blen_out = blen;
     *tlen_out = tlen;
     return 0;
-}
-
-/* walk_records(buf, source="response") -> list[(fields, body, topic, properties)]: see codec/message.py */
-static PyObject *py_walk_records(PyObject *self, PyObject *args, PyObject *kw) {
-    static char *kwlist[] = {"buf", "source", NULL};
-    Py_buffer view;
-    const char *source = "response";
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "y*|s", kwlist, &view, &source)) return NULL;
-    const unsigned char *b = (const unsigned char *)view.buf;
-    Py_ssize_t end = view.len, pos = 0;
-    PyObject *out = PyList_New(0);
-    if (out == NULL) { PyBuffer_Release(&view); return NULL; }
-    while (pos + HEADER_SIZE <= end) {
-        const unsigned char *p = b + pos;
-        int32_t total, blen;
-        Py_ssize_t tlen;
-        if (record_layout(b, pos, end, source, &total, &blen, &tlen) < 0) goto fail;
-        Py_ssize_t q = HEADER_SIZE + blen;
-        PyObject *fields = header_fields(p);
-        if (fields == NULL) goto fail;
-        PyObject *t = Py_BuildValue("(Ny#s#y#)", fields, (const char *)p + HEADER_SIZE, (Py_ssize_t)blen,
-                                    (const char *)p + q + 1, tlen, (const char *)p + q + 3 + tlen,
-                                    (Py_ssize_t)(total - (q + 3 + tlen)));
-        if (t == NULL || PyList_Append(out, t) < 0) { Py_XDECREF(t); goto fail; }
-        Py_DECREF(t);
-        pos += total;
-    }
-    PyBuffer_Release(&view);
-    return out;
-fail:
-    PyBuffer_Release(&view);
-    Py_DECREF(out);
-    return NULL;
 }
 
 static PyObject *zlib_decompress;  /* zlib.decompress */
@@ -602,7 +558,8 @@ fail:
 }
 
 /* RocketMQ's masked CRC, or the full CRC this product wrote before it matched RocketMQ */
-static int crc_ok(const unsigned char *body, Py_ssize_t blen, uint32_t stored) {
+/* zlib's CRC-32 of body[0:blen] into *out (0, or -1 with an exception set). */
+static int body_crc32(const unsigned char *body, Py_ssize_t blen, uint32_t *out) {
     PyObject *mv = PyMemoryView_FromMemory((char *)body, blen, PyBUF_READ);
     if (mv == NULL) return -1;
     PyObject *c = PyObject_CallOneArg(crc32_func, mv);
@@ -611,7 +568,14 @@ static int crc_ok(const unsigned char *body, Py_ssize_t blen, uint32_t stored) {
     unsigned long v = PyLong_AsUnsignedLong(c);
     Py_DECREF(c);
     if (v == (unsigned long)-1 && PyErr_Occurred()) return -1;
-    return stored == (uint32_t)(v & 0x7FFFFFFFu) || stored == (uint32_t)v;
+    *out = (uint32_t)v;
+    return 0;
+}
+
+static int crc_ok(const unsigned char *body, Py_ssize_t blen, uint32_t stored) {
+    uint32_t v;
+    if (body_crc32(body, blen, &v) < 0) return -1;
+    return stored == (v & 0x7FFFFFFFu) || stored == v;
 }
 
 /* scan_records(buf, pos, limit, check_crc=True) -> (end, why): see codec/message.py */
@@ -787,17 +751,13 @@ static PyObject *py_append_batch(PyObject *self, PyObject *args) {
         if (keys == NULL && PyErr_Occurred()) { Py_XDECREF(tags); goto done_free; }
         PyObject *uniq = find_property(joined, jlen, "UNIQ_KEY", 8);
         if (uniq == NULL && PyErr_Occurred()) { Py_XDECREF(tags); Py_XDECREF(keys); goto done_free; }
-        PyObject *mv = PyMemoryView_FromMemory((char *)mb, blen, PyBUF_READ);
-        PyObject *c = mv ? PyObject_CallOneArg(crc32_func, mv) : NULL;
-        Py_XDECREF(mv);
-        unsigned long crc = c ? PyLong_AsUnsignedLong(c) : 0;
-        Py_XDECREF(c);
-        if (c == NULL || PyErr_Occurred()) { Py_XDECREF(tags); Py_XDECREF(keys); Py_XDECREF(uniq); goto done_free; }
+        uint32_t crc;
+        if (body_crc32(mb, blen, &crc) < 0) { Py_XDECREF(tags); Py_XDECREF(keys); Py_XDECREF(uniq); goto done_free; }
         long long phy = base + pos;
         unsigned char *r = w + pos;
         wr_i32(r, total);
         wr_i32(r + 4, (int32_t)MESSAGE_MAGIC_CODE);
-        wr_i32(r + 8, (int64_t)(crc & 0x7FFFFFFFul));
+        wr_i32(r + 8, (int64_t)(crc & 0x7FFFFFFFu));
         wr_i32(r + 12, queue_id);
         wr_i32(r + 16, flag);
         put_i64(r + 20, qoff);
@@ -1284,7 +1244,6 @@ static PyMethodDef methods[] = {
     {"decode_properties", py_decode_properties, METH_O, "Decode a properties string."},
     {"encode_properties", py_encode_properties, METH_O, "Encode a properties map."},
     {"decode_batch", (PyCFunction)(void (*)(void))py_decode_batch, METH_VARARGS | METH_KEYWORDS, "Split a SEND_BATCH_MESSAGE body."},
-    {"walk_records", (PyCFunction)(void (*)(void))py_walk_records, METH_VARARGS | METH_KEYWORDS, "Records stored back to back."},
     {"decode_pulled", py_decode_pulled, METH_VARARGS, "Pulled records to messages through a factory."},
     {"append_batch", py_append_batch, METH_VARARGS, "Write a batch's entries as CommitLog records."},
     {"check_batch", py_check_batch, METH_VARARGS, "Whether every entry of a batch can be stored."},

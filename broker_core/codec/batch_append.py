@@ -18,7 +18,7 @@ import zlib
 from typing import Any
 
 from broker_core.codec.errors import CodecError
-from broker_core.codec.hashing import java_hash_u32
+from broker_core.codec.hashing import py_java_hash_u32
 from broker_core.codec.message import (
     _SHORT,
     END_FILE_MIN_BLANK_LENGTH,
@@ -127,7 +127,7 @@ def append_batch(buf: Any, pos: int, file_size: int, base: int, body: bytes, bod
         tags = _last(joined, PROPERTY_TAGS.encode())
         tags_code = 0
         if tags:
-            h = java_hash_u32(tags)
+            h = py_java_hash_u32(tags)
             tags_code = h - 0x100000000 if h & 0x80000000 else h
         dispatch.append((phy, total, topic, queue_id, queue_offset, tags_code, store_ts,
                          _last(joined, PROPERTY_KEYS.encode()), _last(joined, PROPERTY_UNIQ_KEY.encode()), sys_flag))

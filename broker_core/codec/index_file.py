@@ -30,7 +30,7 @@ import struct
 from typing import Any
 
 from broker_core.codec.errors import CodecError
-from broker_core.codec.hashing import index_key_hash
+from broker_core.codec.hashing import py_index_key_hash
 from broker_core.codec.message import KEY_SEPARATOR, TRANSACTION_ROLLBACK_TYPE, TRANSACTION_TYPE_MASK
 from broker_core.codec.native import NATIVE
 
@@ -79,7 +79,7 @@ def index_entries(batch: list[tuple[Any, ...]], last_phy: int) -> tuple[list[tup
     transactions are skipped. Returns the entries and the new ``last_phy``."""
     entries: list[tuple[int, int, int]] = []
     append = entries.append
-    key_hash = index_key_hash
+    key_hash = py_index_key_hash  # the pure twin is pure throughout
     for phy, _, topic, _, _, _, ts, keys, uniq, sys_flag in batch:
         if phy <= last_phy or (sys_flag & TRANSACTION_TYPE_MASK) == TRANSACTION_ROLLBACK_TYPE:
             continue

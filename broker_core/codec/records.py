@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from broker_core.codec.errors import CodecError
-from broker_core.codec.hashing import tag_hash
+from broker_core.codec.hashing import py_java_hash_u32
 from broker_core.codec.message import (
     _SHORT,
     _SIZE_MAGIC,
@@ -21,7 +21,7 @@ from broker_core.codec.message import (
     MESSAGE_MAGIC_CODE,
     PROPERTY_DELAY_TIME_LEVEL,
     check_record,
-    decode_properties,
+    py_decode_properties,
 )
 from broker_core.codec.native import NATIVE
 
@@ -119,7 +119,7 @@ def decode_pulled(buf: bytes | bytearray | memoryview, source: str, factory: Cal
                 body = zlib.decompress(body)
             except zlib.error as exc:
                 raise CodecError(f"compressed body does not inflate: {exc}", source, phy) from None
-        props = decode_properties(raw_props) if raw_props else {}
+        props = py_decode_properties(raw_props) if raw_props else {}
         out.append(factory(topic, body, queue_id, queue_offset, phy, born_ts, store_ts, (born_ip, born_port),
                            (store_ip, store_port), reconsume, broker_name, props, sys_flag))
     return out
@@ -145,7 +145,8 @@ def parse_dispatch(buf: bytes | bytearray | memoryview, pos: int, limit: int, ma
             level = int((req.properties or {}).get(PROPERTY_DELAY_TIME_LEVEL, "1") or 1)
             tags_code = req.store_timestamp + delay_ms(max(level, 1))
         else:
-            tags_code = tag_hash(req.tags) if req.tags else 0
+            h = py_java_hash_u32(req.tags) if req.tags else 0
+            tags_code = h - 0x100000000 if h & 0x80000000 else h
         out.append((req.commit_log_offset, req.msg_size, req.topic, req.queue_id, req.consume_queue_offset,
                     tags_code, req.store_timestamp, req.keys, req.uniq_key, req.sys_flag))
         pos += req.msg_size
@@ -153,10 +154,9 @@ def parse_dispatch(buf: bytes | bytearray | memoryview, pos: int, limit: int, ma
 
 
 # the pure functions stay reachable for the native-vs-pure equality tests
-py_walk_records, py_scan_records, py_decode_pulled = walk_records, scan_records, decode_pulled
+py_scan_records, py_decode_pulled = scan_records, decode_pulled
 py_parse_dispatch = parse_dispatch
 if NATIVE is not None:
-    walk_records = NATIVE.walk_records
     scan_records = NATIVE.scan_records
     decode_pulled = NATIVE.decode_pulled
     parse_dispatch = NATIVE.parse_dispatch

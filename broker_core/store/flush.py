@@ -18,7 +18,6 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -108,18 +107,17 @@ class FlushRealTimeService(_Service):
 class GroupCommitRequest:
     """A writer's wait for "flushed past ``next_offset``" (upstream ``GroupCommitRequest``).
 
-    ``wait(timeout)`` blocks a thread; ``future()`` serves coroutines (the broker's send handlers);
-    ``add_done_callback(fn)`` serves others (``fn(ok)`` runs on the flush thread). A plain lock is the latch:
-    it is the cheapest thing to wake in CPython, which matters with many concurrent writers."""
+    ``wait(timeout)`` blocks a thread; ``future()`` serves coroutines (the broker's send handlers). A plain
+    lock is the latch: it is the cheapest thing to wake in CPython, which matters with many concurrent
+    writers."""
 
-    __slots__ = ("_callbacks", "_future", "_guard", "_latch", "next_offset", "ok")
+    __slots__ = ("_future", "_guard", "_latch", "next_offset", "ok")
 
     def __init__(self, next_offset: int) -> None:
         self.next_offset = next_offset
         self.ok: bool | None = None
         self._latch = threading.Lock()
         self._latch.acquire()
-        self._callbacks: list[Callable[[bool], None]] | None = None
         self._future: tuple[asyncio.AbstractEventLoop, asyncio.Future[bool]] | None = None
         self._guard = threading.Lock()
 
@@ -129,15 +127,6 @@ class GroupCommitRequest:
             self._latch.release()
             return bool(self.ok)
         return False
-
-    def add_done_callback(self, fn: Callable[[bool], None]) -> None:
-        with self._guard:
-            if self.ok is None:
-                if self._callbacks is None:
-                    self._callbacks = []
-                self._callbacks.append(fn)
-                return
-        fn(self.ok)
 
     def future(self) -> asyncio.Future[bool]:
         """For a coroutine on the running loop: a future that resolves to the outcome. The service resolves all
@@ -153,15 +142,12 @@ class GroupCommitRequest:
         return fut
 
     def complete(self, ok: bool) -> tuple[asyncio.AbstractEventLoop, asyncio.Future[bool]] | None:
-        """Mark the outcome and run the callbacks. A future from :meth:`future` is returned, not resolved, so
-        the caller can resolve a whole commit's futures at once (:func:`resolve_futures`)."""
+        """Mark the outcome and wake a waiting thread. A future from :meth:`future` is returned, not resolved,
+        so the caller can resolve a whole commit's futures at once (:func:`resolve_futures`)."""
         with self._guard:
             self.ok = ok
-            callbacks, self._callbacks = self._callbacks, None
             future, self._future = self._future, None
         self._latch.release()
-        for fn in callbacks or ():
-            fn(ok)
         return future
 
 

@@ -210,7 +210,7 @@ class MessageStore:
 
     def put_messages_nowait(self, msgs: list[MessageInner]) -> tuple[list[PutMessageResult], GroupCommitRequest | None]:
         """Append without waiting for the flush. Under SYNC_FLUSH the request tells when the batch is
-        durable (``request.wait(timeout)`` or ``request.add_done_callback``)."""
+        durable (``request.wait(timeout)``, or ``await request.future()`` on an event loop)."""
         refused = self._refuse(len(msgs))
         if refused is not None:
             return refused, None

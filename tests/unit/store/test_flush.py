@@ -40,16 +40,19 @@ def test_flush_disk_timeout_when_the_flush_does_not_come(open_store):
     assert r.phy_offset >= 0  # appended (visible after dispatch), just not known to be durable
 
 
-def test_group_commit_request_callbacks(open_store):
+def test_group_commit_request_future_after_completion_is_resolved_at_once(open_store):
+    import asyncio
+
     store = open_store(background=True, flush_disk_type="SYNC_FLUSH")
     results, request = store.put_messages_nowait([MessageInner("S", b"cb")])
     assert results[0].ok
-    seen = []
-    request.add_done_callback(seen.append)
     assert request.wait(5.0)
-    assert _wait(lambda: seen == [True])
-    request.add_done_callback(seen.append)  # after completion: called at once
-    assert seen == [True, True]
+
+    async def late() -> tuple[bool, bool]:
+        fut = request.future()
+        return fut.done(), await fut
+
+    assert asyncio.run(late()) == (True, True)
 
 
 def test_async_flush_catches_up_on_its_interval_and_updates_the_checkpoint(open_store, clock):
