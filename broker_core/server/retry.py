@@ -152,7 +152,10 @@ class SendBackProcessor:
                 if r.ok:
                     ctl.tracer.emit([ctl.tracer.event("resent", rec.uniq_key or rec.offset_msg_id, original_topic(rec),
                                                       group=group, keys=rec.keys, newMsgId=props[PROPERTY_UNIQ_KEY],
-                                                      toTopic=dest)])
+                                                      toTopic=dest,
+                                                      # the resend happened when the copy was stored: a clock
+                                                      # read after the put could sort it after the copy's steps
+                                                      timestamp=r.store_timestamp)])
                 results.append({"offsetMsgId": offset_id, "ok": r.ok, "topic": dest,
                                 "newMsgId": props[PROPERTY_UNIQ_KEY], "newOffsetMsgId": r.msg_id if r.ok else "",
                                 "error": r.error or ("" if r.ok else r.status.name)})
