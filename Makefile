@@ -52,6 +52,7 @@ $(NODE_CLIENT_STAMP): $(NODE_CLIENT_DIR)/package-lock.json
 
 run: $(STAMP) $(NATIVE) system-packages
 	@mkdir -p $(STORE_DIR) var/redis
+	PYTHONPATH="$(CURDIR)" $(PY) manage.py ensure_secret_key
 	PYTHONPATH="$(CURDIR)" $(PY) manage.py migrate --noinput
 	PYTHONPATH="$(CURDIR)" $(PY) manage.py ensure_admin
 	PYTHONPATH="$(CURDIR)" $(PY) manage.py install_schedules

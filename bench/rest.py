@@ -77,9 +77,9 @@ ROOT = Path(__file__).resolve().parent.parent
 TOKEN_SCRIPT = """
 import secrets
 from django.contrib.auth import get_user_model
-from rest_framework.authtoken.models import Token
+from console.services.tokens import issue
 user = get_user_model().objects.create_superuser("bench", "", secrets.token_urlsafe(16))
-print("TOKEN=" + Token.objects.create(user=user).key)
+print("TOKEN=" + issue(user)[1])
 """
 
 
@@ -112,6 +112,7 @@ class Stack:
         self.logs: list[IO[bytes]] = []
         self.env = {**os.environ, "PYTHONPATH": str(ROOT), "DJANGO_DB_PATH": str(self.tmp / "console.sqlite3")}
         self.env.pop("DATABASE_URL", None)  # always the fresh SQLite database
+        self.env["CONSOLE_API_THROTTLE_USER"] = "off"  # a load generator is one user far above any sane rate
         self.namesrv = ""
         self.url = ""
         self.token = ""

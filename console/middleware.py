@@ -1,4 +1,5 @@
-"""Per-request activation of the signed-in user's time zone, so templates render every time in it."""
+"""Per-request activation of the signed-in user's time zone, so templates render every time in it; and the
+security headers Django does not set itself."""
 
 from __future__ import annotations
 
@@ -27,3 +28,22 @@ class UserTimezoneMiddleware:
             return self.get_response(request)
         finally:
             timezone.deactivate()
+
+
+class SecurityHeadersMiddleware:
+    """Headers Django's ``SecurityMiddleware`` does not set: no powerful browser features, and responses that
+    other sites may not embed as resources. (The Content-Security-Policy comes from django-csp.)"""
+
+    HEADERS = {
+        "Permissions-Policy": "camera=(), microphone=(), geolocation=(), payment=(), usb=()",
+        "Cross-Origin-Resource-Policy": "same-origin",
+    }
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        for name, value in self.HEADERS.items():
+            response.headers.setdefault(name, value)
+        return response

@@ -7,7 +7,7 @@ from django.db import models
 
 from console.jobs.models import Job
 
-__all__ = ["AuditEvent", "Job", "UserPreference"]
+__all__ = ["ApiToken", "AuditEvent", "Job", "UserPreference"]
 
 
 class AuditEvent(models.Model):
@@ -42,3 +42,23 @@ class UserPreference(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} {self.timezone}"
+
+
+class ApiToken(models.Model):
+    """A user's REST API token (one per user), stored as the SHA-256 of its key, never the key itself.
+
+    Invariants: ``key_hash`` is ``sha256(key)`` in hex and unique; ``key_prefix`` is the key's first
+    :data:`console.services.tokens.PREFIX_CHARS` characters (indexed: a request's key is looked up by its
+    prefix, then compared by hash in constant time). ``expires`` null means the token never expires (set by
+    ``CONSOLE_API_TOKEN_TTL_DAYS=0``). ``last_used`` is refreshed at most once a minute per token.
+    """
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_token")
+    key_prefix = models.CharField(max_length=16, db_index=True)
+    key_hash = models.CharField(max_length=64, unique=True)
+    created = models.DateTimeField(auto_now_add=True)
+    expires = models.DateTimeField(null=True, blank=True)
+    last_used = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.key_prefix}… ({self.user})"

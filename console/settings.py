@@ -1,18 +1,26 @@
 """Django settings, all overridable from the environment.
 
-- ``SECRET_KEY`` (a development default is used when unset), ``DEBUG`` ("1"/"true" to enable),
+- ``DJANGO_SECRET_KEY``, else the file ``var/secret_key`` that ``make run`` writes once (:mod:`console.secret_key`;
+  never a public default), ``DEBUG`` ("1"/"true" to enable),
   ``ALLOWED_HOSTS`` (comma separated).
 - ``DATABASE_URL`` (``postgres://user:pass@host:port/name``) selects PostgreSQL; otherwise SQLite at
   ``DJANGO_DB_PATH`` (default ``var/console.sqlite3`` under the repository root).
 - ``BROKER_CORE_NAMESRV``: the name server address(es) the console's SDK clients use.
+- Hardening (issue 14): API throttle rates, login lockout, API token lifetime, webhook allow-list and the
+  Content-Security-Policy are at the end; ``console.settings_production`` is the profile for a deployment.
 """
 
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
+
+from csp.constants import NONE, SELF
+
+from console.secret_key import load_secret_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -43,7 +51,7 @@ def database_from_url(url: str) -> dict[str, Any]:
     raise ValueError(f"unsupported DATABASE_URL scheme {parts.scheme!r}")
 
 
-SECRET_KEY = os.environ.get("SECRET_KEY", "dev-only-insecure-key-change-me")
+SECRET_KEY = load_secret_key(BASE_DIR, production=False)
 DEBUG = env_bool("DEBUG", False)
 ALLOWED_HOSTS = [h.strip() for h in os.environ.get("ALLOWED_HOSTS", "127.0.0.1,localhost").split(",") if h.strip()]
 
@@ -56,8 +64,9 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
-    "rest_framework.authtoken",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "axes",
     "django_celery_beat",
     "console.monitoring",
     "console.alerts",
@@ -73,6 +82,9 @@ MIDDLEWARE = [
     "console.middleware.UserTimezoneMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
+    "console.middleware.SecurityHeadersMiddleware",
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "console.urls"
@@ -137,13 +149,14 @@ ALERTS_WEBHOOK_TIMEOUT_S = float(os.environ.get("ALERTS_WEBHOOK_TIMEOUT_S", "5")
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "console.api.authentication.HashedTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "console.api.schema.ConsoleAutoSchema",
     "EXCEPTION_HANDLER": "console.api.errors.exception_handler",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+    "DEFAULT_THROTTLE_CLASSES": ["console.api.throttling.AnonThrottle", "console.api.throttling.UserThrottle"],
 }
 
 SPECTACULAR_SETTINGS = {
@@ -151,6 +164,10 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Topics, messages, consumer groups, dead letters and the audit log of a broker_core cluster.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    # Swagger UI from the drf-spectacular-sidecar package's static files, so the docs work without internet
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 
@@ -164,3 +181,46 @@ CELERY_TASK_ACKS_LATE = True
 # never blocks the scheduled jobs; results (JSON lines, CSV, trace.json) go to SPARK_RESULTS_DIR/<job id>/.
 CELERY_TASK_ROUTES = {"workers.spark_*": {"queue": "spark"}}
 SPARK_RESULTS_DIR = Path(os.environ.get("SPARK_RESULTS_DIR", BASE_DIR / "var" / "spark-results"))
+# DLQ resend jobs (console/jobs/resend.py) run on the default queue. A run holds its job by a lease renewed after
+# each chunk of DLQ_RESEND_CHUNK dead letters; a lease older than DLQ_RESEND_LEASE_S may be taken over. A copy left
+# by a killed run is looked for from DLQ_RESEND_CLOCK_SKEW_S before its intent (the broker's clock may lag ours).
+DLQ_RESEND_CHUNK = int(os.environ.get("DLQ_RESEND_CHUNK", "16"))
+DLQ_RESEND_LEASE_S = float(os.environ.get("DLQ_RESEND_LEASE_S", "60"))
+DLQ_RESEND_CLOCK_SKEW_S = float(os.environ.get("DLQ_RESEND_CLOCK_SKEW_S", "60"))
+# Test hook, 0 (off) in production: after this many chunks were sent, the run blocks before recording the last
+# one, so a kill test lands in the window between a send and its record.
+DLQ_RESEND_TEST_HANG_AFTER_CHUNKS = int(os.environ.get("DLQ_RESEND_TEST_HANG_AFTER_CHUNKS", "0"))
+
+
+# ---- Hardening (issue 14) ------------------------------------------------------------------------------------------
+def _rate(name: str, default: str) -> str | None:
+    """A DRF rate (``"100/min"``) from the environment; ``off`` / ``none`` / empty turns that throttle off."""
+    value = os.environ.get(name, default).strip()
+    return None if value.lower() in {"", "off", "none", "0"} else value
+
+
+# DRF throttles (console.api.throttling reads these per request, so tests can change them).
+CONSOLE_API_THROTTLE_RATES = {"anon": _rate("CONSOLE_API_THROTTLE_ANON", "60/min"),
+                              "user": _rate("CONSOLE_API_THROTTLE_USER", "6000/min")}
+# Login lockout (django-axes): after CONSOLE_LOGIN_FAILURE_LIMIT failures for one username from one address, that
+# pair is refused for CONSOLE_LOGIN_COOLOFF_MINUTES; a successful login resets the count.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = int(os.environ.get("CONSOLE_LOGIN_FAILURE_LIMIT", "5"))
+AXES_COOLOFF_TIME = timedelta(minutes=float(os.environ.get("CONSOLE_LOGIN_COOLOFF_MINUTES", "15")))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_DISABLE_ACCESS_LOG = True  # the console's audit log records every login
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+# API tokens: lifetime of a new token in days (0: never expires).
+CONSOLE_API_TOKEN_TTL_DAYS = int(os.environ.get("CONSOLE_API_TOKEN_TTL_DAYS", "90"))
+# Alert webhooks may not target loopback, private, link-local or other non-public addresses unless listed here:
+# comma-separated host names, IP addresses or CIDR networks (e.g. "127.0.0.1,10.1.0.0/16,hooks.internal").
+CONSOLE_WEBHOOK_ALLOWED_HOSTS = [h.strip() for h in os.environ.get("CONSOLE_WEBHOOK_ALLOWED_HOSTS", "").split(",")
+                                 if h.strip()]
+# Content-Security-Policy (django-csp): only the console's own scripts, styles and images.
+CONTENT_SECURITY_POLICY = {"DIRECTIVES": {
+    "default-src": [SELF], "script-src": [SELF], "style-src": [SELF], "img-src": [SELF, "data:"],
+    "font-src": [SELF], "connect-src": [SELF], "object-src": [NONE], "base-uri": [SELF],
+    "frame-ancestors": [NONE], "form-action": [SELF]}}
+SECURE_REFERRER_POLICY = "same-origin"
+SESSION_COOKIE_HTTPONLY = True

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.urls import path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from console.api import (
     alerts,
@@ -62,5 +62,8 @@ urlpatterns = [
     path("trace-jobs/<str:job_id>/results/", spark_jobs.TraceJobResultsView.as_view(), name="trace-job-results"),
     path("trace-jobs/<str:job_id>/cancel/", spark_jobs.TraceJobCancelView.as_view(), name="trace-job-cancel"),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
-    path("docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
+    # Swagger UI served from drf-spectacular-sidecar (works offline); the split view loads its init script from
+    # ``?script=`` instead of inline, so the Content-Security-Policy needs no 'unsafe-inline'
+    path("docs/", SpectacularSwaggerSplitView.as_view(url_name="schema", template_name="console/api_docs.html"),
+         name="docs"),
 ]

@@ -21,13 +21,16 @@ class RoleSerializer(serializers.Serializer):
 
 
 class TokenCreateSerializer(serializers.Serializer):
-    """``POST /users/{username}/token/``: ``rotate`` replaces an existing token (else that is a 409)."""
+    """``POST /users/{username}/token/``: ``rotate`` replaces an existing token (else that is a 409);
+    ``expires_days`` sets its lifetime (default ``CONSOLE_API_TOKEN_TTL_DAYS``)."""
 
     rotate = serializers.BooleanField(default=False)
+    expires_days = serializers.IntegerField(min_value=1, max_value=3650, required=False)
 
 
 class UserListView(RoleAPIView):
-    """``GET /users/?search=``: every user with role, flags and token (``key_prefix`` and ``created`` only)."""
+    """``GET /users/?search=``: every user with role, flags and token (``key_prefix``, ``created``,
+    ``expires``, ``last_used``; never the key, which is stored only as a hash)."""
 
     required_roles = {"GET": ADMIN}
 
@@ -54,15 +57,16 @@ class UserDetailView(RoleAPIView):
 
 
 class UserTokenView(RoleAPIView):
-    """``POST /users/{username}/token/`` -> 201 ``{"username", "key", "token"}`` (the key is shown only here);
-    ``DELETE`` revokes the token -> 204. Both are audited without the key."""
+    """``POST /users/{username}/token/`` -> 201 ``{"username", "key", "token"}``: the key is in this response
+    only (the console keeps its SHA-256); ``DELETE`` revokes the token -> 204. Both are audited without the key."""
 
     required_roles = {"POST": ADMIN, "DELETE": ADMIN}
 
     @extend_schema(request=TokenCreateSerializer, operation_id="users_token_create")
     def post(self, request: Request, username: str) -> Response:
         user = get_user(username)
-        key = create_token(request.user, user, rotate=validated(TokenCreateSerializer, request.data)["rotate"])
+        data = validated(TokenCreateSerializer, request.data)
+        key = create_token(request.user, user, rotate=data["rotate"], expires_days=data.get("expires_days"))
         return Response({"username": user.get_username(), "key": key, "token": user_json(get_user(username))["token"]},
                         status=status.HTTP_201_CREATED)
 

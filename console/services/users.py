@@ -1,4 +1,5 @@
-"""Admin changes to users: role assignment and API tokens (DRF authtoken), each one audited.
+"""Admin changes to users: role assignment and API tokens (hashed, see :mod:`console.services.tokens`), each one
+audited.
 
 Audit events never hold a token's key, only its first characters (``key_prefix``).
 """
@@ -10,22 +11,24 @@ from typing import Any
 from django.contrib.auth.models import Group, User
 from django.db import transaction
 from rest_framework import status
-from rest_framework.authtoken.models import Token
 
 from console.errors import ApiError, bad_request
+from console.models import ApiToken
 from console.roles import ROLES, role_of
 from console.selectors.users import token_json
+from console.services import tokens
 from console.services.audit import record
 
 
-def _token(user: User) -> Token | None:
-    return Token.objects.filter(user=user).first()
+def _token(user: User) -> ApiToken | None:
+    return ApiToken.objects.filter(user=user).first()
 
 
 @transaction.atomic
-def create_token(actor: Any, user: User, *, rotate: bool = False) -> str:
-    """A new token for ``user``; returns its key (shown once). Without ``rotate`` a user who has a token
-    gets a 409; with it the old token stops working at once."""
+def create_token(actor: Any, user: User, *, rotate: bool = False, expires_days: int | None = None) -> str:
+    """A new token for ``user``; returns its key (shown once, never stored). Without ``rotate`` a user who has
+    a token gets a 409; with it the old token stops working at once. ``expires_days`` overrides
+    ``CONSOLE_API_TOKEN_TTL_DAYS``."""
     old = _token(user)
     if old is not None and not rotate:
         raise ApiError(status.HTTP_409_CONFLICT, "token_exists",
@@ -33,10 +36,10 @@ def create_token(actor: Any, user: User, *, rotate: bool = False) -> str:
     before = token_json(old)
     if old is not None:
         old.delete()
-    token = Token.objects.create(user=user)
+    token, key = tokens.issue(user, expires_days)
     record(actor, "token.rotate" if old is not None else "token.create", user.get_username(),
            before=before, after=token_json(token))
-    return str(token.key)
+    return key
 
 
 @transaction.atomic

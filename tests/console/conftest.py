@@ -21,11 +21,11 @@ django.setup()
 
 import pytest  # noqa: E402
 from django.contrib.auth.models import Group, User  # noqa: E402
-from rest_framework.authtoken.models import Token  # noqa: E402
 from rest_framework.test import APIClient  # noqa: E402
 
 from broker_core.client import AdminClient  # noqa: E402
 from console import broker_client  # noqa: E402
+from console.services.tokens import issue  # noqa: E402
 from tests.integration.cluster import Cluster, free_port, wait_until  # noqa: E402 - re-exported
 
 _names = count()
@@ -52,8 +52,10 @@ def sdk_admin(cluster: Cluster) -> Iterator[AdminClient]:
 
 @pytest.fixture(autouse=True)
 def _console_env(db: None, settings, cluster: Cluster) -> None:  # type: ignore[no-untyped-def]
-    """Every test has database access and a console pointed at the test cluster."""
+    """Every test has database access and a console pointed at the test cluster; API throttles are off (the
+    throttling tests turn them on with rates of their own)."""
     settings.BROKER_CORE_NAMESRV = cluster.namesrv
+    settings.CONSOLE_API_THROTTLE_RATES = {"anon": None, "user": None}
 
 
 @pytest.fixture
@@ -79,7 +81,7 @@ def _client(role: str | None, username: str) -> APIClient:
     elif role:
         user.groups.add(Group.objects.get(name=role))
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {issue(user)[1]}")
     return client
 
 

@@ -26,11 +26,11 @@ from django.contrib.auth.models import User
 from django.core.wsgi import get_wsgi_application
 from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import Unsatisfiable
-from rest_framework.authtoken.models import Token
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
 
 from console.models import Job
+from console.services.tokens import issue
 from tests.console.test_groups_dlq import _make_dead_letter
 from tests.integration.cluster import Cluster
 
@@ -42,7 +42,7 @@ MAX_EXAMPLES = 10  # per operation and generation mode
 @pytest.fixture
 def admin_token(db: None) -> str:
     user = User.objects.create_user("schemathesis", password="pw", is_superuser=True)
-    return Token.objects.create(user=user).key
+    return issue(user)[1]
 
 
 def test_api_never_answers_5xx(admin_token: str, cluster: Cluster, topic: str,

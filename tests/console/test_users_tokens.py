@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.contrib.auth.models import Group, User
 from django.test import Client
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from console.models import AuditEvent
+from console.models import ApiToken, AuditEvent
+from console.services.tokens import key_hash
 
 
 @pytest.fixture
@@ -36,7 +38,7 @@ def test_viewers_and_operators_are_refused(viewer: APIClient, operator: APIClien
     for client in (viewer, operator):
         resp = getattr(client, method)(path, data, format="json")
         assert resp.status_code == 403, resp.content
-    assert not Token.objects.filter(user=bob).exists()
+    assert not ApiToken.objects.filter(user=bob).exists()
     assert list(bob.groups.values_list("name", flat=True)) == ["viewer"]
     assert not AuditEvent.objects.filter(action__startswith="token.").exists()
 
@@ -49,7 +51,7 @@ def test_admin_creates_rotates_and_revokes_a_token(admin: APIClient, bob: User) 
     created = admin.post("/api/v1/users/bob/token/", {}, format="json")
     assert created.status_code == 201, created.json()
     key = created.json()["key"]
-    assert created.json()["token"]["key_prefix"] == key[:6]
+    assert created.json()["token"]["key_prefix"] == key[:8]
     assert _token_client(key).get("/api/v1/topics/").status_code == 200
     assert "key" not in str(admin.get("/api/v1/users/bob/").json()["token"]).replace("key_prefix", "")
 
@@ -71,7 +73,7 @@ def test_admin_creates_rotates_and_revokes_a_token(admin: APIClient, bob: User) 
     assert [(e.action, e.target, e.username) for e in events] == [
         ("token.create", "bob", "ada"), ("token.rotate", "bob", "ada"), ("token.revoke", "bob", "ada")]
     trail = str([(e.before, e.after) for e in events])
-    assert key not in trail and new_key not in trail and key[:6] in trail
+    assert key not in trail and new_key not in trail and key[:8] in trail
 
 
 def test_admin_assigns_roles(admin: APIClient, superuser: APIClient, bob: User) -> None:
@@ -100,16 +102,16 @@ def test_users_page_token_actions_need_confirmation(bob: User) -> None:
     confirm = page.get("/users/bob/token/create/")
     assert confirm.status_code == 200 and b"I understand" in confirm.content
     assert page.post("/users/bob/token/create/", {}).status_code == 400  # not confirmed
-    assert not Token.objects.filter(user=bob).exists()
+    assert not ApiToken.objects.filter(user=bob).exists()
     done = page.post("/users/bob/token/create/", {"confirm": "yes"})
     assert done.status_code == 201
-    key = Token.objects.get(user=bob).key
-    assert key.encode() in done.content
+    key = re.search(rb'data-testid="token-key">([0-9a-f]+)<', done.content).group(1).decode()
+    assert ApiToken.objects.get(user=bob).key_hash == key_hash(key)
     assert key.encode() not in page.get("/users/").content  # shown once, then by prefix only
 
     assert page.post("/users/bob/token/revoke/", {}).status_code == 400
     assert page.post("/users/bob/token/revoke/", {"confirm": "yes"}).status_code == 302
-    assert not Token.objects.filter(user=bob).exists()
+    assert not ApiToken.objects.filter(user=bob).exists()
     assert page.post("/users/bob/role/", {"role": "operator"}).status_code == 302
     assert list(bob.groups.values_list("name", flat=True)) == ["operator"]
     assert page.get("/users/bob/token/explode/").status_code == 404
@@ -120,4 +122,4 @@ def test_users_page_token_actions_need_confirmation(bob: User) -> None:
     assert page.get("/users/").status_code == 403
     assert page.post("/users/bob/token/create/", {"confirm": "yes"}).status_code == 403
     assert page.post("/users/bob/role/", {"role": "admin"}).status_code == 403
-    assert not Token.objects.filter(user=bob).exists()
+    assert not ApiToken.objects.filter(user=bob).exists()

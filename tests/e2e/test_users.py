@@ -34,7 +34,7 @@ def test_admin_manages_tokens_and_roles(page: Page, base_url: str, login: Callab
 
     page.get_by_role("link", name="Back to users").click()
     row = page.get_by_test_id(f"user-{target.username}")
-    expect(row.get_by_test_id("token-prefix")).to_have_text(f"{key[:6]}…")
+    expect(row.get_by_test_id("token-prefix")).to_have_text(f"{key[:8]}…")
     row.get_by_label(f"Role of {target.username}").select_option("operator")
     row.get_by_role("button", name="Set role").click()
     expect(page.locator(".flash")).to_contain_text(f"{target.username} is now operator")

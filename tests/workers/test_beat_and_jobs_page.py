@@ -106,7 +106,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory, redis_url: str, cluster: Clu
     manage(env, "migrate", "--noinput")
     manage(env, "ensure_admin")
     manage(env, "install_schedules")
-    token = manage(env, "drf_create_token", "admin").split()[2]
+    token = manage(env, "create_api_token", "admin").split()[2]
     with sqlite3.connect(db_path) as db:  # only the delayed delivery runs on beat's clock in this module
         db.execute("UPDATE django_celery_beat_periodictask SET enabled = 0 WHERE task LIKE 'workers.%' "
                    "AND task != 'workers.deliver_delayed'")
