@@ -1,5 +1,6 @@
 """Sending an alert event to a rule's channels: email through Django's email backend (``EMAIL_BACKEND``), and a
-JSON ``POST`` to the rule's webhook URL (``ALERTS_WEBHOOK_TIMEOUT_S``, default 5 s). Every attempt is a
+JSON ``POST`` to the rule's webhook URL (``ALERTS_WEBHOOK_TIMEOUT_S``, default 5 s; only to public addresses
+unless allow-listed, never following a redirect: :mod:`console.alerts.webhook_guard`). Every attempt is a
 :class:`~console.alerts.models.Notification` row; a channel that fails is recorded with its error and never
 raises into the evaluation.
 
@@ -15,12 +16,13 @@ from __future__ import annotations
 import smtplib
 from typing import Any
 
-import requests
+import urllib3
 from django.conf import settings
 from django.core.mail import send_mail
 from django.utils import timezone
 
 from console.alerts.models import Alert, AlertRule, Notification
+from console.alerts.webhook_guard import WebhookRefused, post_json
 
 FIRING, REPEAT, RESOLVED = "firing", "repeat", "resolved"
 UNITS = {AlertRule.GROUP_LAG_MESSAGES: "messages", AlertRule.GROUP_LAG_SECONDS: "s",
@@ -72,13 +74,14 @@ def _webhook(alert: Alert, event: str, url: str) -> Notification:
     note = Notification(alert=alert, event=event, channel=Notification.WEBHOOK, target=url, sent_at=timezone.now())
     timeout = float(getattr(settings, "ALERTS_WEBHOOK_TIMEOUT_S", 5))
     try:
-        resp = requests.post(url, json=payload(alert, event), timeout=timeout,
-                             headers={"User-Agent": "broker-core-console-alerts"})
-        note.status_code = resp.status_code
-        note.ok = 200 <= resp.status_code < 300
-        if not note.ok:
-            note.error = f"HTTP {resp.status_code}: {resp.text[:500]}"
-    except requests.RequestException as exc:
+        status, text = post_json(url, payload(alert, event), timeout, "broker-core-console-alerts")
+        note.status_code = status
+        note.ok = 200 <= status < 300
+        if 300 <= status < 400:
+            note.error = f"HTTP {status}: redirects are not followed"
+        elif not note.ok:
+            note.error = f"HTTP {status}: {text}"
+    except (WebhookRefused, OSError, urllib3.exceptions.HTTPError) as exc:
         note.error = f"{type(exc).__name__}: {exc}"[:2000]
     note.save()
     return note

@@ -8,13 +8,15 @@ import math
 from datetime import timedelta
 from typing import Any
 
+from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from console.alerts import services
 from console.alerts.models import Alert, AlertRule
 from console.alerts.selectors import RULE_FIELDS, alert_json, get_alert, get_rule, rule_json
-from console.errors import ApiError
+from console.alerts.webhook_guard import validate_webhook_url
+from console.errors import ApiError, bad_request
 from console.services.audit import record
 
 MAX_THRESHOLD = 1e15
@@ -38,9 +40,18 @@ def _check_name(name: str, rule_id: int | None = None) -> None:
         raise ApiError(409, "rule_exists", f"an alert rule named {name!r} exists already")
 
 
+def _check_webhook(data: dict[str, Any]) -> None:
+    """Refuse a webhook URL aimed at a non-public address (the serializers and forms check it too)."""
+    try:
+        validate_webhook_url(data.get("webhook_url") or "")
+    except ValidationError as exc:
+        raise bad_request("webhook_refused", " ".join(exc.messages)) from None
+
+
 def create_rule(user: Any, data: dict[str, Any]) -> dict[str, Any]:
     """Create a rule from validated ``data`` (the fields of :data:`RULE_FIELDS`)."""
     _check_name(data["name"])
+    _check_webhook(data)
     try:
         with transaction.atomic():
             rule = AlertRule.objects.create(**{f: data[f] for f in RULE_FIELDS if f in data})
@@ -57,6 +68,7 @@ def update_rule(user: Any, rule_id: int, changes: dict[str, Any]) -> dict[str, A
     before = rule_json(rule)
     if "name" in changes:
         _check_name(changes["name"], rule.pk)
+    _check_webhook(changes)
     for f in RULE_FIELDS:
         if f in changes:
             setattr(rule, f, changes[f])

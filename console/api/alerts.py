@@ -1,6 +1,7 @@
 """Alert endpoints: rules (list/create, detail/update/delete, silence) and alerts (list, resolve by hand).
 
-Viewers read; operators and admins change. Every change is audited (see :mod:`console.alerts.rules`).
+Viewers read (without webhook URLs); operators and admins change. Every change is audited (see
+:mod:`console.alerts.rules`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from console.alerts import rules as rule_services
 from console.alerts import selectors
 from console.alerts.models import Alert, AlertRule
 from console.alerts.rules import MAX_THRESHOLD, check_threshold
+from console.alerts.webhook_guard import validate_webhook_url
 from console.api.base import RoleAPIView, validated
 from console.roles import OPERATOR, VIEWER
 
@@ -39,7 +41,7 @@ class AlertRuleSerializer(serializers.Serializer):
     window_minutes = serializers.IntegerField(min_value=1, max_value=10080, default=10)
     emails = serializers.ListField(child=serializers.EmailField(), default=list, max_length=50)
     webhook_url = serializers.CharField(max_length=1000, default="", allow_blank=True,
-                                        validators=[URLValidator(schemes=["http", "https"])])
+                                        validators=[URLValidator(schemes=["http", "https"]), validate_webhook_url])
     repeat_minutes = serializers.IntegerField(min_value=0, max_value=10080, default=0)
     enabled = serializers.BooleanField(default=True)
 
@@ -76,7 +78,7 @@ class AlertRuleListView(RoleAPIView):
 
     @extend_schema(operation_id="alert_rules_list")
     def get(self, request: Request) -> Response:
-        rows = selectors.list_rules()
+        rows = selectors.list_rules(selectors.can_see_webhooks(request.user))
         return Response({"results": rows, "count": len(rows)})
 
     @extend_schema(request=AlertRuleSerializer, operation_id="alert_rules_create")
@@ -91,7 +93,7 @@ class AlertRuleDetailView(RoleAPIView):
     required_roles = {"GET": VIEWER, "PATCH": OPERATOR, "DELETE": OPERATOR}
 
     def get(self, request: Request, rule_id: int) -> Response:
-        return Response(selectors.rule_json(selectors.get_rule(rule_id)))
+        return Response(selectors.rule_json(selectors.get_rule(rule_id), selectors.can_see_webhooks(request.user)))
 
     @extend_schema(request=AlertRuleSerializer)
     def patch(self, request: Request, rule_id: int) -> Response:
@@ -128,7 +130,8 @@ class AlertListView(RoleAPIView):
         OpenApiParameter("limit", int)])
     def get(self, request: Request) -> Response:
         q = validated(AlertQuerySerializer, request.query_params)
-        rows = selectors.list_alerts(q.get("state", ""), q.get("rule"), q["limit"])
+        rows = selectors.list_alerts(q.get("state", ""), q.get("rule"), q["limit"],
+                                     selectors.can_see_webhooks(request.user))
         return Response({"results": rows, "count": len(rows)})
 
 

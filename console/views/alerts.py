@@ -16,6 +16,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from console.alerts import rules as rule_services
 from console.alerts import selectors
 from console.alerts.models import Alert, AlertRule
+from console.alerts.webhook_guard import validate_webhook_url
 from console.errors import ApiError
 from console.roles import OPERATOR, VIEWER
 from console.views.base import page
@@ -38,7 +39,9 @@ class AlertRuleForm(forms.Form):
     emails = forms.CharField(required=False, max_length=5000, label="Email to",
                              help_text="comma or space separated addresses")
     webhook_url = forms.CharField(required=False, max_length=1000, label="Webhook URL",
-                                  validators=[URLValidator(schemes=["http", "https"])])
+                                  validators=[URLValidator(schemes=["http", "https"]), validate_webhook_url],
+                                  help_text="public addresses only, unless allow-listed by the admin; "
+                                            "redirects are not followed")
     repeat_minutes = forms.IntegerField(min_value=0, max_value=10080, initial=0, label="Repeat every (minutes)",
                                         help_text="0: one firing and one resolved notification")
     enabled = forms.BooleanField(required=False, initial=True)
@@ -70,8 +73,10 @@ def _initial(rule: AlertRule) -> dict[str, Any]:
     return {**{f: getattr(rule, f) for f in selectors.RULE_FIELDS}, "emails": ", ".join(rule.emails)}
 
 
-def _context(form: AlertRuleForm | None = None) -> dict[str, Any]:
-    return {"rules": selectors.list_rules(), "open_alerts": selectors.alerts(Alert.FIRING, limit=200),
+def _context(request: HttpRequest, form: AlertRuleForm | None = None) -> dict[str, Any]:
+    show_webhooks = selectors.can_see_webhooks(request.user)
+    return {"rules": selectors.list_rules(show_webhooks), "show_webhooks": show_webhooks,
+            "open_alerts": selectors.alerts(Alert.FIRING, limit=200),
             "pending": selectors.alerts(Alert.PENDING, limit=200),
             "history": selectors.alerts(Alert.RESOLVED, limit=HISTORY), "form": form or AlertRuleForm(),
             "silence_choices": SILENCE_CHOICES}
@@ -80,7 +85,7 @@ def _context(form: AlertRuleForm | None = None) -> dict[str, Any]:
 @page(VIEWER)
 @require_http_methods(["GET"])
 def alert_list(request: HttpRequest) -> HttpResponse:
-    return render(request, "console/alerts.html", _context())
+    return render(request, "console/alerts.html", _context(request))
 
 
 @page(OPERATOR)
@@ -95,7 +100,7 @@ def alert_rule_create(request: HttpRequest) -> HttpResponse:
         else:
             messages.success(request, f"Alert rule {rule['name']} created.")
             return redirect("alert-list-page")
-    return render(request, "console/alerts.html", {**_context(form), "show_create": True}, status=400)
+    return render(request, "console/alerts.html", {**_context(request, form), "show_create": True}, status=400)
 
 
 @page(OPERATOR)

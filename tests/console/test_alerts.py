@@ -56,7 +56,8 @@ class WebhookReceiver:
 
 
 @pytest.fixture
-def hook() -> Any:
+def hook(settings: Any) -> Any:
+    settings.CONSOLE_WEBHOOK_ALLOWED_HOSTS = ["127.0.0.1"]  # the receiver is local (refused by default)
     r = WebhookReceiver()
     yield r
     r.close()
@@ -272,7 +273,8 @@ def test_stale_samples_change_nothing_and_vanished_groups_resolve() -> None:
     assert dict(Alert.objects.values_list("subject", "state")) == {"g1/Orders": "firing", "g2/Orders": "resolved"}
 
 
-def test_failing_channels_are_recorded_and_never_stop_the_evaluation() -> None:
+def test_failing_channels_are_recorded_and_never_stop_the_evaluation(settings: Any) -> None:
+    settings.CONSOLE_WEBHOOK_ALLOWED_HOSTS = ["127.0.0.1"]
     failing = WebhookReceiver(status=500)
     try:
         rule(name="five-hundred", webhook_url=failing.url)

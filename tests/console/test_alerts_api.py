@@ -5,11 +5,18 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
 from console.alerts.models import Alert, AlertRule
 from console.models import AuditEvent
+
+
+@pytest.fixture(autouse=True)
+def _local_webhooks(settings: Any) -> None:
+    """These rules name local webhook URLs, which only an allow-list lets through."""
+    settings.CONSOLE_WEBHOOK_ALLOWED_HOSTS = ["127.0.0.1"]
 
 RULE = {"name": "orders behind", "kind": "group_lag_messages", "target": "billing", "threshold": 100,
         "emails": ["ops@example.com"], "webhook_url": "http://127.0.0.1:9/hook"}

@@ -3,12 +3,21 @@ confirmation pages), audit events."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
 from django.contrib.auth.models import Group, User
 from django.test import Client
 from django.utils import timezone
 
 from console.alerts.models import Alert, AlertRule
 from console.models import AuditEvent
+
+
+@pytest.fixture(autouse=True)
+def _local_webhooks(settings: Any) -> None:
+    """These rules name local webhook URLs, which only an allow-list lets through."""
+    settings.CONSOLE_WEBHOOK_ALLOWED_HOSTS = ["127.0.0.1"]
 
 
 def _page_client(role: str, username: str) -> Client:

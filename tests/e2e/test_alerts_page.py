@@ -5,6 +5,7 @@ confirmation (the receiver gets the resolution), shown in the history; the rule 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
@@ -21,7 +22,9 @@ pytestmark = pytest.mark.integration
 
 
 def test_alert_rule_lifecycle_in_the_browser(page: Page, base_url: str, login: Callable[[Page, User], None],
-                                             make_user: Callable[[str], User], dialogs: list[str]) -> None:
+                                             make_user: Callable[[str], User], dialogs: list[str],
+                                             settings: Any) -> None:
+    settings.CONSOLE_WEBHOOK_ALLOWED_HOSTS = ["127.0.0.1"]  # the receiver is local (refused by default)
     hook = WebhookReceiver()
     try:
         login(page, make_user("operator"))

@@ -32,7 +32,8 @@ RESULT_TIMEOUT_S = 60
 
 
 @pytest.fixture
-def hook() -> Iterator[WebhookReceiver]:
+def hook(settings: Any) -> Iterator[WebhookReceiver]:
+    settings.CONSOLE_WEBHOOK_ALLOWED_HOSTS = ["127.0.0.1"]  # the receiver is local (refused by default)
     r = WebhookReceiver()
     yield r
     r.close()
@@ -123,7 +124,8 @@ class Worker:
 @pytest.fixture(scope="module")
 def worker(tmp_path_factory: pytest.TempPathFactory, redis_url: str, cluster: Cluster) -> Iterator[Worker]:
     tmp = tmp_path_factory.mktemp("alerts-worker")
-    env = worker_env(redis_url, cluster.namesrv, tmp / "worker.sqlite3")
+    env = {**worker_env(redis_url, cluster.namesrv, tmp / "worker.sqlite3"),
+           "CONSOLE_WEBHOOK_ALLOWED_HOSTS": "127.0.0.1"}  # the test's webhook receiver is local
     manage(env, "migrate", "--noinput")
     app.conf.update(broker_url=redis_url, result_backend=redis_url)
     hostname = f"alerts-test-{tmp.name}@localhost"
