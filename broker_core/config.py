@@ -51,6 +51,14 @@ class BrokerConfig:
     server_max_frame_bytes: int = _f("serverMaxFrameBytes", 16 * 1024 * 1024, "largest frame a client may send")
     server_max_inflight: int = _f("serverMaxInflightPerConnection", 4096, "requests in flight per connection")
     long_polling_max_s: float = _f("longPollingMaxSeconds", 15, "longest a pull waits for new messages")
+    write_buffer_high_water_mark_bytes: int = _f(
+        "writeBufferHighWaterMark", 4 * 1024 * 1024,
+        "stop reading a connection while its unsent responses pass this many bytes (0 = the loop's 64 KiB)")
+    write_buffer_low_water_mark_bytes: int = _f(
+        "writeBufferLowWaterMark", 1024 * 1024, "resume reading once its unsent responses drain under this")
+    max_held_pulls_per_connection: int = _f(
+        "maxHeldPullsPerConnection", 1024, "pulls and receives held by long polling per connection; past it they "
+        "answer at once")
     fast_listen_enable: bool = _f(
         "fastListenEnable", True, "also serve listenPort-2 (older Java clients send there) when the port is fixed")
     region_id: str = _f("regionId", "DefaultRegion", "sent as MSG_REGION in every send response")
@@ -96,6 +104,10 @@ class BrokerConfig:
     max_hash_slot_num: int = _f("maxHashSlotNum", 5_000_000, "hash slots per IndexFile")
     max_index_num: int = _f("maxIndexNum", 20_000_000, "entries per IndexFile")
     default_query_max_num: int = _f("defaultQueryMaxNum", 32, "default cap of a key query")
+    max_msgs_num_batch: int = _f("maxMsgsNumBatch", 64, "most messages one key query (QUERY_MESSAGE) answers")
+    snapshot_max_lifetime_ms: int = _f(
+        "snapshotMaxLifetimeMs", 6 * 3600 * 1000, "a segment snapshot is removed this long after it was taken, "
+        "whatever TTL it asked for")
     # Recovery
     check_crc_on_recover: bool = _f("checkCRCOnRecover", True, "verify body CRCs during recovery")
     # Retention and disk guard
@@ -129,6 +141,9 @@ class BrokerConfig:
     transaction_check_interval_ms: int = _f("transactionCheckInterval", 60_000, "how often half messages are checked")
     trace_topic_enable: bool = _f("traceTopicEnable", False, "record message lifecycle events in RMQ_SYS_TRACE_TOPIC")
     max_reconsume_times: int = _f("maxReconsumeTimes", 16, "default retries before a message is dead-lettered")
+    pop_inflight_message_threshold: int = _f(
+        "popInflightMessageThreshold", 10_000, "received-not-acked messages per group; past it receives hand out "
+        "only redeliveries")
     os_page_cache_busy_timeout_ms: int = _f("osPageCacheBusyTimeOutMills", 1000, "put-lock hold time counted as busy")
 
     extra: dict[str, str] = field(default_factory=dict, metadata={"key": None})

@@ -10,6 +10,15 @@ handler that raises :class:`BadRequest` or any other exception gets SYSTEM_ERROR
 requests never get a reply; responses use the request's serialize type; a connection silent for
 ``idle_timeout`` seconds is closed (half-open peers); more than ``max_inflight`` pending awaitables on one
 connection get SYSTEM_BUSY. Other connections are never affected.
+
+Back-pressure (RocketMQ's ``writeBufferHighWaterMark``/``writeBufferLowWaterMark``, Netty's channel
+writability): each connection's transport has these write-buffer limits. When its unsent output passes the
+high-water mark the loop calls ``pause_writing``; the connection then stops reading (``pause_reading``) and
+keeps the requests already decoded from the last read in a queue, unanswered. When the output drains under
+the low-water mark (``resume_writing``) the queued requests run, in order, and reading resumes. So a client
+that never reads its responses costs the broker at most the high-water mark plus one response, plus the
+requests of one read and the awaitables already in flight (at most ``max_inflight``). asyncio's and uvloop's
+transports both implement these limits and callbacks.
 """
 
 from __future__ import annotations
@@ -18,6 +27,7 @@ import asyncio
 import inspect
 import itertools
 import logging
+from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any, Union, cast
 
@@ -44,8 +54,17 @@ class Connection:
         self.remote = f"{peer[0]}:{peer[1]}"
         self.attributes: dict[str, Any] = {}
         self.inflight = 0
+        self.held = 0  # requests held by long polling (pulls and receives), capped per connection
         self.last_activity = 0.0
         self.closed = asyncio.Event()
+        self.paused = False  # unsent output is past the high-water mark: not reading
+        self.pauses = 0  # times reading was paused (observability)
+        self.backlog: deque[RemotingCommand] = deque()  # decoded while paused, run on resume
+
+    @property
+    def write_buffer_size(self) -> int:
+        """Bytes written but not yet taken by the socket."""
+        return int(self.transport.get_write_buffer_size())
 
     def send(self, cmd: RemotingCommand) -> None:
         if not self.transport.is_closing():
@@ -66,6 +85,8 @@ class _ServerProtocol(asyncio.Protocol):
         # a stream transport (uvloop's is not an asyncio.Transport subclass, but has the same methods)
         self.conn = Connection(cast(asyncio.Transport, transport))
         self.conn.last_activity = asyncio.get_running_loop().time()
+        if self.server.write_buffer_high > 0:
+            self.conn.transport.set_write_buffer_limits(self.server.write_buffer_high, self.server.write_buffer_low)
         self.server.connections.add(self.conn)
 
     def data_received(self, data: bytes) -> None:
@@ -78,15 +99,42 @@ class _ServerProtocol(asyncio.Protocol):
             log.warning("%s: malformed frame from %s, closing the connection: %s", self.server.name, conn.remote, exc)
             conn.close()
             return
-        for cmd in commands:
-            if not cmd.is_response:
-                self.server.dispatch(cmd, conn)
+        conn.backlog.extend(cmd for cmd in commands if not cmd.is_response)
+        self._run_backlog()
+
+    def _run_backlog(self) -> None:
+        """Dispatch queued requests in order until the output passes the high-water mark (pause_writing)."""
+        conn = self.conn
+        assert conn is not None
+        while conn.backlog and not conn.paused and not conn.transport.is_closing():
+            self.server.dispatch(conn.backlog.popleft(), conn)
+
+    def pause_writing(self) -> None:
+        conn = self.conn
+        if conn is None or conn.paused:
+            return
+        conn.paused = True
+        conn.pauses += 1
+        if not conn.transport.is_closing():
+            conn.transport.pause_reading()
+        log.debug("%s: %s is not reading its responses (%d bytes unsent): paused reading",
+                  self.server.name, conn.remote, conn.write_buffer_size)
+
+    def resume_writing(self) -> None:
+        conn = self.conn
+        if conn is None or not conn.paused:
+            return
+        conn.paused = False
+        self._run_backlog()
+        if not conn.paused and not conn.transport.is_closing():
+            conn.transport.resume_reading()
 
     def connection_lost(self, exc: Exception | None) -> None:
         conn = self.conn
         if conn is None:
             return
         self.server.connections.discard(conn)
+        conn.backlog.clear()
         conn.closed.set()
         if self.server.on_close is not None:
             self.server.on_close(conn)
@@ -102,6 +150,8 @@ class RemotingServer:
         idle_timeout: float = 120.0,
         max_inflight: int = 4096,
         on_close: Callable[[Connection], None] | None = None,
+        write_buffer_high: int = 4 * 1024 * 1024,
+        write_buffer_low: int = 1024 * 1024,
     ) -> None:
         self.name = name
         self.handlers = handlers
@@ -109,6 +159,10 @@ class RemotingServer:
         self.idle_timeout = idle_timeout
         self.max_inflight = max_inflight
         self.on_close = on_close
+        if write_buffer_high > 0 and not 0 <= write_buffer_low <= write_buffer_high:
+            raise ValueError(f"write buffer low-water mark {write_buffer_low} must be 0..{write_buffer_high}")
+        self.write_buffer_high = write_buffer_high  # 0: the loop's defaults (64 KiB), still paused past them
+        self.write_buffer_low = write_buffer_low
         self.connections: set[Connection] = set()
         self.loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.base_events.Server | None = None

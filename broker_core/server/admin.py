@@ -351,12 +351,17 @@ class AdminProcessor:
         return cmd.response(ResponseCode.SUCCESS, body=raw)
 
     async def query(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
-        """12: ``topic, key, maxNum, beginTimestamp, endTimestamp`` -> the records; 22 when none matches."""
+        """12: ``topic, key, maxNum, beginTimestamp, endTimestamp`` -> the records; 22 when none matches.
+        ``maxNum`` is capped at ``maxMsgsNumBatch`` (as RocketMQ's ``queryMessage``); ``truncated`` says more
+        matched."""
         store = self.store
         h = cmd.header
         topic, key = str_field(h, "topic"), str_field(h, "key")
+        max_num = int_field(h, "maxNum", store.config.default_query_max_num)
+        max_num = min(max_num if max_num > 0 else store.config.default_query_max_num,
+                      self.ctl.config.max_msgs_num_batch)
         res = await asyncio.get_running_loop().run_in_executor(
-            None, store.query_message, topic, key, int_field(h, "maxNum", store.config.default_query_max_num),
+            None, store.query_message, topic, key, max_num,
             int_field(h, "beginTimestamp", 0), int_field(h, "endTimestamp", MAX_TIMESTAMP))
         index_fields = {"indexLastUpdateTimestamp": res.index_last_update_timestamp,
                         "indexLastUpdatePhyoffset": res.index_last_update_phy_offset}

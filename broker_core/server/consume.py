@@ -120,7 +120,12 @@ class ConsumerProcessor:
                         return resp
 
             first = attempt(final=not may_suspend)
-            return first if first is not None else long_poll()
+            if first is not None:
+                return first
+            assert ctl.hold is not None  # may_suspend checked it
+            if not ctl.hold.reserve(conn):  # the connection holds maxHeldPullsPerConnection: answer now
+                return attempt(final=True) or cmd.response(ResponseCode.PULL_NOT_FOUND, "no new message")
+            return ctl.hold.held(conn, long_poll())
 
         async def query_offset(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
             """The committed offset; with none stored, 0 when the queue still starts at 0 and its first message

@@ -64,6 +64,9 @@ class ServerLimits:
     idle_timeout_s: float = 120.0
     max_inflight: int = 4096
     long_polling_max_s: float = 15.0
+    write_buffer_high: int = 4 * 1024 * 1024
+    write_buffer_low: int = 1024 * 1024
+    max_held_pulls: int = 1024
 
 
 @dataclass
@@ -98,7 +101,10 @@ class BrokerController:
                                  if config.disk_usage_probe_file else None)
         self.store = store
         self.limits = limits or ServerLimits(config.server_max_frame_bytes, config.server_channel_max_idle_time_s,
-                                             config.server_max_inflight, config.long_polling_max_s)
+                                             config.server_max_inflight, config.long_polling_max_s,
+                                             config.write_buffer_high_water_mark_bytes,
+                                             config.write_buffer_low_water_mark_bytes,
+                                             config.max_held_pulls_per_connection)
         self.topics = TopicConfigManager(config.config_dir)
         self.offsets = ConsumerOffsetManager(config.config_dir)
         self.groups = SubscriptionGroupManager(config.config_dir)
@@ -139,25 +145,28 @@ class BrokerController:
             self.topics.upsert(TopicConfig(DEFAULT_TOPIC, 8, 8, PERM_READ | PERM_WRITE | PERM_INHERIT))
         if not self.store.running:
             await loop.run_in_executor(None, self.store.start)
-        self.hold = PullRequestHoldService(loop)
+        self.hold = PullRequestHoldService(loop, self.limits.max_held_pulls)
         self.store.add_arrival_listener(self.hold.arrived)
         self.transactions.load()
+        self.pop_service.load()
         processors: list[Processor] = [
             SendMessageProcessor(self, self.transactions), ConsumerProcessor(self), SendBackProcessor(self),
             PopProcessor(self, self.pop_service), EndTransactionProcessor(self, self.transactions),
-            SnapshotProcessor(self.snapshots), AdminProcessor(self)]
+            SnapshotProcessor(self.snapshots, self.config.snapshot_max_lifetime_ms), AdminProcessor(self)]
         handlers: dict[int, Handler] = {}
         for processor in processors:
             handlers.update(processor.handlers())
         self.server = RemotingServer(
             f"broker {self.config.broker_name}", handlers, max_frame_bytes=self.limits.max_frame_bytes,
             idle_timeout=self.limits.idle_timeout_s, max_inflight=self.limits.max_inflight,
-            on_close=self._connection_closed)
+            on_close=self._connection_closed, write_buffer_high=self.limits.write_buffer_high,
+            write_buffer_low=self.limits.write_buffer_low)
         self.port = await self.server.start(host, port)
         await self._listen_vip(host, port)
         self.store.set_store_port(self.port)
         self._tasks.append(asyncio.ensure_future(self._periodic()))
-        self._tasks.append(asyncio.ensure_future(expire_snapshots(self.snapshots)))
+        self._tasks.append(asyncio.ensure_future(expire_snapshots(
+            self.snapshots, max_lifetime_ms=self.config.snapshot_max_lifetime_ms)))
         if self.config.schedule_deliver_interval_ms > 0:
             self._tasks.append(asyncio.ensure_future(self._deliver_delayed()))
         await self.register_all()
@@ -191,6 +200,11 @@ class BrokerController:
             for group in set(self.consumers.scan_expired()):
                 self.consumers.notify_changed(group)
             self.pop_service.revive()
+            try:  # the receive/ack journal: fsynced once a second (ASYNC_FLUSH), compacted when it grows
+                await asyncio.get_running_loop().run_in_executor(None, self.pop_service.state.sync)
+                self.pop_service.state.maybe_compact()
+            except OSError:
+                log.exception("cannot sync or compact the receive/ack state")
             if time.monotonic() >= next_check:
                 next_check = time.monotonic() + self.config.transaction_check_interval_ms / 1000
                 self.transactions.check()
@@ -311,7 +325,16 @@ class BrokerController:
             await self.server.close()
         await self.namesrv_client.close()
         self.offsets.persist()
+        self.pop_service.state.close()
         await asyncio.get_running_loop().run_in_executor(None, self.store.shutdown)
+
+    def _connection_info(self) -> dict[str, object]:
+        """Back-pressure and long-polling figures (ours; RocketMQ consoles ignore keys they do not know)."""
+        conns = list(self.server.connections) if self.server is not None else []
+        return {"connections": len(conns), "connectionsPausedReading": sum(c.paused for c in conns),
+                "unsentResponseBytes": sum(c.write_buffer_size for c in conns),
+                "heldRequests": sum(c.held for c in conns),
+                "popInflightMessages": sum(self.pop_service.state.inflight_by_group.values())}
 
     def runtime_info(self) -> dict[str, object]:
         put_tps, get_tps = self.stats.tps()
@@ -324,6 +347,7 @@ class BrokerController:
             "putTotal": self.stats.put_count, "getTotal": self.stats.get_count,
             "uptimeSeconds": round(time.monotonic() - self.stats.started, 1),
             "diskRatio": round(disk.ratio, 4), "topics": len(self.topics.table),
+            **self._connection_info(),
             **self.store.runtime_info(),
         }
 

@@ -4,19 +4,51 @@ arrives on its queue or its suspend time runs out.
 The dispatcher thread calls :meth:`arrived` once per dispatched batch; it hands the touched queues to
 the event loop with one ``call_soon_threadsafe`` (only when someone is waiting), where the waiters of
 those queues are woken to pull again.
+
+Cap: a connection holds at most ``maxHeldPullsPerConnection`` requests (pulls and receives together). A
+request past the cap is not held: the handler answers it at once as if its wait had run out (PULL_NOT_FOUND),
+so a client cannot pin unbounded waiters. :meth:`reserve` takes a slot synchronously, when the request is
+dispatched (so a burst of requests in one read is counted), and :meth:`held` runs the wait as a task that
+gives the slot back when it ends, however it ends.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+from broker_core.remoting.server import Connection
+
+T = TypeVar("T")
 
 
 class PullRequestHoldService:
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, max_held_per_connection: int = 1024) -> None:
         self.loop = loop
         self.waiting: dict[tuple[str, int], set[asyncio.Future[None]]] = defaultdict(set)
         self._count = 0
+        self.max_held_per_connection = max_held_per_connection
+        self.refused = 0  # requests answered at once because their connection held the maximum
+
+    def reserve(self, conn: Connection) -> bool:
+        """Take one of ``conn``'s hold slots; False (and nothing taken) when it holds the maximum."""
+        if conn.held >= self.max_held_per_connection:
+            self.refused += 1
+            return False
+        conn.held += 1
+        return True
+
+    def held(self, conn: Connection, wait: Coroutine[Any, Any, T]) -> asyncio.Future[T]:
+        """Run ``wait`` (a held request, after :meth:`reserve`) as a task that gives the slot back when done."""
+        task = asyncio.ensure_future(wait)
+
+        def release(_: asyncio.Future[T]) -> None:
+            conn.held -= 1
+
+        task.add_done_callback(release)
+        return task
 
     def arrived(self, batch: list[tuple]) -> None:
         """Dispatcher thread."""

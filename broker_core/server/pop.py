@@ -5,7 +5,7 @@ POP_MESSAGE hands out up to N messages of a topic to a group and makes them invi
 message; CHANGE_MESSAGE_INVISIBLETIME moves its deadline (and returns a new handle). A message not acked
 before its deadline is handed out again with its reconsume count raised; past ``maxReconsumeTimes`` it
 goes to ``%DLQ%<group>`` instead. An empty receive waits up to ``pollTime`` ms for a message (long
-polling).
+polling; the wait counts toward ``maxHeldPullsPerConnection``).
 
 State and invariants:
 1. Per (group, topic, queue): ``next`` is the next offset never handed out; ``inflight`` maps an offset to
@@ -13,18 +13,22 @@ State and invariants:
    offset not yet acked (or ``next``), written to ``consumerOffset.json`` with the other offsets.
 2. A receipt handle is ``topic|queue|offset|serial|deadline``; it is valid only while that offset is in
    flight with the same serial and before its deadline, so a stale or forged handle gets a clear error.
-3. After a broker restart the in-flight table is empty and ``next`` starts at the committed offset: every
-   message handed out but not acked is delivered again (at least once, nothing lost).
+3. The state survives restarts (:mod:`broker_core.server.pop_state`, which states the crash behaviour): every
+   change is journaled before its answer, so after a restart an acked message is never handed out again, a
+   message handed out and not acked comes back at its deadline, and reconsume counts go on toward the DLQ.
+   Only a queue the journal never saw starts from the committed offset.
+4. A group holds at most ``popInflightMessageThreshold`` messages in flight (as RocketMQ's
+   ``isPopShouldStop``): past it a receive hands out only messages whose invisible time ran out, and an
+   empty one is answered at once (PULL_NOT_FOUND, with a remark saying why).
 """
 
 from __future__ import annotations
 
-import itertools
+import asyncio
 import json
 import time
 from collections.abc import Awaitable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Union
 
 from broker_core.codec.message import PROPERTY_UNIQ_KEY, MessageRecord, decode_record
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
@@ -33,6 +37,7 @@ from broker_core.protocol.filter import SubscriptionParseError, parse_subscripti
 from broker_core.protocol.validation import dlq_topic, group_error
 from broker_core.remoting.server import Connection, Handler
 from broker_core.server.consume import trace_delivered
+from broker_core.server.pop_state import InFlight, PopQueue, PopState, QueueKey
 from broker_core.server.retry import (
     PROPERTY_DLQ_ORIGIN_TOPIC,
     PROPERTY_DLQ_REASON,
@@ -47,29 +52,24 @@ if TYPE_CHECKING:
 
 MAX_INVISIBLE_MS = 12 * 3600 * 1000
 
+Response = Union[RemotingCommand, Awaitable[RemotingCommand]]  # noqa: UP007 - a runtime alias
 
-@dataclass
-class InFlight:
-    deadline: float
-    reconsume: int
-    serial: int
+__all__ = ["HandleError", "InFlight", "PopProcessor", "PopQueue", "PopService"]
 
 
-@dataclass
-class PopQueue:
-    next: int
-    inflight: dict[int, InFlight] = field(default_factory=dict)
-
-    def committable(self) -> int:
-        return min(self.inflight) if self.inflight else self.next
+def now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 class PopService:
     def __init__(self, ctl: BrokerController) -> None:
         self.ctl = ctl
-        self.queues: dict[tuple[str, str, int], PopQueue] = {}
-        self.serials = itertools.count(1)
-        self.max_reconsume: dict[str, int] = {}  # per group, from its latest receive
+        self.state = PopState(ctl.config.config_dir, ctl.config.flush_disk_type == "SYNC_FLUSH")
+        self.queues = self.state.queues
+
+    def load(self) -> None:
+        """Restore the in-flight state (the controller calls this at start, before serving)."""
+        self.state.load()
 
     def _queue(self, group: str, topic: str, queue_id: int) -> PopQueue:
         key = (group, topic, queue_id)
@@ -81,11 +81,11 @@ class PopService:
             pq = self.queues[key] = PopQueue(max(start, store.get_min_offset_in_queue(topic, queue_id)))
         return pq
 
-    def _commit(self, group: str, topic: str, queue_id: int, pq: PopQueue) -> None:
-        self.ctl.offsets.commit(group, topic, queue_id, pq.committable())
+    def _commit(self, key: QueueKey, pq: PopQueue) -> None:
+        self.ctl.offsets.commit(key[0], key[1], key[2], pq.committable())
 
-    def handle(self, topic: str, queue_id: int, offset: int, serial: int, deadline: float) -> str:
-        return f"{topic}|{queue_id}|{offset}|{serial}|{int(deadline * 1000)}"
+    def handle(self, topic: str, queue_id: int, offset: int, serial: int, deadline_ms: int) -> str:
+        return f"{topic}|{queue_id}|{offset}|{serial}|{deadline_ms}"
 
     @staticmethod
     def parse_handle(handle: str) -> tuple[str, int, int, int]:
@@ -95,40 +95,52 @@ class PopService:
         except ValueError:
             raise BadRequest(f"malformed receipt handle {handle!r}") from None
 
+    def inflight(self, group: str) -> int:
+        return self.state.inflight_by_group[group]
+
     def pop(self, group: str, topic: str, max_nums: int, invisible_ms: int, hashes: set[int] | None,
             max_reconsume: int) -> tuple[list[bytes], list[dict[str, object]]]:
-        """Hand out up to ``max_nums`` messages: expired in-flight ones first, then new ones."""
+        """Hand out up to ``max_nums`` messages: expired in-flight ones first, then new ones (while the group
+        is under ``popInflightMessageThreshold``)."""
         store = self.ctl.store
+        state = self.state
         cfg = self.ctl.topics.get(topic)
-        now = time.monotonic()
-        self.max_reconsume[group] = max_reconsume
+        now = now_ms()
+        threshold = self.ctl.config.pop_inflight_message_threshold
         records: list[bytes] = []
         meta: list[dict[str, object]] = []
         for queue_id in range(cfg.read_queue_nums if cfg else 0):
             if len(records) >= max_nums:
                 break
+            key = (group, topic, queue_id)
             pq = self._queue(group, topic, queue_id)
+            handed: list[int] = []
+            gone: list[int] = []
             for offset, fl in sorted(pq.inflight.items()):  # deadlines passed: deliver again (or dead-letter)
                 if len(records) >= max_nums:
                     break
-                if fl.deadline > now:
+                if fl.deadline_ms > now:
                     continue
                 res = store.get_message(topic, queue_id, offset, 1, None, decode=False)
                 if res.status is not GetStatus.FOUND or res.queue_offsets[0] != offset:
-                    del pq.inflight[offset]  # removed by retention
+                    gone.append(offset)  # removed by retention
                     continue
                 if fl.reconsume + 1 > max_reconsume:
                     self._dead_letter(group, topic, res.chunks[0], fl.reconsume + 1, max_reconsume)
-                    del pq.inflight[offset]
+                    gone.append(offset)
                     continue
                 fl.reconsume += 1
-                fl.serial = next(self.serials)
-                fl.deadline = now + invisible_ms / 1000
+                fl.serial = state.next_serial()
+                fl.deadline_ms = now + invisible_ms
+                handed.append(offset)
                 records.append(res.chunks[0])
-                meta.append({"handle": self.handle(topic, queue_id, offset, fl.serial, fl.deadline),
+                meta.append({"handle": self.handle(topic, queue_id, offset, fl.serial, fl.deadline_ms),
                              "reconsumeTimes": fl.reconsume})
             while len(records) < max_nums:
-                res = store.get_message(topic, queue_id, pq.next, max_nums - len(records), hashes, decode=False)
+                room = min(max_nums - len(records), threshold - state.inflight_by_group[group])
+                if room <= 0:
+                    break
+                res = store.get_message(topic, queue_id, pq.next, room, hashes, decode=False)
                 if res.status is GetStatus.OFFSET_TOO_SMALL:
                     pq.next = res.next_begin_offset
                     continue
@@ -139,30 +151,35 @@ class PopService:
                     break
                 records.extend(res.chunks)
                 for offset in res.queue_offsets:
-                    fl = InFlight(now + invisible_ms / 1000, 0, next(self.serials))
-                    pq.inflight[offset] = fl
-                    meta.append({"handle": self.handle(topic, queue_id, offset, fl.serial, fl.deadline),
+                    fl = InFlight(now + invisible_ms, 0, state.next_serial())
+                    state.add(key, pq, offset, fl)
+                    handed.append(offset)
+                    meta.append({"handle": self.handle(topic, queue_id, offset, fl.serial, fl.deadline_ms),
                                  "reconsumeTimes": 0})
                 pq.next = res.next_begin_offset
-            self._commit(group, topic, queue_id, pq)
+            state.finish(key, pq, gone)
+            if handed:
+                state.hand_out(key, pq, handed, max_reconsume)
+            self._commit(key, pq)
         return records, meta
 
     def revive(self) -> int:
         """Dead-letter in-flight messages whose invisible time ran out and that have no retry left (the
         others are handed out again by the next receive). Runs every second on the broker."""
-        now = time.monotonic()
+        now = now_ms()
         moved = 0
-        for (group, topic, queue_id), pq in list(self.queues.items()):
-            max_reconsume = self.max_reconsume.get(group, 16)
+        for key, pq in list(self.queues.items()):
+            group, topic, queue_id = key
+            max_reconsume = self.state.max_reconsume.get(group, self.ctl.config.max_reconsume_times)
             for offset, fl in sorted(pq.inflight.items()):
-                if fl.deadline > now or fl.reconsume + 1 <= max_reconsume:
+                if fl.deadline_ms > now or fl.reconsume + 1 <= max_reconsume:
                     continue
                 res = self.ctl.store.get_message(topic, queue_id, offset, 1, None, decode=False)
                 if res.status is GetStatus.FOUND and res.queue_offsets[0] == offset:
                     self._dead_letter(group, topic, res.chunks[0], fl.reconsume + 1, max_reconsume)
                     moved += 1
-                del pq.inflight[offset]
-                self._commit(group, topic, queue_id, pq)
+                self.state.finish(key, pq, [offset])
+                self._commit(key, pq)
         return moved
 
     def _dead_letter(self, group: str, topic: str, raw: bytes, times: int, max_reconsume: int) -> None:
@@ -177,28 +194,28 @@ class PopService:
         self.ctl.store.put_messages([MessageInner(dlq, rec.body, 0, properties=props, flag=rec.flag,
                                                   reconsume_times=times - 1)])
 
-    def _lookup(self, group: str, handle: str) -> tuple[PopQueue, int, InFlight]:
+    def _lookup(self, group: str, handle: str) -> tuple[QueueKey, PopQueue, int, InFlight]:
         topic, queue_id, offset, serial = self.parse_handle(handle)
-        pq = self.queues.get((group, topic, queue_id))
+        key = (group, topic, queue_id)
+        pq = self.queues.get(key)
         fl = pq.inflight.get(offset) if pq else None
         if pq is None or fl is None or fl.serial != serial:
             raise HandleError("receipt handle is unknown or was already used (acked, or delivered again)")
-        if fl.deadline < time.monotonic():
+        if fl.deadline_ms < now_ms():
             raise HandleError("receipt handle expired: the invisible time ran out")
-        return pq, offset, fl
+        return key, pq, offset, fl
 
     def ack(self, group: str, handle: str) -> None:
-        pq, offset, _ = self._lookup(group, handle)
-        topic, queue_id, _, _ = self.parse_handle(handle)
-        del pq.inflight[offset]
-        self._commit(group, topic, queue_id, pq)
+        key, pq, offset, _ = self._lookup(group, handle)
+        self.state.finish(key, pq, [offset])
+        self._commit(key, pq)
 
     def change_invisible(self, group: str, handle: str, invisible_ms: int) -> str:
-        _, offset, fl = self._lookup(group, handle)
-        topic, queue_id, _, _ = self.parse_handle(handle)
-        fl.deadline = time.monotonic() + invisible_ms / 1000
-        fl.serial = next(self.serials)
-        return self.handle(topic, queue_id, offset, fl.serial, fl.deadline)
+        key, pq, offset, fl = self._lookup(group, handle)
+        fl.deadline_ms = now_ms() + invisible_ms
+        fl.serial = self.state.next_serial()
+        self.state.hand_out(key, pq, [offset], self.state.max_reconsume.get(group, self.ctl.config.max_reconsume_times))
+        return self.handle(key[1], key[2], offset, fl.serial, fl.deadline_ms)
 
 
 class HandleError(ValueError):
@@ -222,7 +239,15 @@ class PopProcessor:
                 raise BadRequest(err)
             return group
 
-        def pop(cmd: RemotingCommand, conn: Connection) -> RemotingCommand | Awaitable[RemotingCommand]:
+        async def synced(resp: RemotingCommand) -> RemotingCommand:
+            await asyncio.get_running_loop().run_in_executor(None, service.state.sync)
+            return resp
+
+        def durable(resp: RemotingCommand) -> Response:
+            """With SYNC_FLUSH the journal is fsynced before the answer (pop_state's crash behaviour)."""
+            return synced(resp) if service.state.sync_each else resp
+
+        def pop(cmd: RemotingCommand, conn: Connection) -> Response:
             h = cmd.header
             group = _group(h)
             topic = str_field(h, "topic")
@@ -249,8 +274,16 @@ class PopProcessor:
                 return None
 
             first = attempt()
-            if first is not None or poll_ms == 0 or ctl.hold is None:
-                return first or cmd.response(ResponseCode.PULL_NOT_FOUND, "no message to receive")
+            if first is not None:
+                return durable(first)
+            inflight = service.inflight(group)
+            if inflight >= ctl.config.pop_inflight_message_threshold:
+                return durable(cmd.response(ResponseCode.PULL_NOT_FOUND, (
+                    f"group {group} has {inflight} messages received and not acked "
+                    f"(popInflightMessageThreshold {ctl.config.pop_inflight_message_threshold}): ack some or wait "
+                    "for their invisible time")))
+            if poll_ms == 0 or ctl.hold is None or not ctl.hold.reserve(conn):
+                return durable(cmd.response(ResponseCode.PULL_NOT_FOUND, "no message to receive"))
 
             async def long_poll() -> RemotingCommand:
                 deadline = time.monotonic() + poll_ms / 1000
@@ -263,18 +296,18 @@ class PopProcessor:
                     await ctl.hold.wait_any(keys, min(left, 1.0))  # type: ignore[union-attr]  # the caller checked ctl.hold
                     resp = attempt()  # also catches in-flight messages whose invisible time ran out
                     if resp is not None:
-                        return resp
+                        return await synced(resp)
 
-            return long_poll()
+            return ctl.hold.held(conn, long_poll())
 
-        def ack(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        def ack(cmd: RemotingCommand, conn: Connection) -> Response:
             try:
                 service.ack(_group(cmd.header), str_field(cmd.header, "receiptHandle"))
             except HandleError as exc:
                 return cmd.response(ResponseCode.NO_MESSAGE, str(exc))
-            return cmd.response(ResponseCode.SUCCESS)
+            return durable(cmd.response(ResponseCode.SUCCESS))
 
-        def change(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        def change(cmd: RemotingCommand, conn: Connection) -> Response:
             invisible = int_field(cmd.header, "invisibleTime")
             if not 1000 <= invisible <= MAX_INVISIBLE_MS:
                 raise BadRequest(f"invisibleTime must be 1000..{MAX_INVISIBLE_MS} ms, got {invisible}")
@@ -282,7 +315,7 @@ class PopProcessor:
                 new = service.change_invisible(_group(cmd.header), str_field(cmd.header, "receiptHandle"), invisible)
             except HandleError as exc:
                 return cmd.response(ResponseCode.NO_MESSAGE, str(exc))
-            return cmd.response(ResponseCode.SUCCESS, "", {"receiptHandle": new})
+            return durable(cmd.response(ResponseCode.SUCCESS, "", {"receiptHandle": new}))
 
         return {RequestCode.POP_MESSAGE: pop, RequestCode.ACK_MESSAGE: ack,
                 RequestCode.CHANGE_MESSAGE_INVISIBLETIME: change}

@@ -7,7 +7,9 @@
 - RELEASE_SNAPSHOT: header ``snapshotId``; answers ``{"released": bool}``.
 
 The broker removes expired snapshots every minute (and before each new one), so a crashed job leaves no
-links behind for longer than its TTL.
+links behind for longer than its TTL. A TTL is capped at ``snapshotMaxLifetimeMs``, and a snapshot older than
+that (by its ``createdMs``, e.g. one taken before the cap was lowered) is removed too, so no client can pin
+deleted segments' disk space for longer.
 """
 
 from __future__ import annotations
@@ -32,12 +34,35 @@ def _opt_int(header: dict[str, object], name: str) -> int | None:
     return int(str(value))
 
 
-async def expire_snapshots(snaps: SegmentSnapshots, interval_s: float = EXPIRY_INTERVAL_S) -> None:
-    """Remove expired snapshots every ``interval_s`` (the controller runs this for the broker's life)."""
+def remove_over_lifetime(snaps: SegmentSnapshots, max_lifetime_ms: int, now_ms: int | None = None) -> list[str]:
+    """Release every snapshot created more than ``max_lifetime_ms`` ago, whatever its own expiry; then remove
+    the expired ones. Returns the released ids (logged)."""
+    now = snaps.now_ms() if now_ms is None else now_ms
+    released = []
+    for manifest in snaps.list():
+        try:
+            sid, created = str(manifest["snapshotId"]), int(manifest["createdMs"])
+        except (KeyError, TypeError, ValueError):
+            continue
+        if created + max_lifetime_ms <= now and snaps.release(sid):
+            released.append(sid)
+    if released:
+        log.warning("released snapshots held past snapshotMaxLifetimeMs=%d: %s", max_lifetime_ms, released)
+    snaps.clean_expired(now)
+    return released
+
+
+async def expire_snapshots(snaps: SegmentSnapshots, interval_s: float = EXPIRY_INTERVAL_S,
+                           max_lifetime_ms: int | None = None) -> None:
+    """Remove expired snapshots (and those past ``max_lifetime_ms``) every ``interval_s`` (the controller runs
+    this for the broker's life)."""
     loop = asyncio.get_running_loop()
     while True:
         try:
-            await loop.run_in_executor(None, snaps.clean_expired)
+            if max_lifetime_ms is None:
+                await loop.run_in_executor(None, snaps.clean_expired)
+            else:
+                await loop.run_in_executor(None, remove_over_lifetime, snaps, max_lifetime_ms)
         except OSError:
             log.exception("cannot clean expired snapshots")
         await asyncio.sleep(interval_s)
@@ -46,11 +71,13 @@ async def expire_snapshots(snaps: SegmentSnapshots, interval_s: float = EXPIRY_I
 class SnapshotProcessor:
     """SNAPSHOT_SEGMENTS and RELEASE_SNAPSHOT over the store's :class:`SegmentSnapshots`."""
 
-    def __init__(self, snaps: SegmentSnapshots) -> None:
+    def __init__(self, snaps: SegmentSnapshots, max_lifetime_ms: int | None = None) -> None:
         self.snaps = snaps
+        self.max_lifetime_ms = max_lifetime_ms
 
     def handlers(self) -> dict[int, Handler]:
         snaps = self.snaps
+        cap = self.max_lifetime_ms
 
         async def snapshot(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
             h = cmd.header
@@ -58,6 +85,8 @@ class SnapshotProcessor:
                 begin_ms, end_ms = _opt_int(h, "beginTimestamp"), _opt_int(h, "endTimestamp")
                 begin_offset, end_offset = _opt_int(h, "beginOffset"), _opt_int(h, "endOffset")
                 ttl_ms = _opt_int(h, "ttlMs") or DEFAULT_TTL_MS
+                if cap is not None:
+                    ttl_ms = min(ttl_ms, cap)
                 export = h.get("exportDir")
                 manifest = await asyncio.get_running_loop().run_in_executor(
                     None, lambda: snaps.take(snapshot_id=str(export) if export else None, begin_ms=begin_ms,

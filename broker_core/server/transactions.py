@@ -15,7 +15,10 @@ Protocol:
    ``transactionTimeOut`` and sends CHECK_TRANSACTION_STATE (oneway, JSON; header ``tranStateTableOffset,
    commitLogOffset, msgId, transactionId, offsetMsgId``; the half message as body) to a live producer of the
    message's group, which answers with END_TRANSACTION (``fromTransactionCheck=true``). After ``transactionCheckMax``
-   checks without an answer the half message is rolled back (logged).
+   checks without an answer the half message is rolled back (logged). A check that finds no producer of the
+   group connected counts too (as RocketMQ's check counter, kept in the half message, counts every pass), so
+   a half message whose producer group is gone is rolled back after the same limit instead of being held
+   forever.
 
 Crash behaviour: resolution state is rebuilt at start from the op topic; the check progress (first
 unresolved half offset) is a consumer offset of group ``CID_RMQ_SYS_TRANS``. A commit whose op record
@@ -146,16 +149,18 @@ class TransactionService:
                 if qoff in self.done or now - rec.store_timestamp < cfg.transaction_timeout_ms:
                     continue
                 times = self.check_times.get(qoff, 0)
+                group = rec.properties.get(PROPERTY_PRODUCER_GROUP, "")
                 if times >= cfg.transaction_check_max:
-                    log.warning("half message %d of %s was checked %d times without an answer: rolled back",
-                                qoff, rec.properties.get(PROPERTY_REAL_TOPIC), times)
+                    log.warning("half message %d of %s (producer group %s) was checked %d times without an answer: "
+                                "rolled back", qoff, rec.properties.get(PROPERTY_REAL_TOPIC), group, times)
                     self.end(qoff, commit=False)
                     continue
-                group = rec.properties.get(PROPERTY_PRODUCER_GROUP, "")
                 producers = list(self.ctl.consumers.producers.get(group, {}).values())
-                if not producers:
-                    continue
                 self.check_times[qoff] = times + 1
+                if not producers:
+                    log.info("half message %d: no producer of group %s is connected (check %d of %d)", qoff, group,
+                             times + 1, cfg.transaction_check_max)
+                    continue
                 raw = self.store.get_message_bytes(rec.commit_log_offset, rec.store_size) or b""
                 uniq = rec.uniq_key or rec.offset_msg_id
                 producers[qoff % len(producers)].send(RemotingCommand.request(
