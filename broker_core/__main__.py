@@ -51,7 +51,7 @@ async def serve(config: BrokerConfig, host: str, port: int) -> int:
         loop.add_signal_handler(sig, stop.set)
     try:
         bound = await controller.start(host, port)
-    except StoreError as exc:
+    except (StoreError, ConfigError) as exc:  # ConfigError: e.g. aclEnable with a missing or invalid ACL file
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except OSError as exc:

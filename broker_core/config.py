@@ -21,6 +21,7 @@ ENV_PREFIX = "BROKER_CORE_"
 
 FLUSH_TYPES = ("ASYNC_FLUSH", "SYNC_FLUSH")
 BROKER_ROLES = ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE")
+SECRET_KEYS = frozenset({"clusterSecret"})  # never reported (GET_BROKER_CONFIG leaves them out)
 
 
 class ConfigError(ValueError):
@@ -67,6 +68,12 @@ class BrokerConfig:
         "rejectTransactionMessage", False, "refuse half (transaction) messages with NO_PERMISSION")
     access_message_in_memory_max_ratio: int = _f(
         "accessMessageInMemoryMaxRatio", 40, "percent of RAM behind the CommitLog end counted as 'in memory'")
+    # Access control (RocketMQ ACL 1.0; see README "Access control")
+    acl_enable: bool = _f("aclEnable", False, "check signed requests against plain_acl.yml (needs clusterSecret)")
+    acl_file: str = _f("aclFile", "", "the plain_acl.yml (default ROOT/config/plain_acl.yml); reloaded on change")
+    cluster_secret: str = _f(
+        "clusterSecret", "", "signs registrations with the name servers (the same as their --cluster-secret); "
+        "never shown by GET_BROKER_CONFIG")
     # Paths
     store_path_root_dir: str = _f("storePathRootDir", str(Path.home() / "store"), "store root directory")
     store_path_commit_log: str = _f("storePathCommitLog", "", "CommitLog directory (default ROOT/commitlog)")
@@ -174,6 +181,10 @@ class BrokerConfig:
         return Path(self.store_path_root_dir) / "config"
 
     @property
+    def acl_file_path(self) -> Path:
+        return Path(self.acl_file or Path(self.store_path_root_dir) / "config" / "plain_acl.yml")
+
+    @property
     def lock_path(self) -> Path:
         return Path(self.store_path_root_dir) / "lock"
 
@@ -198,6 +209,11 @@ class BrokerConfig:
             raise ConfigError("mapedFileSizeCommitLog must be at least 4096 bytes")
         if self.transient_store_pool_enable:
             raise ConfigError("transientStorePoolEnable=true is not supported by broker_core")
+        if self.cluster_secret and len(self.cluster_secret) < 7:
+            raise ConfigError("clusterSecret must be longer than 6 characters")
+        if self.acl_enable and not self.cluster_secret:
+            raise ConfigError("aclEnable=true needs clusterSecret (the name servers' --cluster-secret), so that "
+                              "no one else can register a broker under this broker's name")
         for hour in self.delete_when_hours:
             if not 0 <= hour <= 23:
                 raise ConfigError(f"deleteWhen hour {hour} is not in 00..23")

@@ -1,9 +1,10 @@
 """The one place that builds ``broker_core.client`` objects from settings.
 
 One :class:`ClientInstance`-backed ``AdminClient``, one ``Producer`` and one browsing ``PullConsumer`` per
-process and name server address, and one ``SimpleConsumer`` per consumer group, all sharing a connection pool.
-Clients are keyed by ``settings.BROKER_CORE_NAMESRV``, so changing that setting (tests do) yields fresh
-clients; :func:`reset` shuts every cached client down.
+process and name server address, and one ``SimpleConsumer`` per consumer group, all sharing a connection pool
+and signing with the ACL account of settings (:func:`credentials`).
+Clients are keyed by ``settings.BROKER_CORE_NAMESRV`` and the ACL account, so changing those settings (tests do)
+yields fresh clients; :func:`reset` shuts every cached client down.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 
-from broker_core.client import AdminClient, Producer, PullConsumer, SimpleConsumer
+from broker_core.client import AdminClient, Producer, PullConsumer, SessionCredentials, SimpleConsumer
 from broker_core.client.admin import ADMIN_GROUP
 from broker_core.client.instance import ClientInstance
 
@@ -35,7 +37,7 @@ class _Clients:
 
 
 _lock = threading.Lock()
-_cache: dict[str, _Clients] = {}
+_cache: dict[tuple[str, SessionCredentials | None], _Clients] = {}  # by name server and ACL account
 _installed_admins: dict[str, Any] = {}
 
 
@@ -44,14 +46,27 @@ def namesrv_addr() -> str:
     return str(settings.BROKER_CORE_NAMESRV)
 
 
+def credentials() -> SessionCredentials | None:
+    """The ACL account from settings (``BROKER_CORE_ACCESS_KEY``/``BROKER_CORE_SECRET_KEY``), None when unset;
+    every client built here signs with it (the console's, the Celery workers' and the Spark jobs' requests)."""
+    access_key = str(getattr(settings, "BROKER_CORE_ACCESS_KEY", "") or "")
+    secret_key = str(getattr(settings, "BROKER_CORE_SECRET_KEY", "") or "")
+    if not access_key and not secret_key:
+        return None
+    if not access_key or not secret_key:
+        raise ImproperlyConfigured("set both BROKER_CORE_ACCESS_KEY and BROKER_CORE_SECRET_KEY, or neither")
+    return SessionCredentials(access_key, secret_key)
+
+
 def _clients() -> _Clients:
     addr = namesrv_addr()
+    key = (addr, credentials())
     with _lock:
-        found = _cache.get(addr)
+        found = _cache.get(key)
         if found is None:
-            instance = ClientInstance(addr, instance_name="console")
+            instance = ClientInstance(addr, instance_name="console", credentials=key[1])
             admin = AdminClient(addr, timeout=settings.BROKER_CORE_TIMEOUT_S, instance=instance).start()
-            found = _cache[addr] = _Clients(instance, admin)
+            found = _cache[key] = _Clients(instance, admin)
         return found
 
 

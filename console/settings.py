@@ -138,6 +138,10 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = 64 * 1024 * 1024
 BROKER_CORE_NAMESRV = os.environ.get("BROKER_CORE_NAMESRV", "127.0.0.1:9876")
 BROKER_CORE_PRODUCER_GROUP = os.environ.get("BROKER_CORE_PRODUCER_GROUP", "broker_core_console")
 BROKER_CORE_TIMEOUT_S = float(os.environ.get("BROKER_CORE_TIMEOUT_S", "5"))
+# The ACL account the console's (and Celery's) SDK clients sign with, for brokers with aclEnable=true (an admin
+# account of plain_acl.yml: the console creates and deletes topics and groups). Both empty: requests go unsigned.
+BROKER_CORE_ACCESS_KEY = os.environ.get("BROKER_CORE_ACCESS_KEY", "")
+BROKER_CORE_SECRET_KEY = os.environ.get("BROKER_CORE_SECRET_KEY", "")
 
 # Alert notifications: Django's email backend (console by default; e.g. ...smtp.EmailBackend with EMAIL_HOST),
 # and the timeout of webhook POSTs.

@@ -21,9 +21,11 @@ from broker_core.client.message import (
 from broker_core.client.producer import Producer, select_by_key
 from broker_core.client.simple import SimpleConsumer
 from broker_core.client.transaction import TransactionProducer, TransactionState
+from broker_core.protocol.acl import SessionCredentials
 
 __all__ = [
     "AdminClient", "AllocateMessageQueueAveragely", "AllocateMessageQueueByCircle", "ClientError", "ConsumeStatus",
     "Message", "MessageExt", "MessageQueue", "Producer", "PullConsumer", "PullResult", "PullStatus", "PushConsumer",
-    "SendResult", "SendStatus", "SimpleConsumer", "TransactionProducer", "TransactionState", "select_by_key",
+    "SendResult", "SendStatus", "SessionCredentials", "SimpleConsumer", "TransactionProducer", "TransactionState",
+    "select_by_key",
 ]

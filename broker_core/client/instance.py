@@ -19,6 +19,7 @@ from typing import Any
 from broker_core.client.message import ClientError, MessageQueue
 from broker_core.codec.fastjson import items, loads_fastjson
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
+from broker_core.protocol.acl import SessionCredentials
 from broker_core.protocol.headers import DEFAULT_TOPIC
 from broker_core.remoting.client import RemotingClient, client_loop
 
@@ -108,13 +109,28 @@ def local_ip() -> str:
         return "127.0.0.1"
 
 
+def shared_instance(instance: ClientInstance | None, namesrv_addr: str,
+                    credentials: SessionCredentials | None) -> ClientInstance:
+    """``instance``, or a new one on ``namesrv_addr`` signing with ``credentials``. Credentials given with an
+    instance must be the instance's own (its connections are signed once, for every client sharing it)."""
+    if instance is None:
+        return ClientInstance(namesrv_addr, credentials=credentials)
+    if credentials is not None and credentials != instance.credentials:
+        raise ValueError("credentials differ from the shared ClientInstance's: give them to the ClientInstance")
+    return instance
+
+
 class ClientInstance:
-    def __init__(self, namesrv_addr: str, instance_name: str | None = None) -> None:
+    def __init__(self, namesrv_addr: str, instance_name: str | None = None,
+                 credentials: SessionCredentials | None = None) -> None:
+        """``credentials``: sign every request (RocketMQ ACL ``AclClientRPCHook``); every client sharing this
+        instance signs with them."""
         self.namesrv_addrs = [a.strip() for a in (namesrv_addr or "").split(";") if a.strip()]
         if not self.namesrv_addrs:
             raise ValueError("namesrv_addr is required, e.g. '127.0.0.1:9876'")
         self.client_id = f"{local_ip()}@{os.getpid()}@{instance_name or uuid.uuid4().hex[:8]}"
-        self.remoting = RemotingClient(on_request=self._on_server_request)
+        self.credentials = credentials
+        self.remoting = RemotingClient(on_request=self._on_server_request, credentials=credentials)
         self.loop = client_loop()
         self.routes: dict[str, TopicRoute] = {}
         self.broker_addrs: dict[str, str] = {}

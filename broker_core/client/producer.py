@@ -21,12 +21,13 @@ import zlib
 from collections.abc import Callable
 from typing import Any
 
-from broker_core.client.instance import ClientInstance
+from broker_core.client.instance import ClientInstance, shared_instance
 from broker_core.client.message import ClientError, Message, MessageQueue, SendResult, SendStatus
 from broker_core.codec.message import COMPRESSED_FLAG, PROPERTY_UNIQ_KEY, encode_properties
 from broker_core.codec.message_id import UniqueIdGenerator
 from broker_core.codec.wire import encode_batch
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
+from broker_core.protocol.acl import SessionCredentials
 from broker_core.protocol.headers import DEFAULT_TOPIC, DEFAULT_TOPIC_QUEUE_NUMS
 from broker_core.protocol.validation import group_error, topic_error
 from broker_core.remoting.blocking import BlockingClient
@@ -71,15 +72,18 @@ class Producer:
     def __init__(self, group: str, namesrv_addr: str, *, send_timeout: float = 3.0,
                  retry_times_when_send_failed: int = 2, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
                  latency_fault_enable: bool = True, compress_msg_body_over_howmuch: int = 4096,
-                 instance: ClientInstance | None = None, create_topics: bool = True) -> None:
+                 instance: ClientInstance | None = None, create_topics: bool = True,
+                 credentials: SessionCredentials | None = None) -> None:
         """``create_topics``: a topic the name server does not know is sent by ``TBW102``'s route, so a broker
         with ``autoCreateTopicEnable`` creates it on the first send (RocketMQ's behaviour); False refuses such
-        sends with TOPIC_NOT_EXIST (the console's producer: a typo in a REST path must not create a topic)."""
+        sends with TOPIC_NOT_EXIST (the console's producer: a typo in a REST path must not create a topic).
+        ``credentials``: the ACL account every request is signed with (brokers with ``aclEnable``); with
+        ``instance``, the instance's own are used."""
         err = group_error(group)
         if err:
             raise ValueError(err)
         self.group = group
-        self.instance = instance or ClientInstance(namesrv_addr)
+        self.instance = shared_instance(instance, namesrv_addr, credentials)
         self.send_timeout = send_timeout
         self.retry_times = retry_times_when_send_failed
         self.max_message_size = max_message_size
@@ -88,7 +92,7 @@ class Producer:
         self.create_topics = create_topics
         self.ids = UniqueIdGenerator()
         self._rr = itertools.count()
-        self.blocking = BlockingClient()
+        self.blocking = BlockingClient(credentials=self.instance.credentials)
         self.started = False
 
     # ------------------------------------------------------------------ lifecycle

@@ -19,14 +19,15 @@ from broker_core.client.consumer import _ConsumerBase
 from broker_core.client.instance import ClientInstance
 from broker_core.client.message import ClientError, MessageExt, decode_message_exts
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
+from broker_core.protocol.acl import SessionCredentials
 from broker_core.protocol.filter import Subscription, parse_subscription
 from broker_core.remoting.client import run_sync
 
 
 class SimpleConsumer(_ConsumerBase):
     def __init__(self, group: str, namesrv_addr: str, *, max_reconsume_times: int = 16,
-                 instance: ClientInstance | None = None) -> None:
-        super().__init__(group, namesrv_addr, instance)
+                 instance: ClientInstance | None = None, credentials: SessionCredentials | None = None) -> None:
+        super().__init__(group, namesrv_addr, instance, credentials)
         self.max_reconsume_times = max_reconsume_times
         self.subscriptions: dict[str, Subscription] = {}
         self._rr = itertools.count()

@@ -10,10 +10,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
 from pathlib import Path
 
+from broker_core.namesrv.registration_auth import ENV_CLUSTER_SECRET
 from broker_core.namesrv.route_info import BROKER_CHANNEL_EXPIRED_MS
 from broker_core.namesrv.server import DEFAULT_LISTEN_PORT, DEFAULT_SCAN_INTERVAL_MS, NamesrvController
 from broker_core.remoting import loops
@@ -62,6 +64,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--order-message-enable", action="store_true",
                         help="add orderTopicConf from the ORDER_TOPIC_CONFIG namespace to routes "
                              "(RocketMQ's orderMessageEnable; off by default as upstream)")
+    parser.add_argument("--cluster-secret", default=os.environ.get(ENV_CLUSTER_SECRET, ""), metavar="SECRET",
+                        help=f"accept broker registrations only when signed with this secret (the brokers' "
+                             f"clusterSecret; longer than 6 characters). Default: ${ENV_CLUSTER_SECRET}, else "
+                             f"none (every registration accepted, as RocketMQ). Prefer the environment variable: "
+                             f"a command line is visible to other local users")
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
                         type=str.upper, metavar="LEVEL",
                         help="log level for stderr: DEBUG, INFO, WARNING or ERROR (default INFO)")
@@ -71,7 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
 async def serve(args: argparse.Namespace) -> int:
     controller = NamesrvController(scan_interval_ms=args.scan_interval_ms, broker_expire_ms=args.broker_expire_ms,
                                    kv_config_path=args.kv_config_path,
-                                   order_message_enable=args.order_message_enable)
+                                   order_message_enable=args.order_message_enable,
+                                   cluster_secret=args.cluster_secret)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -93,7 +101,10 @@ async def serve(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.cluster_secret and len(args.cluster_secret) < 7:
+        parser.error("--cluster-secret must be longer than 6 characters")
     logging.basicConfig(level=args.log_level, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     return loops.run(serve(args))

@@ -34,6 +34,7 @@ from typing import Any
 
 from broker_core.codec.fastjson import FastjsonPairs, loads_fastjson
 from broker_core.namesrv.kv_config import NAMESPACE_ORDER_TOPIC_CONFIG, KVConfigManager
+from broker_core.namesrv.registration_auth import RegistrationGuard
 from broker_core.namesrv.route_info import BROKER_CHANNEL_EXPIRED_MS, NowClock, RouteInfoManager
 from broker_core.protocol import BadRequest, RemotingCommand, RequestCode, ResponseCode
 from broker_core.protocol.validation import topic_error
@@ -175,7 +176,9 @@ class NamesrvController:
     def __init__(self, *, scan_interval_ms: int = DEFAULT_SCAN_INTERVAL_MS,
                  broker_expire_ms: int = BROKER_CHANNEL_EXPIRED_MS, scan_initial_delay_ms: int | None = None,
                  clock: NowClock | None = None, idle_timeout: float = 120.0, kv_config_path: Path | None = None,
-                 order_message_enable: bool = False) -> None:
+                 order_message_enable: bool = False, cluster_secret: str = "") -> None:
+        """``cluster_secret``: when set, broker (un)registrations must be signed with it
+        (:mod:`broker_core.namesrv.registration_auth`); empty accepts them as RocketMQ does."""
         if scan_interval_ms <= 0 or broker_expire_ms <= 0:
             raise ValueError("scan_interval_ms and broker_expire_ms must be positive")
         self.scan_interval_ms = scan_interval_ms
@@ -202,7 +205,8 @@ class NamesrvController:
             RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: self._get_topic_list,
             RequestCode.DELETE_TOPIC_IN_NAMESRV: self._delete_topic,
         }
-        self.remoting = RemotingServer("namesrv", handlers, idle_timeout=idle_timeout)
+        self.remoting = RemotingServer("namesrv", handlers, idle_timeout=idle_timeout,
+                                       rpc_hook=RegistrationGuard(cluster_secret) if cluster_secret else None)
         self._scan_task: asyncio.Task[None] | None = None
 
     async def start(self, host: str = "127.0.0.1", port: int = DEFAULT_LISTEN_PORT) -> int:

@@ -11,6 +11,7 @@ import threading
 import time
 
 from broker_core.protocol import FrameDecoder, ProtocolError, RemotingCommand
+from broker_core.protocol.acl import SessionCredentials, sign_command
 from broker_core.remoting.client import RemotingTimeout, default_serialize_type
 
 
@@ -35,9 +36,11 @@ class _Socket:
 class BlockingClient:
     _opaque = itertools.count(1 << 30)
 
-    def __init__(self, connect_timeout: float = 3.0, serialize_type: int | None = None) -> None:
+    def __init__(self, connect_timeout: float = 3.0, serialize_type: int | None = None,
+                 credentials: SessionCredentials | None = None) -> None:
         self.connect_timeout = connect_timeout
         self.serialize_type = default_serialize_type() if serialize_type is None else serialize_type
+        self.credentials = credentials  # sign every request (RocketMQ ACL), as RemotingClient does
         self._local = threading.local()
         self._all: list[_Socket] = []
         self._lock = threading.Lock()
@@ -71,6 +74,8 @@ class BlockingClient:
         s = self._socket(addr)
         cmd.opaque = next(self._opaque) & 0x7FFFFFFF
         cmd.serialize_type = self.serialize_type
+        if self.credentials is not None:
+            sign_command(cmd, self.credentials)
         deadline = time.monotonic() + timeout
         try:
             s.sock.settimeout(timeout)

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 from broker_core.codec.wire import SERIALIZE_JSON, SERIALIZE_ROCKETMQ
 from broker_core.protocol import FrameDecoder, ProtocolError, RemotingCommand
+from broker_core.protocol.acl import SessionCredentials, sign_command
 from broker_core.remoting import loops
 
 log = logging.getLogger(__name__)
@@ -115,9 +116,12 @@ class _Channel:
 class RemotingClient:
     def __init__(self, connect_timeout: float = 3.0,
                  on_request: Callable[[str, RemotingCommand], None] | None = None,
-                 serialize_type: int | None = None) -> None:
+                 serialize_type: int | None = None, credentials: SessionCredentials | None = None) -> None:
+        """``credentials``: sign every request as RocketMQ's ``AclClientRPCHook`` (brokers with ACL on need it;
+        name servers ignore the fields)."""
         self.connect_timeout = connect_timeout
         self.serialize_type = default_serialize_type() if serialize_type is None else serialize_type
+        self.credentials = credentials
         self.on_request = on_request
         self._channels: dict[str, _Channel] = {}
         self._connecting: dict[str, asyncio.Future[_Channel]] = {}
@@ -149,6 +153,8 @@ class RemotingClient:
         ch = await self._channel(addr)
         cmd.opaque = next(self._opaque) & 0x7FFFFFFF
         cmd.serialize_type = self.serialize_type
+        if self.credentials is not None:
+            sign_command(cmd, self.credentials)
         fut: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
         ch.pending[cmd.opaque] = fut
         ch.writer.write(cmd.encode())
@@ -163,6 +169,8 @@ class RemotingClient:
         cmd.opaque = next(self._opaque) & 0x7FFFFFFF
         cmd.serialize_type = self.serialize_type
         cmd.flags |= 0x2
+        if self.credentials is not None:
+            sign_command(cmd, self.credentials)
         ch.writer.write(cmd.encode())
 
     def invoke_sync(self, addr: str, cmd: RemotingCommand, timeout: float = 3.0) -> RemotingCommand:

@@ -35,13 +35,15 @@ from broker_core.protocol import FrameDecoder, ProtocolError, RemotingCommand, R
 from broker_core.protocol.command import DEFAULT_MAX_FRAME_BYTES
 from broker_core.protocol.fields import BadRequest
 
-__all__ = ["BadRequest", "Connection", "Handler", "RemotingServer", "Response"]
+__all__ = ["BadRequest", "Connection", "Handler", "RemotingServer", "Response", "RpcHook"]
 
 log = logging.getLogger(__name__)
 
 
 Response = Union[RemotingCommand, None]  # noqa: UP007 - used at runtime in a type alias
 Handler = Callable[[RemotingCommand, "Connection"], Union[Response, Awaitable[Response]]]  # noqa: UP007
+# Runs before every handler (unknown codes too): None lets the request through, a command answers it instead.
+RpcHook = Callable[[RemotingCommand, "Connection"], Response]
 
 
 class Connection:
@@ -150,6 +152,7 @@ class RemotingServer:
         idle_timeout: float = 120.0,
         max_inflight: int = 4096,
         on_close: Callable[[Connection], None] | None = None,
+        rpc_hook: RpcHook | None = None,
         write_buffer_high: int = 4 * 1024 * 1024,
         write_buffer_low: int = 1024 * 1024,
     ) -> None:
@@ -159,6 +162,7 @@ class RemotingServer:
         self.idle_timeout = idle_timeout
         self.max_inflight = max_inflight
         self.on_close = on_close
+        self.rpc_hook = rpc_hook
         if write_buffer_high > 0 and not 0 <= write_buffer_low <= write_buffer_high:
             raise ValueError(f"write buffer low-water mark {write_buffer_low} must be 0..{write_buffer_high}")
         self.write_buffer_high = write_buffer_high  # 0: the loop's defaults (64 KiB), still paused past them
@@ -208,6 +212,16 @@ class RemotingServer:
                     conn.close()
 
     def dispatch(self, cmd: RemotingCommand, conn: Connection) -> None:
+        if self.rpc_hook is not None:  # e.g. the broker's ACL: a refusal answers instead of the handler
+            try:
+                refusal = self.rpc_hook(cmd, conn)
+            except Exception as exc:  # a failing check refuses rather than letting the request through
+                log.exception("%s: the request hook failed for code %d", self.name, cmd.code)
+                refusal = cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+            if refusal is not None:
+                if not cmd.is_oneway:
+                    conn.send(refusal)
+                return
         handler = self.handlers.get(cmd.code)
         if handler is None:
             if not cmd.is_oneway:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from broker_core import __version__
 from broker_core.codec.fastjson import FastjsonPairs, dumps_fastjson, loads_fastjson
-from broker_core.config import BrokerConfig, ConfigError, parse_properties
+from broker_core.config import SECRET_KEYS, BrokerConfig, ConfigError, parse_properties
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
 from broker_core.protocol.bodies import encode_reset_offset_body
 from broker_core.protocol.command import CURRENT_VERSION
@@ -165,7 +165,7 @@ class AdminProcessor:
         out = {}
         for f in dataclasses.fields(BrokerConfig):
             key = f.metadata.get("key")
-            if key:
+            if key and key not in SECRET_KEYS:
                 out[key] = _java_str(getattr(cfg, f.name))
         return dict(sorted(out.items()))
 

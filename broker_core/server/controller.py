@@ -24,9 +24,11 @@ from broker_core.codec.fastjson import FastjsonPairs, dumps_fastjson, items, loa
 from broker_core.codec.wire import SERIALIZE_JSON
 from broker_core.config import BrokerConfig
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
+from broker_core.protocol.acl import sign_registration
 from broker_core.protocol.headers import DEFAULT_TOPIC
 from broker_core.remoting.client import RemotingClient
 from broker_core.remoting.server import Connection, Handler, RemotingServer
+from broker_core.server.acl import PlainAccessValidator
 from broker_core.server.admin import AdminProcessor
 from broker_core.server.clients import ConsumerManager
 from broker_core.server.consume import ConsumerProcessor
@@ -115,6 +117,7 @@ class BrokerController:
         self.pop_service = PopService(self)
         self.snapshots = self.store.segment_snapshots(lambda: self.broker_addr)
         self.stats = Stats()
+        self.acl = PlainAccessValidator(config)  # the RemotingServer's rpc_hook; idle while aclEnable is false
         self.namesrv_addrs = [a.strip() for a in config.namesrv_addr.split(";") if a.strip()]
         self.namesrv_client = RemotingClient(serialize_type=SERIALIZE_JSON)  # as Java brokers register
         self.hold: PullRequestHoldService | None = None
@@ -139,6 +142,8 @@ class BrokerController:
 
     async def start(self, host: str, port: int) -> int:
         loop = asyncio.get_running_loop()
+        if self.config.acl_enable:
+            self.acl.load()  # a missing or invalid plain_acl.yml stops the start (AclConfigError names the file)
         self.config.config_dir.mkdir(parents=True, exist_ok=True)
         if self.config.auto_create_topic_enable and self.topics.get(DEFAULT_TOPIC) is None:
             # RocketMQ's template: clients fall back to TBW102's route to send to a topic that does not exist yet
@@ -159,7 +164,7 @@ class BrokerController:
         self.server = RemotingServer(
             f"broker {self.config.broker_name}", handlers, max_frame_bytes=self.limits.max_frame_bytes,
             idle_timeout=self.limits.idle_timeout_s, max_inflight=self.limits.max_inflight,
-            on_close=self._connection_closed, write_buffer_high=self.limits.write_buffer_high,
+            on_close=self._connection_closed, rpc_hook=self.acl, write_buffer_high=self.limits.write_buffer_high,
             write_buffer_low=self.limits.write_buffer_low)
         self.port = await self.server.start(host, port)
         await self._listen_vip(host, port)
@@ -261,6 +266,13 @@ class BrokerController:
                    "timestamp": int(getattr(topics, "data_version_ts", 0) or 0)}
         return {"dataVersion": version, "topicConfigTable": configs}
 
+    def _signed(self, cmd: RemotingCommand) -> RemotingCommand:
+        """``cmd`` with the cluster-secret proof when ``clusterSecret`` is set (name servers started with a
+        secret refuse registrations without it; others, Java's too, ignore the extra fields)."""
+        if self.config.cluster_secret:
+            sign_registration(cmd, self.config.cluster_secret, int(time.time() * 1000))
+        return cmd
+
     def registration_request(self) -> RemotingCommand:
         """REGISTER_BROKER exactly as a 4.9 broker's ``BrokerOuterAPI.registerBrokerAll`` sends it: header
         ``brokerName, brokerAddr, clusterName, haServerAddr, brokerId, compressed, bodyCrc32`` and body
@@ -283,7 +295,8 @@ class BrokerController:
         request = self.registration_request()
         for addr in self.namesrv_addrs:
             try:
-                cmd = RemotingCommand(request.code, 0, request.flags, request.header, request.body)
+                cmd = self._signed(RemotingCommand(request.code, 0, request.flags, dict(request.header),
+                                                   request.body))
                 resp = await self.namesrv_client.invoke(addr, cmd, 3.0)
             except (ConnectionError, TimeoutError) as exc:
                 ok = False
@@ -306,7 +319,7 @@ class BrokerController:
     async def unregister_all(self) -> None:
         """UNREGISTER_BROKER (``brokerName, brokerAddr, clusterName, brokerId``) to every name server."""
         for addr in self.namesrv_addrs:
-            cmd = RemotingCommand.request(RequestCode.UNREGISTER_BROKER, self._registration_header())
+            cmd = self._signed(RemotingCommand.request(RequestCode.UNREGISTER_BROKER, self._registration_header()))
             try:
                 resp = await self.namesrv_client.invoke(addr, cmd, 3.0)
                 if resp.code != ResponseCode.SUCCESS:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from broker_core.client.instance import ClientInstance
+from broker_core.client.instance import ClientInstance, shared_instance
 from broker_core.client.message import ClientError, MessageExt, MessageQueue, decode_message_exts
 from broker_core.codec.hashing import tag_hash
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
+from broker_core.protocol.acl import SessionCredentials
 from broker_core.protocol.filter import EXPRESSION_TAG, Subscription, parse_subscription
 from broker_core.protocol.headers import PULL_COMMIT_OFFSET, PULL_SUBSCRIPTION, PULL_SUSPEND
 from broker_core.protocol.validation import group_error
@@ -57,12 +58,13 @@ class PullResult:
 
 
 class _ConsumerBase:
-    def __init__(self, group: str, namesrv_addr: str, instance: ClientInstance | None) -> None:
+    def __init__(self, group: str, namesrv_addr: str, instance: ClientInstance | None,
+                 credentials: SessionCredentials | None = None) -> None:
         err = group_error(group)
         if err:
             raise ValueError(err)
         self.group = group
-        self.instance = instance or ClientInstance(namesrv_addr)
+        self.instance = shared_instance(instance, namesrv_addr, credentials)
 
     async def _queue_request(self, mq: MessageQueue, code: int, header: dict[str, object],
                              timeout: float = 3.0) -> RemotingCommand:

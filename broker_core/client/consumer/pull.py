@@ -6,6 +6,7 @@ from broker_core.client.consumer.base import BROKER_SUSPEND_MAX_S, PullResult, _
 from broker_core.client.instance import ClientInstance
 from broker_core.client.message import ClientError, MessageQueue
 from broker_core.protocol import RequestCode, ResponseCode
+from broker_core.protocol.acl import SessionCredentials
 from broker_core.protocol.filter import parse_subscription
 from broker_core.remoting.client import run_sync
 
@@ -13,8 +14,9 @@ from broker_core.remoting.client import run_sync
 class PullConsumer(_ConsumerBase):
     """Pull messages from queues you choose, at offsets you manage."""
 
-    def __init__(self, group: str, namesrv_addr: str, *, instance: ClientInstance | None = None) -> None:
-        super().__init__(group, namesrv_addr, instance)
+    def __init__(self, group: str, namesrv_addr: str, *, instance: ClientInstance | None = None,
+                 credentials: SessionCredentials | None = None) -> None:
+        super().__init__(group, namesrv_addr, instance, credentials)
 
     def start(self) -> PullConsumer:
         run_sync(self.instance.start())

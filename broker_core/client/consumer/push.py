@@ -67,6 +67,7 @@ from broker_core.client.message import ClientError, MessageQueue
 from broker_core.codec import CodecError
 from broker_core.codec.message import PROPERTY_RETRY_TOPIC
 from broker_core.protocol import RemotingCommand, RequestCode
+from broker_core.protocol.acl import SessionCredentials
 from broker_core.protocol.bodies import decode_mq_offset_table
 from broker_core.protocol.filter import Subscription, parse_subscription
 from broker_core.protocol.validation import RETRY_GROUP_TOPIC_PREFIX, retry_topic
@@ -84,8 +85,9 @@ class PushConsumer(_ConsumerBase):
                  reconsume_delay: float = 1.0, offset_store_dir: str | os.PathLike[str] | None = None,
                  max_reconsume_times: int = -1, suspend_current_queue_time: float = 1.0,
                  lock_interval: float = 20.0, enable_trace: bool = False,
-                 instance: ClientInstance | None = None, instance_name: str = "DEFAULT") -> None:
-        super().__init__(group, namesrv_addr, instance)
+                 instance: ClientInstance | None = None, instance_name: str = "DEFAULT",
+                 credentials: SessionCredentials | None = None) -> None:
+        super().__init__(group, namesrv_addr, instance, credentials)
         if message_model not in ("CLUSTERING", "BROADCASTING"):
             raise ValueError("message_model must be CLUSTERING or BROADCASTING")
         consume_from = _FROM_ROCKETMQ.get(consume_from, consume_from)
