@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 STATUS_TO_CODE = {
     PutStatus.PUT_OK: ResponseCode.SUCCESS,
     PutStatus.FLUSH_DISK_TIMEOUT: ResponseCode.FLUSH_DISK_TIMEOUT,
+    PutStatus.FLUSH_DISK_FAILED: ResponseCode.SYSTEM_ERROR,  # an fsync failed: not stored durably; the remark says
     PutStatus.MESSAGE_ILLEGAL: ResponseCode.MESSAGE_ILLEGAL,
     PutStatus.PROPERTIES_SIZE_EXCEEDED: ResponseCode.MESSAGE_ILLEGAL,
     PutStatus.SERVICE_NOT_AVAILABLE: ResponseCode.SERVICE_NOT_AVAILABLE,
@@ -85,11 +86,12 @@ async def _flushed(ctl: BrokerController, request: GroupCommitRequest) -> bool:
 
 async def _after_flush(ctl: BrokerController, request: GroupCommitRequest, results: list[PutMessageResult],
                        respond: Callable[[], RemotingCommand]) -> RemotingCommand:
-    """SYNC_FLUSH: answer once the group commit covering ``results`` is done (or timed out)."""
+    """SYNC_FLUSH: answer once the group commit covering ``results`` is done (or timed out, or failed)."""
     if not await _flushed(ctl, request):
+        status = PutStatus.FLUSH_DISK_FAILED if request.error else PutStatus.FLUSH_DISK_TIMEOUT
         for r in results:
             if r.ok:
-                r.status = PutStatus.FLUSH_DISK_TIMEOUT
+                r.status, r.error = status, request.error
     return respond()
 
 
@@ -196,9 +198,10 @@ def _batch_response(ctl: BrokerController, cmd: RemotingCommand, result: BatchPu
 
 async def _after_batch_flush(ctl: BrokerController, request: GroupCommitRequest, result: BatchPutResult,
                              respond: Callable[[], RemotingCommand]) -> RemotingCommand:
-    """SYNC_FLUSH for a batch: answer once the group commit covering it is done (or timed out)."""
+    """SYNC_FLUSH for a batch: answer once the group commit covering it is done (or timed out, or failed)."""
     if not await _flushed(ctl, request) and result.ok:
-        result.status = PutStatus.FLUSH_DISK_TIMEOUT
+        result.status = PutStatus.FLUSH_DISK_FAILED if request.error else PutStatus.FLUSH_DISK_TIMEOUT
+        result.error = request.error
     return respond()
 
 

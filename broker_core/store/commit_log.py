@@ -44,6 +44,7 @@ from broker_core.codec.message import (
 from broker_core.config import BrokerConfig
 from broker_core.store.allocate import AllocateMappedFileService
 from broker_core.store.clock import Clock
+from broker_core.store.durability import COMMIT_LOG
 from broker_core.store.mapped_file import MappedFile, SelectMappedBufferResult
 from broker_core.store.mapped_file_queue import MappedFileQueue
 from broker_core.store.message import MessageInner
@@ -59,7 +60,7 @@ class CommitLog:
         self.config = config
         self.clock = clock
         self.mapped_file_size = config.mapped_file_size_commit_log_bytes
-        self.mapped_file_queue = MappedFileQueue(config.commit_log_dir, self.mapped_file_size, allocator)
+        self.mapped_file_queue = MappedFileQueue(config.commit_log_dir, self.mapped_file_size, allocator, COMMIT_LOG)
         self.topic_queue_table: dict[tuple[str, int], int] = {}
         self.put_lock = threading.Lock()
         self.store_host = host_to_bytes(config.broker_ip)
@@ -293,6 +294,11 @@ class CommitLog:
     @property
     def flushed_where(self) -> int:
         return self.mapped_file_queue.flushed_where
+
+    @property
+    def flushed_timestamp(self) -> int:
+        """Store time of a record known flushed (0: none yet); what the checkpoint records."""
+        return self.mapped_file_queue.flushed_timestamp
 
     def close(self) -> None:
         self.mapped_file_queue.close()

@@ -39,8 +39,10 @@ class ConsumeQueue:
         self._tail: MappedFile | None = None  # the file the last unit went to (fast path)
 
     # ------------------------------------------------------------------ load and recovery
-    def load(self) -> None:
-        self.mapped_file_queue.load()
+    def load(self) -> str:
+        """Open the files; a damaged file and those after it are deleted and the reason returned (see
+        ``MappedFileQueue.load(derived=True)``): the caller rebuilds them from the CommitLog."""
+        return self.mapped_file_queue.load(derived=True)
 
     def recover(self) -> None:
         """Find the end of written units in the last three files and cut everything after it."""
@@ -233,11 +235,14 @@ def remove_empty_topic_dir(topic_dir: Path) -> None:
         topic_dir.rmdir()
 
 
-def load_consume_queues(root: Path, mapped_file_size: int) -> dict[tuple[str, int], ConsumeQueue]:
-    """Every ConsumeQueue under ``root`` (``<topic>/<queueId>/``), loaded; other entries are ignored."""
+def load_consume_queues(root: Path, mapped_file_size: int) -> tuple[dict[tuple[str, int], ConsumeQueue],
+                                                                    dict[tuple[str, int], str]]:
+    """Every ConsumeQueue under ``root`` (``<topic>/<queueId>/``), loaded (other entries are ignored), and the
+    queues found damaged at load with the reason."""
     table: dict[tuple[str, int], ConsumeQueue] = {}
+    damaged: dict[tuple[str, int], str] = {}
     if not root.is_dir():
-        return table
+        return table, damaged
     for topic_dir in sorted(root.iterdir()):
         if not topic_dir.is_dir():
             continue
@@ -245,6 +250,8 @@ def load_consume_queues(root: Path, mapped_file_size: int) -> dict[tuple[str, in
             if not qdir.name.isdigit():
                 continue
             cq = ConsumeQueue(topic_dir.name, int(qdir.name), root, mapped_file_size)
-            cq.load()
+            problem = cq.load()
+            if problem:
+                damaged[(cq.topic, cq.queue_id)] = problem
             table[(cq.topic, cq.queue_id)] = cq
-    return table
+    return table, damaged

@@ -10,6 +10,20 @@
 
 Flushing is ``os.fdatasync`` on the segment's descriptor: it releases the GIL (``mmap.flush`` does not)
 and on Linux writes back the dirty pages of the shared mapping.
+
+Invariants:
+1. The checkpoint only ever records flushed times: the CommitLog's is the store time of a record below the
+   flushed offset (``CommitLog.flushed_timestamp``), the ConsumeQueues' the dispatch time read before the
+   queues were flushed, the index's the newest entry's time read before the index was flushed.
+2. A failed ``fdatasync`` (``OSError``, e.g. EIO) is not retried and never counted: the flushed offset does not
+   move past it, the SYNC_FLUSH writers waiting for it are released with a failure (``FLUSH_DISK_FAILED``,
+   never success), the store's :class:`~broker_core.store.durability.FlushFailure` latch is set, so every later
+   put is refused with ``FLUSH_DISK_FAILED`` and a remark naming the failure, and from then on no flush of any
+   kind runs and the checkpoint is never written again. Only a restart clears it: the ``abort`` file stays, so
+   recovery verifies the CommitLog from the last checkpoint written before the failure.
+
+Crash behaviour: a put acknowledged under SYNC_FLUSH was flushed (survives power loss); under ASYNC_FLUSH
+a put survives a killed process (page cache) but a power loss can take what the last flush did not cover.
 """
 
 from __future__ import annotations
@@ -40,11 +54,7 @@ class _Service:
 
     def _loop(self) -> None:
         while not self._stopped.is_set():
-            try:
-                self.run_once()
-            except OSError:
-                log.exception("%s: flush failed", self.name)
-                time.sleep(0.1)
+            self.run_once()
 
     def run_once(self) -> None:
         raise NotImplementedError
@@ -91,17 +101,30 @@ class FlushRealTimeService(_Service):
         self.flush(least)
 
     def flush(self, least_pages: int = 0) -> None:
-        commit_log = self.store.commit_log
-        commit_log.flush(least_pages)
-        mf = commit_log.mapped_file_queue.find_mapped_file_by_offset(max(commit_log.flushed_where - 1, 0))
-        if mf is not None and mf.store_timestamp:
-            self.store.checkpoint.physic_msg_timestamp = mf.store_timestamp
+        flush_commit_log(self.store, least_pages, rounds=1)
 
     def shutdown(self) -> None:
         super().shutdown()
-        for _ in range(10):  # flush everything, across segment boundaries
-            if not self.store.commit_log.flush(0):
+        flush_commit_log(self.store, 0, rounds=10)  # everything, across segment boundaries
+
+
+def flush_commit_log(store: MessageStore, least_pages: int, rounds: int) -> bool:
+    """Up to ``rounds`` CommitLog flushes (one segment each), then the checkpoint's CommitLog time from what was
+    flushed. False, with the store's failure latch set, when a sync failed (invariant 2)."""
+    failure = store.flush_failure
+    if failure.failed:
+        return False
+    commit_log = store.commit_log
+    try:
+        for _ in range(rounds):
+            if not commit_log.flush(least_pages):
                 break
+    except OSError as exc:
+        failure.record("the CommitLog", exc)
+        return False
+    if commit_log.flushed_timestamp:
+        store.checkpoint.physic_msg_timestamp = commit_log.flushed_timestamp
+    return True
 
 
 class GroupCommitRequest:
@@ -111,11 +134,12 @@ class GroupCommitRequest:
     lock is the latch: it is the cheapest thing to wake in CPython, which matters with many concurrent
     writers."""
 
-    __slots__ = ("_future", "_guard", "_latch", "next_offset", "ok")
+    __slots__ = ("_future", "_guard", "_latch", "error", "next_offset", "ok")
 
     def __init__(self, next_offset: int) -> None:
         self.next_offset = next_offset
         self.ok: bool | None = None
+        self.error = ""  # set before completion when a failed flush (not a timeout) is the reason
         self._latch = threading.Lock()
         self._latch.acquire()
         self._future: tuple[asyncio.AbstractEventLoop, asyncio.Future[bool]] | None = None
@@ -194,21 +218,21 @@ class GroupCommitService(_Service):
     def do_commit(self) -> None:
         with self._lock:
             batch, self._requests = self._requests, []
-        commit_log = self.store.commit_log
+        store = self.store
+        commit_log = store.commit_log
         if not batch:
-            commit_log.flush(0)
+            flush_commit_log(store, 0, rounds=1)
             return
         target = max(r.next_offset for r in batch)
-        for _ in range(2):  # a batch may end in the next segment
-            if commit_log.flushed_where >= target:
-                break
-            commit_log.flush(0)
+        # a batch may end in the next segment: two rounds at most
+        flush_commit_log(store, 0, rounds=1 if commit_log.flushed_where >= target else 2)
         flushed = commit_log.flushed_where
         oks = [flushed >= req.next_offset for req in batch]
+        error = store.flush_failure.error
+        for req, ok in zip(batch, oks, strict=True):
+            if not ok:
+                req.error = error
         resolve_futures([req.complete(ok) for req, ok in zip(batch, oks, strict=True)], oks)
-        mf = commit_log.mapped_file_queue.find_mapped_file_by_offset(max(flushed - 1, 0))
-        if mf is not None and mf.store_timestamp:
-            self.store.checkpoint.physic_msg_timestamp = mf.store_timestamp
 
     def shutdown(self) -> None:
         super().shutdown()
@@ -240,18 +264,30 @@ class FlushConsumeQueueService(_Service):
         self.flush(least)
 
     def flush(self, least_pages: int = 0) -> None:
+        """ConsumeQueues, the current IndexFile, then the checkpoint; each time is read before what it covers is
+        flushed (invariant 1). A failed sync sets the latch and writes no checkpoint (invariant 2)."""
         store = self.store
-        logics_ts = store.last_dispatched_timestamp
-        for cq in store.consume_queues():
-            cq.flush(least_pages)
-        if least_pages == 0 and logics_ts:
-            store.checkpoint.logics_msg_timestamp = logics_ts
-        if store.index_service is not None:
-            index_ts = store.index_service.last_update()[0]
-            store.index_service.flush()
-            if index_ts:
-                store.checkpoint.index_msg_timestamp = index_ts
-        store.checkpoint.flush()
+        failure = store.flush_failure
+        if failure.failed:
+            return
+        what = "a ConsumeQueue"
+        try:
+            logics_ts = store.last_dispatched_timestamp
+            for cq in store.consume_queues():
+                cq.flush(least_pages)
+            if least_pages == 0 and logics_ts:
+                store.checkpoint.logics_msg_timestamp = logics_ts
+            if store.index_service is not None:
+                what = "an IndexFile"
+                index_ts = store.index_service.last_update()[0]
+                store.index_service.flush()
+                if index_ts:
+                    store.checkpoint.index_msg_timestamp = index_ts
+            what = "the checkpoint"
+            if not failure.failed:  # the CommitLog flusher may have failed meanwhile
+                store.checkpoint.flush()
+        except OSError as exc:
+            failure.record(what, exc)
 
     def shutdown(self) -> None:
         super().shutdown()

@@ -13,7 +13,9 @@ Invariants:
    creation time (``yyyyMMddHHmmssSSS``).
 
 Crash behaviour: after an abnormal exit, files whose ``end_timestamp`` is newer than the checkpoint's
-index timestamp are deleted and rebuilt by replaying the CommitLog. Lookups verify every hit against
+index timestamp are deleted and rebuilt by replaying the CommitLog. A file that cannot be opened or fails
+:func:`damage` is deleted (ERROR log) and rebuilt the same way, whatever the exit; ``rebuild.py`` also
+rebuilds entries that no file holds (a deleted file). Lookups verify every hit against
 the record itself, so a hash collision or a stale entry never returns a wrong message.
 """
 
@@ -28,6 +30,7 @@ import zlib
 from collections.abc import Callable
 from pathlib import Path
 
+from broker_core.codec import CodecError
 from broker_core.codec.hashing import index_key, index_key_hash
 from broker_core.codec.index_file import (
     HASH_SLOT,
@@ -41,6 +44,7 @@ from broker_core.codec.index_file import (
     index_file_size,
     put_entries,
 )
+from broker_core.store.durability import datasync
 from broker_core.store.errors import StoreError
 from broker_core.store.mapped_file import _create_allocated
 
@@ -63,6 +67,7 @@ class IndexFile:
             raise StoreError(f"IndexFile {path} is {actual} bytes, expected {self.file_size}")
         self.mm = mmap.mmap(self._fd, self.file_size)
         self.mv = memoryview(self.mm)
+        self.flush_error: OSError | None = None
         # a file created, then a crash before its header was written, is all zeros: it holds nothing yet
         fresh = create or not any(self.mv[:INDEX_HEADER_SIZE])
         if fresh:
@@ -148,8 +153,15 @@ class IndexFile:
         return out
 
     def flush(self) -> None:
+        """Header, then ``fdatasync``. A failure raises, now and on every later call (``durability.py``)."""
+        if self.flush_error is not None:
+            raise OSError(self.flush_error.errno, f"an earlier flush failed: {self.flush_error.strerror}")
         self._write_header()
-        os.fdatasync(self._fd)
+        try:
+            datasync(self._fd)
+        except OSError as exc:
+            self.flush_error = exc
+            raise
 
     def close(self) -> None:
         try:
@@ -166,6 +178,25 @@ class IndexFile:
         self.path.unlink(missing_ok=True)
 
 
+def damage(f: IndexFile) -> str:
+    """A cheap structural check of an opened file: its header against its size and its first and last entries
+    (``""`` when it passes). Damage it cannot see only costs misses, never wrong hits: every lookup hit is checked
+    against the record itself."""
+    if f.index_count > f.index_num or f.hash_slot_count > f.hash_slot_num:
+        return f"counts past the file's capacity (index count {f.index_count}, slots used {f.hash_slot_count})"
+    if f.index_count <= 1:
+        return ""
+    if f.begin_timestamp <= 0 or f.end_timestamp < f.begin_timestamp or f.begin_phy_offset < 0 \
+            or f.end_phy_offset < f.begin_phy_offset:
+        return "header times or offsets out of order"
+    base = f._entries_base
+    for n, want in ((1, f.begin_phy_offset), (f.index_count - 1, f.end_phy_offset)):
+        _, phy, time_diff, prev = INDEX_ENTRY.unpack_from(f.mv, base + n * INDEX_ENTRY_SIZE)
+        if phy != want or time_diff < 0 or not 0 <= prev < n:
+            return f"entry {n} does not match the header"
+    return ""
+
+
 class IndexService:
     def __init__(self, root: Path, hash_slot_num: int, index_num: int, now_ms: Callable[[], int]) -> None:
         self.root = root
@@ -178,24 +209,38 @@ class IndexService:
 
     def load(self, last_exit_ok: bool, checkpoint_index_ts: int,
              keys_at: Callable[[int], list[str] | None] | None = None) -> int | None:
-        """Open the files; after an abnormal exit drop those newer than the checkpoint, and drop files whose
-        keys were hashed by this product's earlier crc32 scheme (see :meth:`_legacy_hash`; ``keys_at`` gives
-        the ``topic#key`` strings of the record at a CommitLog offset). Returns the CommitLog offset from which
-        dropped entries must be rebuilt (None when nothing was dropped)."""
+        """Open the files; after an abnormal exit drop those newer than the checkpoint; drop files that cannot be
+        read or fail :func:`damage` (ERROR log: derived data), and files whose keys were hashed by this product's
+        earlier crc32 scheme (see :meth:`_legacy_hash`; ``keys_at`` gives the ``topic#key`` strings of the record
+        at a CommitLog offset). Returns the CommitLog offset from which dropped entries must be rebuilt (None when
+        nothing was dropped; 0 when a dropped file's range is unknown: the CommitLog's start)."""
         rebuild_from = None
         if not self.root.is_dir():
             return None
         for tmp in self.root.glob("*.tmp"):
             tmp.unlink()
+        prev_end = 0  # where the entries of the previous good file end (a dropped unreadable file starts there)
         for path in sorted(p for p in self.root.iterdir() if p.is_file()):
-            f = IndexFile(path, self.hash_slot_num, self.index_num)
+            try:
+                f = IndexFile(path, self.hash_slot_num, self.index_num)
+                problem = damage(f)
+            except (StoreError, CodecError) as exc:
+                log.error("IndexFile %s cannot be opened (%s); deleting it and rebuilding its entries from the "
+                          "CommitLog", path.name, exc)
+                path.unlink()
+                rebuild_from = prev_end if rebuild_from is None else min(rebuild_from, prev_end)
+                continue
             newer = not last_exit_ok and f.end_timestamp > checkpoint_index_ts
-            legacy = not newer and keys_at is not None and self._legacy_hash(f, keys_at)
-            if newer or legacy:
-                log.info("IndexFile %s: %s; rebuilding it from the CommitLog", path.name,
-                         "newer than the checkpoint after an abnormal exit" if newer
-                         else "keys hashed with crc32 by an earlier version")
-                begin = f.begin_phy_offset if f.index_count > 1 else None
+            legacy = not newer and not problem and keys_at is not None and self._legacy_hash(f, keys_at)
+            if newer or legacy or problem:
+                if problem:
+                    log.error("IndexFile %s is damaged (%s); deleting it and rebuilding its entries from the "
+                              "CommitLog", path.name, problem)
+                else:
+                    log.info("IndexFile %s: %s; rebuilding it from the CommitLog", path.name,
+                             "newer than the checkpoint after an abnormal exit" if newer
+                             else "keys hashed with crc32 by an earlier version")
+                begin = prev_end if problem else (f.begin_phy_offset if f.index_count > 1 else None)
                 f.destroy()
                 if begin is not None:
                     rebuild_from = begin if rebuild_from is None else min(rebuild_from, begin)
@@ -203,6 +248,7 @@ class IndexService:
             self.files.append(f)
             if f.index_count > 1:
                 self.last_indexed_phy = max(self.last_indexed_phy, f.end_phy_offset)
+                prev_end = max(prev_end, f.end_phy_offset)
         if rebuild_from is not None:
             # A record's keys may straddle a kept and a dropped file: re-index it whole (lookups
             # de-duplicate offsets).
@@ -230,9 +276,9 @@ class IndexService:
             if not path.exists():
                 break
             now += 1
-        f = IndexFile(path, self.hash_slot_num, self.index_num, create=True)
-        if self.files:
+        if self.files:  # the full file first: a failure (raised) leaves no new file behind
             self.files[-1].flush()
+        f = IndexFile(path, self.hash_slot_num, self.index_num, create=True)
         self.files = [*self.files, f]
         return f
 

@@ -13,9 +13,14 @@ Invariants:
    holds it, or after ``interval_forcibly_ms`` (then the file is unlinked and the mapping is dropped
    once the last reader lets go: Python cannot unmap a buffer that is still exported).
 
+6. ``flushed_timestamp`` is the store time of a record at or below ``flushed_position``, taken before the
+   position it goes with (so it never names a record that was not flushed): what the checkpoint records.
+7. A failed ``fdatasync`` raises and leaves ``flushed_position`` where it was (``durability.py``).
+
 Crash behaviour: data written into the mapping is in the page cache and survives a killed process;
 only ``flush()`` (``fdatasync`` on the descriptor, which releases the GIL) makes it survive power loss.
-A file being created is written under a ``.tmp`` name and renamed when its size is final.
+A file being created is written under a ``.tmp`` name, renamed when its size is final, and its directory
+is fsynced, so a segment that was flushed cannot lose its name in a power loss.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import os
 import threading
 from pathlib import Path
 
+from broker_core.store.durability import OTHER, create_durable_dir, datasync, fsync_dir
 from broker_core.store.errors import StoreError
 
 log = logging.getLogger(__name__)
@@ -61,6 +67,7 @@ class MappedFile:
         self.wrote_position = 0
         self.flushed_position = 0
         self.store_timestamp = 0
+        self.flushed_timestamp = 0
         self.first_create_in_queue = False
         self._lock = threading.Lock()
         self._ref_count = 1
@@ -111,7 +118,7 @@ class MappedFile:
         zeros = bytes(_WARM_CHUNK)
         for start in range(0, self.file_size, _WARM_CHUNK):
             os.pwrite(self._fd, zeros[: min(_WARM_CHUNK, self.file_size - start)], start)
-        os.fdatasync(self._fd)
+        datasync(self._fd)
 
     # ------------------------------------------------------------------ flush
     def is_able_to_flush(self, least_pages: int) -> bool:
@@ -125,14 +132,17 @@ class MappedFile:
             return (write // OS_PAGE_SIZE - flush // OS_PAGE_SIZE) >= least_pages
         return True
 
-    def flush(self, least_pages: int = 0) -> int:
-        """``fdatasync`` when at least ``least_pages`` pages are dirty (0 = any). Returns the flushed position."""
+    def flush(self, least_pages: int = 0, what: str = OTHER) -> int:
+        """``fdatasync`` when at least ``least_pages`` pages are dirty (0 = any). Returns the flushed position;
+        raises ``OSError`` (positions unchanged) when the sync fails."""
         if self.is_able_to_flush(least_pages):
             if self.hold():
                 try:
+                    stamp = self.store_timestamp  # before the position: it names a record below it
                     value = self.wrote_position
-                    os.fdatasync(self._fd)
+                    datasync(self._fd, what)
                     self.flushed_position = value
+                    self.flushed_timestamp = stamp
                 finally:
                     self.release()
             else:
@@ -259,10 +269,11 @@ class SelectMappedBufferResult:
 
 
 def _create_allocated(path: Path, size: int) -> None:
-    """Create ``path`` with ``size`` allocated bytes, atomically (``.tmp`` then rename)."""
+    """Create ``path`` with ``size`` allocated bytes, atomically (``.tmp`` then rename), and make its name
+    durable (the directory is fsynced, and so is each directory created for it)."""
     if path.exists():
         raise StoreError(f"segment {path} already exists")
-    path.parent.mkdir(parents=True, exist_ok=True)
+    create_durable_dir(path.parent)
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
@@ -273,3 +284,4 @@ def _create_allocated(path: Path, size: int) -> None:
         raise
     os.close(fd)
     os.rename(tmp, path)
+    fsync_dir(path.parent)

@@ -7,6 +7,10 @@ Invariants:
 3. ``files`` is replaced, never mutated in place (copy on write), so readers can iterate a snapshot
    without a lock while the writer adds or retention removes files.
 
+4. ``flushed_where`` only grows through a successful ``fdatasync``. After one fails, ``flush_error`` is
+   set and every later :meth:`flush` raises it again without syncing: the position never moves past data
+   whose write-back failed (see ``durability.py``).
+
 Crash behaviour: on load every file is assumed full; recovery then walks records and sets the real
 positions with :meth:`truncate_dirty_files`. Leftover ``*.tmp`` files from an interrupted creation
 are deleted at load.
@@ -14,13 +18,13 @@ are deleted at load.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from broker_core.store.durability import OTHER
 from broker_core.store.errors import StoreError
 from broker_core.store.mapped_file import MappedFile, offset_to_file_name
 
@@ -33,38 +37,52 @@ Allocator = Callable[[Path, Path, int], MappedFile]
 
 class MappedFileQueue:
     def __init__(self, store_path: str | os.PathLike[str], mapped_file_size: int,
-                 allocator: Allocator | None = None) -> None:
+                 allocator: Allocator | None = None, sync_kind: str = OTHER) -> None:
         self.store_path = Path(store_path)
         self.mapped_file_size = mapped_file_size
         self.allocator = allocator
+        self.sync_kind = sync_kind
         self.files: list[MappedFile] = []
         self.flushed_where = 0
+        self.flushed_timestamp = 0  # store time of a record below ``flushed_where`` (0: none known yet)
+        self.flush_error: OSError | None = None
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------------ load
-    def load(self) -> None:
+    def load(self, derived: bool = False) -> str:
+        """Open every segment. A wrong size, a gap between segments or a stray file raises ``StoreError``, unless
+        ``derived`` (a ConsumeQueue: rebuildable from the CommitLog): then the files from the first bad one on
+        are deleted and the reason is returned (``""`` when all is well), so the caller can rebuild them."""
         if not self.store_path.is_dir():
-            return
+            return ""
         for tmp in self.store_path.glob("*.tmp"):
             log.warning("removing unfinished segment %s", tmp)
             tmp.unlink()
         names = sorted(p for p in self.store_path.iterdir() if p.is_file())
-        files = []
-        for path in names:
+        files: list[MappedFile] = []
+        problem = ""
+        for i, path in enumerate(names):
             if not (len(path.name) == 20 and path.name.isdigit()):
-                raise StoreError(f"unexpected file in {self.store_path}: {path.name}")
-            size = path.stat().st_size
-            if size != self.mapped_file_size:
-                raise StoreError(
-                    f"segment {path} is {size} bytes but the configured size is {self.mapped_file_size}; "
-                    "the segment size cannot change on an existing store")
+                problem = f"unexpected file in {self.store_path}: {path.name}"
+            elif (size := path.stat().st_size) != self.mapped_file_size:
+                problem = (f"segment {path} is {size} bytes but the configured size is {self.mapped_file_size}; "
+                           "the segment size cannot change on an existing store")
+            elif files and files[-1].file_from_offset + self.mapped_file_size != int(path.name):
+                problem = f"segments are not contiguous: {files[-1].path} then {path}"
+            if problem:
+                if not derived:
+                    for mf in files:
+                        mf.close()
+                    raise StoreError(problem)
+                for doomed in names[i:]:
+                    log.error("%s: deleting %s (derived data, rebuilt from the CommitLog)", problem, doomed.name)
+                    doomed.unlink()
+                break
             mf = MappedFile(path, self.mapped_file_size)
             mf.set_positions(self.mapped_file_size)
             files.append(mf)
-        for prev, nxt in itertools.pairwise(files):
-            if prev.file_from_offset + self.mapped_file_size != nxt.file_from_offset:
-                raise StoreError(f"segments are not contiguous: {prev.path} then {nxt.path}")
         self.files = files
+        return problem
 
     # ------------------------------------------------------------------ lookups
     def first(self) -> MappedFile | None:
@@ -135,13 +153,22 @@ class MappedFileQueue:
 
     # ------------------------------------------------------------------ flush
     def flush(self, least_pages: int = 0) -> bool:
-        """Flush the file holding ``flushed_where``. True when something was flushed."""
+        """Flush the file holding ``flushed_where``. True when something was flushed. Raises ``OSError`` when
+        the sync fails, and again on every later call (invariant 4)."""
+        if self.flush_error is not None:
+            raise OSError(self.flush_error.errno, f"an earlier flush failed: {self.flush_error.strerror}")
         mf = self.find_mapped_file_by_offset(self.flushed_where, self.flushed_where == 0)
         if mf is None:
             return False
-        where = mf.file_from_offset + mf.flush(least_pages)
+        try:
+            where = mf.file_from_offset + mf.flush(least_pages, self.sync_kind)
+        except OSError as exc:
+            self.flush_error = exc
+            raise
         flushed = where != self.flushed_where
         self.flushed_where = where
+        if mf.flushed_timestamp:
+            self.flushed_timestamp = mf.flushed_timestamp
         return flushed
 
     # ------------------------------------------------------------------ truncation and deletion

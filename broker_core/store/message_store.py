@@ -8,7 +8,8 @@ everything, writes the checkpoint, removes ``abort`` and releases the lock.
 
 Invariants:
 1. Only one process opens a store directory (``flock`` on ``lock``); a second gets StoreLockedError.
-2. While ``disk_full`` is set, puts return ``SERVICE_NOT_AVAILABLE`` and write nothing.
+2. While ``disk_full`` is set, puts return ``SERVICE_NOT_AVAILABLE`` and write nothing; once a flush has
+   failed (``flush_failure``), puts return ``FLUSH_DISK_FAILED`` and write nothing (``flush.py``).
 3. Pulls read ConsumeQueues, so a message is visible only after dispatch.
 """
 
@@ -31,16 +32,18 @@ from broker_core.store.allocate import AllocateMappedFileService
 from broker_core.store.checkpoint import StoreCheckpoint
 from broker_core.store.clock import SYSTEM_CLOCK, Clock
 from broker_core.store.commit_log import CommitLog
-from broker_core.store.consume_queue import ConsumeQueue, load_consume_queues, remove_empty_topic_dir
+from broker_core.store.consume_queue import ConsumeQueue, remove_empty_topic_dir
 from broker_core.store.dir_lock import DirectoryLock
 from broker_core.store.disk_guard import DiskCheck, DiskGuard, DiskProbe
 from broker_core.store.dispatcher import ArrivalListener, ReputMessageService
+from broker_core.store.durability import FlushFailure
 from broker_core.store.errors import StoreError
 from broker_core.store.flush import (
     FlushConsumeQueueService,
     FlushRealTimeService,
     GroupCommitRequest,
     GroupCommitService,
+    flush_commit_log,
 )
 from broker_core.store.index_file import IndexService
 from broker_core.store.message import MessageInner
@@ -93,6 +96,8 @@ class MessageStore:
         self.clean_service = CleanCommitLogService(self, self.disk_guard)
         self.schedule = ScheduleMessageService(self)
         self._writable_role = config.broker_role != "SLAVE"
+        self.flush_failure = FlushFailure()
+        self.quarantined: list[str] = []  # quarantine folders recovery filled at this start (quarantine.py)
         self.last_exit_ok = True
         self.running = False
         self._dir_lock = DirectoryLock(config.lock_path, config.store_path_root_dir)
@@ -109,7 +114,7 @@ class MessageStore:
             self.last_exit_ok = not cfg.abort_path.exists()
             cfg.abort_path.parent.mkdir(parents=True, exist_ok=True)
             cfg.abort_path.touch()
-            self._load_and_recover()
+            recovery.load_and_recover(self)
         except BaseException:
             self._dir_lock.release()
             raise
@@ -130,39 +135,6 @@ class MessageStore:
                  "clean" if self.last_exit_ok else "ABNORMAL", self.commit_log.min_offset(),
                  self.commit_log.max_offset())
         return self
-
-    def _load_and_recover(self) -> None:
-        cfg = self.config
-        self.schedule.load()
-        self.commit_log.load()
-        self._load_consume_queues()
-        self.checkpoint = StoreCheckpoint(cfg.checkpoint_path)
-        index_rebuild_from = None
-        if self.index_service is not None:
-            index_rebuild_from = self.index_service.load(self.last_exit_ok, self.checkpoint.index_msg_timestamp,
-                                                         self._index_keys_at)
-        max_phy_cq = recovery.recover_consume_queues(self)
-        if self.last_exit_ok:
-            reput_from = recovery.recover_normally(self, max_phy_cq)
-            if index_rebuild_from is not None:  # an IndexFile from an earlier version was dropped
-                reput_from = min(reput_from, max(index_rebuild_from, self.commit_log.min_offset()))
-        else:
-            reput_from = recovery.recover_abnormally(self, max_phy_cq, index_rebuild_from)
-        self.reput.reput_from_offset = max(reput_from, 0)
-        self.reput.do_reput()
-        recovery.recover_topic_queue_table(self)
-
-    def _index_keys_at(self, phy_offset: int) -> list[str] | None:
-        """The index keys (``topic#UNIQ_KEY``, ``topic#KEYS`` values) of the record at ``phy_offset``."""
-        rec = self.look_message_by_offset(phy_offset)
-        if rec is None:
-            return None
-        keys = ([rec.uniq_key] if rec.uniq_key else []) + rec.keys
-        return [f"{rec.topic}#{k}" for k in keys]
-
-    def _load_consume_queues(self) -> None:
-        self.consume_queue_table.update(load_consume_queues(
-            self.config.consume_queue_dir, self.config.mapped_file_size_consume_queue_bytes))
 
     def shutdown(self) -> None:
         if not self.running:
@@ -185,11 +157,17 @@ class MessageStore:
             cq.close()
         if self.index_service is not None:
             self.index_service.close()
-        self.checkpoint.close()
+        failed = self.flush_failure.failed
+        self.checkpoint.close(write=not failed)
         self.schedule.persist()
-        self.config.abort_path.unlink(missing_ok=True)
+        if failed:  # keep ``abort``: the next start verifies the CommitLog from the last good checkpoint
+            log.error("store %s shut down after a failed flush; the next start recovers it as after a crash",
+                      self.config.store_path_root_dir)
+        else:
+            self.config.abort_path.unlink(missing_ok=True)
         self._dir_lock.release()
-        log.info("store %s shut down cleanly", self.config.store_path_root_dir)
+        if not failed:
+            log.info("store %s shut down cleanly", self.config.store_path_root_dir)
 
     def __enter__(self) -> MessageStore:
         return self.start()
@@ -206,6 +184,8 @@ class MessageStore:
         if self.disk_full:
             return [PutMessageResult(PutStatus.SERVICE_NOT_AVAILABLE,
                                      error="disk full: writes are refused until disk use drops")] * n
+        if self.flush_failure.failed:
+            return [PutMessageResult(PutStatus.FLUSH_DISK_FAILED, error=self.flush_failure.error)] * n
         return None
 
     def put_messages_nowait(self, msgs: list[MessageInner]) -> tuple[list[PutMessageResult], GroupCommitRequest | None]:
@@ -260,14 +240,15 @@ class MessageStore:
         results, request = self.put_messages_nowait(msgs)
         if request is not None:
             if not request.wait(self.config.sync_flush_timeout_ms / 1000):
+                status = PutStatus.FLUSH_DISK_FAILED if request.error else PutStatus.FLUSH_DISK_TIMEOUT
                 for r in results:
                     if r.ok:
-                        r.status = PutStatus.FLUSH_DISK_TIMEOUT
+                        r.status, r.error = status, request.error
         return results
 
     def put_message(self, msg: MessageInner) -> PutMessageResult:
         if not self.sync_flush and self.running and not self.disk_full and self._writable_role and \
-                not msg.delay_level:
+                not msg.delay_level and not self.flush_failure.error:
             return self.commit_log.put_messages([msg])[0]  # the common case, without the batch wrapping
         return self.put_messages([msg])[0]
 
@@ -452,13 +433,8 @@ class MessageStore:
 
     # ================================================================== maintenance
     def flush(self) -> None:
-        """Flush CommitLog, ConsumeQueues, index and checkpoint now."""
-        for _ in range(10):
-            if not self.commit_log.flush(0):
-                break
-        mf = self.commit_log.mapped_file_queue.last()
-        if mf is not None and mf.store_timestamp:
-            self.checkpoint.physic_msg_timestamp = mf.store_timestamp
+        """Flush CommitLog, ConsumeQueues, index and checkpoint now (a failure sets ``flush_failure``)."""
+        flush_commit_log(self, 0, rounds=10)
         self.flush_cq_service.flush(0)
 
     def clean_expired_files(self, now_ms: int | None = None, force: bool = False) -> RetentionReport:
@@ -501,4 +477,6 @@ class MessageStore:
             "index_files": len(self.index_service.files) if self.index_service else 0,
             "disk_full": self.disk_full,
             "last_exit_ok": self.last_exit_ok,
+            "flush_failed": self.flush_failure.error,
+            "quarantined": ",".join(self.quarantined),
         }

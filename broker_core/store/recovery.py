@@ -2,8 +2,9 @@
 ConsumeQueues and IndexFiles agree with it.
 
 Normal exit (no ``abort`` file): walk records from the third-to-last CommitLog segment (CRC checked if
-``checkCRCOnRecover``), set the write position after the last valid one, delete segments past it, and
-cut ConsumeQueue units that point past it.
+``checkCRCOnRecover``), set the write position after the last valid one, and cut ConsumeQueue units that
+point past it. Later segments holding data are never deleted: ``quarantine.py`` moves them (and a copy of
+the damaged segment) into ``quarantine/<time>/`` with a report; only all-zero (never written) ones go.
 
 Abnormal exit: choose the newest segment whose first record was stored at or before the checkpoint's
 safe time (the flush timestamps minus 3 s), walk and verify records from there to find the valid end,
@@ -11,8 +12,9 @@ truncate the torn tail, cut derived units past it, and return the replay start: 
 ConsumeQueues and IndexFiles from there (dispatch is idempotent). IndexFiles newer than the checkpoint
 were already dropped at load; the replay starts early enough to rebuild them.
 
-Afterwards ``recover_topic_queue_table`` sets each queue's next offset from its ConsumeQueue and moves
-queue min offsets up to the CommitLog min offset.
+Then ``rebuild.py`` checks the ConsumeQueues and IndexFiles against the recovered CommitLog and moves the
+replay start back to rebuild what is missing or corrupt. Afterwards ``recover_topic_queue_table`` sets each
+queue's next offset from its ConsumeQueue and moves queue min offsets up to the CommitLog min offset.
 """
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ from typing import TYPE_CHECKING
 
 from broker_core.codec.message import HEADER, MESSAGE_MAGIC_CODE
 from broker_core.codec.records import SCAN_BLANK, SCAN_END, SCAN_LIMIT, scan_records
+from broker_core.store import rebuild
+from broker_core.store.checkpoint import StoreCheckpoint
+from broker_core.store.quarantine import handle_bad_record
 
 if TYPE_CHECKING:
     from broker_core.store.mapped_file import MappedFile
@@ -52,8 +57,12 @@ def _walk(store: MessageStore, index: int) -> int:
                 index += 1
                 continue
             return mf.file_from_offset + size
-        if why not in (SCAN_END, SCAN_LIMIT):
-            log.warning("CommitLog %s: record at %d is invalid (%s); truncating there", mf.path, end, why)
+        if why == SCAN_END:
+            # zeros: the end of data, unless a later segment holds records (then the zeros are damage)
+            if any(any(later.mv[:8]) for later in files[index + 1:]):
+                handle_bad_record(store, index, end, "zeros where a record was expected")
+        elif why != SCAN_LIMIT:
+            handle_bad_record(store, index, end, why)
         return mf.file_from_offset + end
 
 
@@ -115,3 +124,27 @@ def recover_topic_queue_table(store: MessageStore) -> None:
         table[(cq.topic, cq.queue_id)] = cq.get_max_offset_in_queue()
         cq.correct_min_offset(min_phy)
     store.commit_log.topic_queue_table = table
+
+
+def load_and_recover(store: MessageStore) -> None:
+    """Load everything, recover the CommitLog, check the derived files, replay dispatch, rebuild the queue table."""
+    cfg = store.config
+    store.schedule.load()
+    store.commit_log.load()
+    damaged_cqs = rebuild.load_consume_queues(store)
+    store.checkpoint = StoreCheckpoint(cfg.checkpoint_path)
+    index_rebuild_from = None
+    if store.index_service is not None:
+        index_rebuild_from = store.index_service.load(store.last_exit_ok, store.checkpoint.index_msg_timestamp,
+                                                      lambda phy: rebuild.index_keys_at(store, phy))
+    max_phy_cq = recover_consume_queues(store)
+    if store.last_exit_ok:
+        reput_from = recover_normally(store, max_phy_cq)
+        if index_rebuild_from is not None:  # an IndexFile was dropped at load
+            reput_from = min(reput_from, max(index_rebuild_from, store.commit_log.min_offset()))
+    else:
+        reput_from = recover_abnormally(store, max_phy_cq, index_rebuild_from)
+    reput_from = rebuild.replay_start(store, max(reput_from, 0), damaged_cqs)
+    store.reput.reput_from_offset = max(reput_from, 0)
+    store.reput.do_reput()
+    recover_topic_queue_table(store)

@@ -13,6 +13,8 @@ from broker_core.codec.message_id import encode_offset_msg_id
 class PutStatus(enum.Enum):
     PUT_OK = "PUT_OK"
     FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    # an fsync failed (durability.py): the put was not made durable, or was refused because an earlier one failed
+    FLUSH_DISK_FAILED = "FLUSH_DISK_FAILED"
     SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"
     CREATE_MAPEDFILE_FAILED = "CREATE_MAPEDFILE_FAILED"
     MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"
