@@ -156,7 +156,7 @@ def _offset_id(value: str) -> str:
 
 
 class ResendSerializer(serializers.Serializer):
-    """``POST /dlq/{group}/resend/``; ``async`` runs it as a job (202 with the job)."""
+    """``POST /dlq/{group}/resend/``; ``async`` runs it as a job (202 with the job); ``force`` resends again."""
 
     offset_msg_ids = serializers.ListField(child=serializers.CharField(validators=[_offset_id]), allow_empty=False,
                                            max_length=1000)
@@ -165,6 +165,9 @@ class ResendSerializer(serializers.Serializer):
     def get_fields(self) -> dict[str, serializers.Field]:
         fields = super().get_fields()
         fields["async"] = serializers.BooleanField(default=False, help_text="run as a background job")
+        fields["force"] = serializers.BooleanField(
+            default=False, help_text="resend even dead letters resent before (otherwise those answer with their "
+                                     "earlier copy, already_resent=true)")
         return fields
 
 
