@@ -45,6 +45,7 @@ pages = [
     path("dlq/<str:group>/resend-all/", dlq.dlq_resend_all, name="dlq-resend-all-page"),
     path("dlq/<str:group>/export.<str:fmt>", dlq.dlq_export, name="dlq-export-page"),
     path("jobs/<str:job_id>/", dlq.job_detail, name="job-page"),
+    path("jobs/<str:job_id>/retry/", dlq.job_retry, name="job-retry-page"),
     path("scheduled-jobs/", jobs.job_list, name="scheduled-job-list-page"),
     path("scheduled-jobs/<str:name>/", jobs.job_detail, name="scheduled-job-page"),
     path("scheduled-jobs/<str:name>/run/", jobs.job_run_now, name="scheduled-job-run-page"),

@@ -45,7 +45,8 @@ class DeadLetterListView(RoleAPIView):
 
 class DeadLetterResendView(RoleAPIView):
     """``POST /dlq/{group}/resend/``: re-produce dead letters; one result per offset message id. With
-    ``"async": true``: 202 with a job (``GET /jobs/{id}/``) that resends them in the background."""
+    ``"async": true``: 202 with a job (``GET /jobs/{id}/``) that a Celery worker runs. A dead letter resent
+    before answers with its earlier copy (``already_resent``) unless ``"force": true``."""
 
     required_roles = {"POST": OPERATOR}
 
@@ -54,8 +55,8 @@ class DeadLetterResendView(RoleAPIView):
         data = validated(ResendSerializer, request.data)
         ids = [i.upper() for i in data["offset_msg_ids"]]
         if data["async"]:
-            job = start_resend_job(request.user, group_param(group), ids, data.get("topic"))
+            job = start_resend_job(request.user, group_param(group), ids, data.get("topic"), data["force"])
             return Response(job_json(job), status=status.HTTP_202_ACCEPTED,
                             headers={"Location": reverse("job-detail", args=[job.pk])})
-        results = resend_dead_letters(request.user, group_param(group), ids, data.get("topic"))
+        results = resend_dead_letters(request.user, group_param(group), ids, data.get("topic"), data["force"])
         return Response({"results": results})

@@ -37,6 +37,7 @@ urlpatterns = [
     path("dlq/<str:group>/messages/", dlq.DeadLetterListView.as_view(), name="dlq-messages"),
     path("dlq/<str:group>/resend/", dlq.DeadLetterResendView.as_view(), name="dlq-resend"),
     path("jobs/<str:job_id>/", jobs.JobDetailView.as_view(), name="job-detail"),
+    path("jobs/<str:job_id>/retry/", jobs.JobRetryView.as_view(), name="job-retry"),
     path("audit/", audit.AuditListView.as_view(), name="audit-list"),
     path("me/preferences/", preferences.PreferencesView.as_view(), name="me-preferences"),
     path("users/", users.UserListView.as_view(), name="user-list"),

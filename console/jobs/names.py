@@ -12,7 +12,10 @@ TASK_PRUNE = "workers.prune"
 TASK_EVALUATE_ALERTS = "workers.evaluate_alerts"
 TASK_SPARK_SEARCH = "workers.spark_search"
 TASK_SPARK_TRACE = "workers.spark_trace"
+TASK_DLQ_RESEND = "workers.dlq_resend"
 
 # Job.kind of the Spark jobs
 SEARCH_KIND = "spark.search"
 TRACE_KIND = "spark.trace"
+# Job.kind of a DLQ resend (also the audit action of a resend)
+RESEND_KIND = "dlq.resend"

@@ -1,90 +1,131 @@
-"""Background jobs: a :class:`Job` row tracks an operation that runs in a thread of the web process.
+"""DLQ resend jobs: a :class:`Job` (kind ``dlq.resend``) run by a Celery worker, so it outlives the web process.
 
-Today the one kind is ``dlq.resend``: dead letters are resent in chunks, and after each chunk the job's
-``progress`` and per-message ``result["results"]`` are saved, so ``GET /jobs/{id}/`` shows it as it goes. When
-the job ends one ``dlq.resend`` audit event records every outcome. A job whose process dies stays
-``running``; nothing resumes it.
+Web side (:func:`start_resend_job`): the Job row (``pending``) and its ``dlq.resend`` audit event are written in
+one transaction; once committed, the task ``workers.dlq_resend`` is published by name
+(:mod:`console.services.schedules_send`). Without a worker the job stays ``pending``; when Redis cannot be
+reached it is ``failed`` with that error. :func:`retry_job` (the retry button) re-queues a failed job, a done one
+with failed dead letters, or a running one whose worker stopped renewing its lease.
+
+Worker side (:func:`run_resend_job`): the run claims the job under a lease (:mod:`console.jobs.resend_lease`),
+resends its dead letters chunk by chunk through :mod:`console.jobs.resend_records` (each dead letter at most
+once, unless the job was started with ``force``), and after each chunk saves ``progress`` and
+``result["results"]`` and renews the lease. The end writes ``done`` (even when some dead letters failed: see the
+per-message results) or ``failed`` (the job itself broke) and a ``dlq.resend.finish`` audit event.
+
+A run killed mid-job (worker SIGKILLed, host lost) leaves the job ``running``. The job is picked up again by
+(a) the same worker starting again (``worker_ready``: it takes over its previous life's runs at once), (b) a
+redelivery of the task (``acks_late``; ``reject_on_worker_lost``) once the dead run's lease has expired, or
+(c) the retry button. The new run redoes nothing: dead letters already resent by this job are read from their
+records, and one whose send was not recorded is looked for on the broker before anything is sent.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 from typing import Any
 
-from django.db import close_old_connections, connection, transaction
+from django.db import transaction
 
-from console import broker_client
+from console.errors import ApiError
+from console.jobs import resend_lease as lease
 from console.jobs import states as job_states
 from console.jobs.models import Job
-from console.services.audit import RECORDED_ERRORS, record
-from console.services.messages import check_resend, resend_result
+from console.jobs.names import RESEND_KIND, TASK_DLQ_RESEND
+from console.jobs.resend_records import chunk_size, resend_chunk
+from console.services.audit import record
+from console.services.messages import check_resend
+from console.services.schedules_send import send
 
 log = logging.getLogger(__name__)
 
-RESEND_KIND = "dlq.resend"
-RESEND_CHUNK = 16  # dead letters per broker request, and per progress update
-
-_threads: dict[int, threading.Thread] = {}
-_threads_lock = threading.Lock()
+FINISH_ACTION = "dlq.resend.finish"
+RETRY_ACTION = "dlq.resend.retry"
 
 
-def start_resend_job(user: Any, group: str, offset_msg_ids: list[str], topic: str | None) -> Job:
-    """Create a pending ``dlq.resend`` job and start it in a background thread once the row is committed."""
+def _user(user: Any) -> Any:
+    return user if getattr(user, "is_authenticated", False) else None
+
+
+def start_resend_job(user: Any, group: str, offset_msg_ids: list[str], topic: str | None,
+                     force: bool = False) -> Job:
+    """Create a pending ``dlq.resend`` job, audit it, and queue it for a worker once committed."""
     check_resend(group, topic)
-    job = Job.objects.create(kind=RESEND_KIND, target=group, total=len(offset_msg_ids), result={"results": []},
-                             params={"group": group, "offset_msg_ids": offset_msg_ids, "topic": topic},
-                             user=user if getattr(user, "is_authenticated", False) else None)
-    transaction.on_commit(lambda: _start(job.pk, _run_resend))
+    params = {"group": group, "offset_msg_ids": offset_msg_ids, "topic": topic, "force": force}
+    with transaction.atomic():
+        job = Job.objects.create(kind=RESEND_KIND, target=group, total=len(offset_msg_ids), result={"results": []},
+                                 params=params, user=_user(user))
+        record(user, RESEND_KIND, group, before={"offset_msg_ids": offset_msg_ids, "topic": topic, "force": force},
+               after={"job_id": job.pk, "status": Job.PENDING})
+    _queue(job.pk)
     return job
 
 
-def _start(job_id: int, target: Any) -> None:
-    thread = threading.Thread(target=target, args=(job_id,), name=f"console-job-{job_id}", daemon=True)
-    with _threads_lock:
-        _threads[job_id] = thread
-    thread.start()
+def retry_job(user: Any, job: Job) -> Job:
+    """Queue ``job`` again (see :func:`console.jobs.resend_lease.retryable`); a 409 when there is nothing to retry."""
+    if not lease.retry(job.pk):
+        job.refresh_from_db()
+        raise ApiError(409, "not_retryable", f"job {job.pk} is {job.status}: only a failed job, a done one with "
+                                             "failed dead letters, or a running one whose worker stopped can be "
+                                             "retried")
+    record(user, RETRY_ACTION, job.target, after={"job_id": job.pk})
+    _queue(job.pk)
+    job.refresh_from_db()
+    return job
 
 
-def wait(job_id: int, timeout: float | None = None) -> bool:
-    """Wait for the thread of job ``job_id`` started by this process; False if it is still running."""
-    with _threads_lock:
-        thread = _threads.get(job_id)
-    if thread is not None:
-        thread.join(timeout)
-        if thread.is_alive():
-            return False
-        with _threads_lock:
-            _threads.pop(job_id, None)
-    return True
+def _queue(job_id: int) -> None:
+    transaction.on_commit(lambda: _send(job_id))
 
 
-def _run_resend(job_id: int) -> None:
-    close_old_connections()
+def _send(job_id: int) -> None:
     try:
-        if not job_states.claim(job_id):
-            return
-        job = Job.objects.select_related("user").get(pk=job_id)
-        group, ids, topic = job.params["group"], job.params["offset_msg_ids"], job.params.get("topic")
-        results: list[dict[str, Any]] = []
-        try:
-            for i in range(0, len(ids), RESEND_CHUNK):
-                chunk = ids[i:i + RESEND_CHUNK]
-                try:
-                    raw = broker_client.admin().resend_dead_letters(group, chunk, topic)
-                    results += [resend_result(r) for r in raw]
-                except RECORDED_ERRORS as exc:  # this chunk failed; record it per message and go on
-                    results += [{"offset_msg_id": oid, "ok": False, "topic": None, "new_msg_id": None,
-                                 "new_offset_msg_id": None, "error": str(exc)} for oid in chunk]
-                job.progress, job.result = len(results), {"results": results}
-                job.save(update_fields=["progress", "result"])
-            job.status = Job.DONE
-        except Exception as exc:
-            log.exception("job %s failed", job_id)
-            job.status, job.result = Job.FAILED, {"results": results, "error": str(exc)}
-        job_states.finish(job_id, job.status, job.result, progress=len(results))
-        record(job.user, RESEND_KIND, group, before={"offset_msg_ids": ids, "topic": topic, "job_id": job_id},
-               after={"job_id": job_id, "status": job.status, "results": results},
-               ok=job.status == Job.DONE and all(r["ok"] for r in results))
-    finally:
-        connection.close()
+        send(TASK_DLQ_RESEND, {"job_id": job_id})
+    except ConnectionError as exc:
+        job_states.fail_unqueued(job_id, f"could not queue the job: {exc}")
+
+
+# ------------------------------------------------------------------------------------------------ worker side
+def run_resend_job(job_id: int, hostname: str, take_over: str = "") -> dict[str, Any]:
+    """Run (or resume) resend job ``job_id`` in this worker. Returns ``{"job", "status"}``; status ``busy`` (with
+    ``retry_in`` seconds) when another run holds a live lease, ``skipped`` when the job is not runnable."""
+    run = lease.run_id(hostname)
+    if not lease.claim(job_id, run, take_over):
+        left = lease.lease_left_s(job_id)
+        return {"job": job_id, "status": "busy", "retry_in": left} if left > 0 else \
+            {"job": job_id, "status": "skipped"}
+    job = Job.objects.select_related("user").get(pk=job_id)
+    p = job.params
+    group, ids, topic, force = p["group"], list(p["offset_msg_ids"]), p.get("topic"), bool(p.get("force"))
+    log.info("resend job %s: run %s on %d dead letters of %s", job_id, run, len(ids), group)
+    results: list[dict[str, Any]] = []
+    try:
+        size = chunk_size()
+        for i in range(0, len(ids), size):
+            results += resend_chunk(group, ids[i:i + size], topic, force=force, job_id=job_id)
+            if not lease.renew(job_id, run, progress=len(results), result={"results": results}):
+                log.warning("resend job %s: run %s lost its lease; stopping", job_id, run)
+                return {"job": job_id, "status": "lost"}
+    except Exception as exc:  # the job itself broke (not a dead letter): record it, then let Celery see it
+        log.exception("resend job %s failed", job_id)
+        _finish(job, run, Job.FAILED, {"results": results, "error": str(exc)}, results)
+        raise
+    _finish(job, run, Job.DONE, {"results": results}, results)
+    return {"job": job_id, "status": Job.DONE, "resent": sum(1 for r in results if r["ok"]),
+            "failed": sum(1 for r in results if not r["ok"])}
+
+
+def _finish(job: Job, run: str, status: str, result: dict[str, Any], results: list[dict[str, Any]]) -> None:
+    if not lease.finish(job.pk, run, status, result, len(results)):
+        return
+    counts = {"resent": sum(1 for r in results if r["ok"] and not r.get("already_resent")),
+              "already_resent": sum(1 for r in results if r.get("already_resent")),
+              "recovered": sum(1 for r in results if r.get("recovered")),
+              "failed": sum(1 for r in results if not r["ok"])}
+    record(job.user, FINISH_ACTION, job.target, before={"job_id": job.pk},
+           after={"job_id": job.pk, "status": status, **counts, "error": result.get("error"), "results": results},
+           ok=status == Job.DONE and counts["failed"] == 0)
+
+
+def orphaned_runs(hostname: str) -> list[tuple[int, str]]:
+    """Resend runs a previous life of worker ``hostname`` left (see :func:`console.jobs.resend_lease.orphaned_runs`)."""
+    return lease.orphaned_runs(hostname)

@@ -9,6 +9,7 @@ from broker_core.client import Message
 from broker_core.protocol.validation import group_error, topic_error
 from console import broker_client
 from console.errors import bad_request
+from console.jobs.resend_records import resend
 from console.services.audit import audited
 
 MAX_BODY_BYTES = 4 * 1024 * 1024  # the SDK's and broker's default maxMessageSize
@@ -67,19 +68,15 @@ def check_resend(group: str, topic: str | None) -> None:
         raise bad_request("invalid", err)
 
 
-def resend_result(raw: dict[str, Any]) -> dict[str, Any]:
-    """The API shape of one of ``AdminClient.resend_dead_letters``' results."""
-    return {"offset_msg_id": raw.get("offsetMsgId"), "ok": bool(raw.get("ok")), "topic": raw.get("topic"),
-            "new_msg_id": raw.get("newMsgId") or None, "new_offset_msg_id": raw.get("newOffsetMsgId") or None,
-            "error": raw.get("error") or None}
-
-
-def resend_dead_letters(user: Any, group: str, offset_msg_ids: list[str], topic: str | None) -> list[dict[str, Any]]:
-    """Re-produce dead letters of ``group`` to their original topic (or ``topic``); one result per id."""
+def resend_dead_letters(user: Any, group: str, offset_msg_ids: list[str], topic: str | None,
+                        force: bool = False) -> list[dict[str, Any]]:
+    """Re-produce dead letters of ``group`` to their original topic (or ``topic``); one result per id. Each dead
+    letter is resent at most once: one resent before answers with its earlier copy (``already_resent``) unless
+    ``force`` (see :mod:`console.jobs.resend_records`)."""
     check_resend(group, topic)
-    with audited(user, "dlq.resend", group, {"offset_msg_ids": offset_msg_ids, "topic": topic}) as entry:
-        raw = broker_client.admin().resend_dead_letters(group, offset_msg_ids, topic)
-        results = [resend_result(r) for r in raw]
+    with audited(user, "dlq.resend", group, {"offset_msg_ids": offset_msg_ids, "topic": topic,
+                                             "force": force}) as entry:
+        results = resend(group, offset_msg_ids, topic, force=force)
         entry.after = {"results": results}
         entry.ok = all(r["ok"] for r in results)
     return results

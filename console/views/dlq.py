@@ -1,6 +1,8 @@
 """Dead letters: the groups that have any (count, newest), a group's dead letters with resend of a selection
-(operator+, per-message results), "resend everything shown" as a background job, and JSON lines / CSV exports
-of a selection or of every dead letter. The job page follows a job's progress and per-message outcomes."""
+(operator+, per-message results), "resend everything shown" as a background job (run by a Celery worker), and
+JSON lines / CSV exports of a selection or of every dead letter. The job page follows a job's progress and
+per-message outcomes, and offers a retry for a failed job, a done one with failed dead letters, or one whose
+worker stopped."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
-from console.jobs.resend import start_resend_job
+from console.jobs.resend import retry_job, start_resend_job
 from console.jobs.selectors import get_job, job_json
 from console.models import Job
 from console.roles import OPERATOR, VIEWER, has_role
@@ -53,7 +55,7 @@ def dlq_group(request: HttpRequest, group: str) -> HttpResponse:
             return render(request, "console/forbidden.html", {"required": OPERATOR}, status=403)
         ids = _selected(request)
         if ids:
-            results = resend_dead_letters(request.user, group, ids, None)
+            results = resend_dead_letters(request.user, group, ids, None, force=request.POST.get("force") == "on")
         else:
             status = 400
     rows, truncated = dead_letter_rows(group, LIMIT)
@@ -72,7 +74,7 @@ def dlq_resend_all(request: HttpRequest, group: str) -> HttpResponse:
     ids = _selected(request)
     if not ids:
         return error_page(request, 400, "nothing_to_resend", "The page showed no dead letter to resend.")
-    job = start_resend_job(request.user, group, ids, None)
+    job = start_resend_job(request.user, group, ids, None, force=request.POST.get("force") == "on")
     return redirect("job-page", job_id=job.pk)
 
 
@@ -102,11 +104,21 @@ def dlq_export(request: HttpRequest, group: str, fmt: str) -> HttpResponse:
 @require_http_methods(["GET"])
 def job_detail(request: HttpRequest, job_id: str) -> HttpResponse:
     job = job_json(get_job(job_id))
-    running = job["status"] in (Job.PENDING, Job.RUNNING)
+    running = job["status"] in (Job.PENDING, Job.RUNNING) and not job["stale"]
     results = job["result"].get("results", []) if isinstance(job["result"], dict) else []
     percent = int(100 * job["progress"] / job["total"]) if job["total"] else 100
     return render(request, "console/job.html", {
         "job": job, "running": running, "results": results, "percent": percent,
         "ok_count": sum(1 for r in results if r.get("ok")), "failed_count": sum(1 for r in results if not r.get("ok")),
+        "already_count": sum(1 for r in results if r.get("already_resent")),
         "error": job["result"].get("error") if isinstance(job["result"], dict) else None,
+        "can_retry": job["retryable"] and has_role(request.user, OPERATOR),
     })
+
+
+@page(OPERATOR)
+@require_POST
+def job_retry(request: HttpRequest, job_id: str) -> HttpResponse:
+    """Queue a resend job again (see :func:`console.jobs.resend.retry_job`) and show it."""
+    job = retry_job(request.user, get_job(job_id))
+    return redirect("job-page", job_id=job.pk)

@@ -12,6 +12,7 @@ from django.contrib.auth.models import User
 from playwright.sync_api import Page, expect
 
 from broker_core.client import AdminClient, Message, Producer
+from console.jobs.resend import run_resend_job
 from console.views import messages as message_views
 from tests.console.test_groups_dlq import _make_dead_letter
 from tests.e2e.conftest import shot
@@ -26,7 +27,9 @@ Login = Callable[[Page, User], None]
 def test_cluster_groups_dead_letters_and_browse_pages(
         page: Page, base_url: str, login: Login, make_user: Callable[[str], User], cluster: Cluster,
         sdk_admin: AdminClient, sdk_producer: Producer, unique: Callable[[str], str], dialogs: list[str],
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch, settings, redis_url: str) -> None:  # type: ignore[no-untyped-def]
+    # the resend job is published to a Redis database no worker reads; the test runs the worker's side itself
+    settings.CELERY_BROKER_URL = redis_url.rsplit("/", 1)[0] + "/4"
     topic = unique("Shipments")
     sdk_admin.create_topic(topic, 2, 2)
     wait_until(lambda: topic in sdk_admin.topic_list(), timeout=30, what=f"route of {topic}")
@@ -89,6 +92,9 @@ def test_cluster_groups_dead_letters_and_browse_pages(
     assert "poison" in open(download.value.path(), encoding="utf-8").read()
     shot(page, "18-dead-letters-actions")
     page.get_by_role("button", name="Resend all 1 shown (background job)").click()
+    page.wait_for_url(f"{base_url}/jobs/*/")
+    expect(page.get_by_test_id("job-status")).to_have_text("pending")
+    assert run_resend_job(int(page.url.rstrip("/").split("/")[-1]), "e2e-worker@localhost")["status"] == "done"
     expect(page.get_by_test_id("job-status")).to_have_text("done", timeout=30_000)  # the page refreshes itself
     expect(page.get_by_test_id("job-progress")).to_have_text("1 / 1")
     expect(page.get_by_test_id("job-results")).to_contain_text("resent")

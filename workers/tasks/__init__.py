@@ -8,7 +8,8 @@ Task names are stable (``workers.<job>``) so the console can ``send_task`` them 
 
 from workers.tasks.alerts import evaluate_alerts
 from workers.tasks.jobs import deliver_delayed, disk_check, prune, retention, sample_lag
+from workers.tasks.resend import dlq_resend
 from workers.tasks.spark import spark_search, spark_trace
 
-__all__ = ["deliver_delayed", "disk_check", "evaluate_alerts", "prune", "retention", "sample_lag", "spark_search",
-           "spark_trace"]
+__all__ = ["deliver_delayed", "disk_check", "dlq_resend", "evaluate_alerts", "prune", "retention", "sample_lag",
+           "spark_search", "spark_trace"]
