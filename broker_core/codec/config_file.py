@@ -1,8 +1,9 @@
 """RocketMQ's config files (``<store>/config/*.json``, reference §7.5): how they are written and read.
 
 Writing (``MixAll.string2File``): the new text goes to ``<f>.tmp`` (fsynced), the previous content is copied to
-``<f>.bak`` (fsynced), ``.tmp`` is renamed over ``<f>`` and the directory is fsynced. A crash leaves either the
-old or the new ``<f>``, never a torn one, and ``<f>.bak`` holds the version before.
+``<f>.bak`` (fsynced), ``.tmp`` is renamed over ``<f>`` and the directory is fsynced (a directory created for
+the file is fsynced in its parent first). A crash or a power loss leaves either the old or the new ``<f>``, never
+a torn one, and ``<f>.bak`` holds the version before. A failed write or fsync raises ``OSError`` to the caller.
 
 Reading (``ConfigManager.load``): a missing, empty or unparsable ``<f>`` falls back to ``<f>.bak``; when
 neither is usable the caller starts from its defaults. Text is parsed with :func:`loads_fastjson`, so files
@@ -33,9 +34,29 @@ def _write_synced(path: Path, raw: bytes) -> None:
         os.close(fd)
 
 
+def _fsync_dir(path: Path) -> None:
+    dfd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+def _make_dirs(path: Path) -> None:
+    """``mkdir -p`` with each new directory's name made durable (its parent fsynced)."""
+    if path.is_dir():
+        return
+    _make_dirs(path.parent)
+    try:
+        path.mkdir()
+    except FileExistsError:
+        return
+    _fsync_dir(path.parent)
+
+
 def write_config_file(path: Path, text: str) -> None:
     """Replace ``path`` with ``text`` as RocketMQ does (``.tmp``, then the old content to ``.bak``)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    _make_dirs(path.parent)
     tmp = path.with_name(path.name + ".tmp")
     _write_synced(tmp, text.encode("utf-8"))
     try:
@@ -45,11 +66,7 @@ def write_config_file(path: Path, text: str) -> None:
     if old:
         _write_synced(path.with_name(path.name + ".bak"), old)
     os.replace(tmp, path)
-    dfd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
+    _fsync_dir(path.parent)
 
 
 def read_config_file(path: Path) -> Any | None:

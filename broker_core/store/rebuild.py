@@ -16,7 +16,8 @@ first record it lacked. What is checked:
    every file deleted) is rebuilt from its last unit. A queue without a directory is taken as deleted
    (``delete_topic`` removes it) and is not resurrected from older records.
 4. After each IndexFile's last entry, the next record with a unique key must be findable through the index (the
-   same for the CommitLog's first such record when no IndexFile is left), else the index is rebuilt from there.
+   same for the CommitLog's first such record when no IndexFile is left), else the index is rebuilt from that
+   file's last record (whose keys may have straddled into the lost file; lookups de-duplicate offsets).
 
 Limit: a ConsumeQueue that lost its last file and has no record in the recovery window is not detected by 3
 (its consumers see the queue end early); delete the queue's files, keeping its directory, to have it rebuilt.
@@ -85,7 +86,7 @@ def replay_start(store: MessageStore, reput_from: int, damaged_cqs: dict[tuple[s
             points.append(point)
     points.extend(_check_window(store, reput_from, min_off))
     if store.index_service is not None:
-        point = _check_index(store, reput_from, min_off)
+        point = _check_index(store, min_off)
         if point is not None:
             points.append(point)
             store.index_service.last_indexed_phy = min(store.index_service.last_indexed_phy, point - 1)
@@ -199,7 +200,7 @@ def _records_after(commit_log: CommitLog, offset: int) -> Iterator[MessageRecord
         offset += size
 
 
-def _check_index(store: MessageStore, reput_from: int, min_off: int) -> int | None:
+def _check_index(store: MessageStore, min_off: int) -> int | None:
     """Check 4: the first record with a unique key after each IndexFile's end must be found; the replay point."""
     service = store.index_service
     assert service is not None
@@ -211,9 +212,7 @@ def _check_index(store: MessageStore, reput_from: int, min_off: int) -> int | No
         records = _records_after(commit_log, start)
         if after:
             next(records, None)  # the file's own last record
-        for rec in records:
-            if rec.commit_log_offset >= reput_from:
-                break
+        for rec in records:  # not skipped when the replay reaches it: the file's last record may be half indexed
             if not rec.uniq_key or (rec.sys_flag & TRANSACTION_TYPE_MASK) == TRANSACTION_ROLLBACK_TYPE:
                 continue
             found, _ = service.query_offsets(rec.topic, rec.uniq_key, 16, 0, 1 << 62)

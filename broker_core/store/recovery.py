@@ -73,6 +73,10 @@ def _finish(store: MessageStore, process_offset: int, max_phy_of_cq: int, always
     if always_cut or max_phy_of_cq >= process_offset:
         for cq in store.consume_queues():
             cq.truncate_dirty_logic_files(process_offset)
+    index = store.index_service
+    if index is not None and index.last_indexed_phy >= process_offset:
+        # entries past the end stay (lookups check every hit against its record), but new records there get indexed
+        index.last_indexed_phy = process_offset - 1
 
 
 def recover_normally(store: MessageStore, max_phy_of_cq: int) -> int:
