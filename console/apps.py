@@ -26,4 +26,7 @@ class ConsoleConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from console import audit_hooks
+
         post_migrate.connect(ensure_role_groups, sender=self)
+        audit_hooks.connect()

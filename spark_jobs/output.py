@@ -1,4 +1,9 @@
-"""Writing result rows: JSON lines (the console pages these) and CSV exports."""
+"""Writing result rows: JSON lines (the console pages these) and CSV exports.
+
+CSV cells are escaped against formula injection: a text cell starting with ``=``, ``+``, ``-``, ``@``, a tab or a
+carriage return gets a leading ``'``, so a spreadsheet shows it as text instead of running it (message keys, tags
+and bodies are producer-controlled). Numbers are written as they are.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +18,14 @@ from typing import Any
 CSV_COLUMNS = ["topic", "queue_id", "queue_offset", "phy_offset", "store_size", "msg_id", "offset_msg_id", "keys",
                "tags", "born_timestamp", "store_timestamp", "reconsume_times", "sys_flag", "segment", "pos",
                "properties", "body_text", "body_base64"]
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value: Any) -> Any:
+    """``value`` made safe for a spreadsheet (see the module docstring)."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
 
 
 def jsonable(row: dict[str, Any]) -> dict[str, Any]:
@@ -53,8 +66,9 @@ class ResultWriter:
         if self._jsonl is not None:
             self._jsonl.write(json.dumps(r, ensure_ascii=False, separators=(",", ":"), default=str) + "\n")
         if self._csv is not None:
-            self._csv.writerow({**r, "keys": " ".join(r.get("keys") or []),
-                                "properties": json.dumps(r.get("properties") or {}, ensure_ascii=False)})
+            cells = {**r, "keys": " ".join(r.get("keys") or []),
+                     "properties": json.dumps(r.get("properties") or {}, ensure_ascii=False)}
+            self._csv.writerow({k: csv_cell(v) for k, v in cells.items()})
 
     def close(self) -> None:
         for f in self._files:

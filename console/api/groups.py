@@ -53,7 +53,7 @@ class ReceiveView(RoleAPIView):
     def post(self, request: Request, group: str) -> Response:
         data = validated(ReceiveSerializer, request.data)
         messages = consumers.receive(group_param(group), data["topic"], data["max_messages"],
-                                     data["invisible_seconds"], data["wait_seconds"])
+                                     data["invisible_seconds"], data["wait_seconds"], user=request.user)
         return Response({"messages": messages})
 
 

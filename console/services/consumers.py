@@ -14,7 +14,7 @@ from broker_core.protocol.validation import group_error, topic_error
 from console import broker_client
 from console.errors import bad_request
 from console.selectors.messages import message_json
-from console.services.audit import audited
+from console.services.audit import RECORDED_ERRORS, audited, record
 
 HANDLE_SEPARATOR = "!"
 # The smallest invisible time the broker accepts for CHANGE_MESSAGE_INVISIBLETIME (1000 ms): a nacked message
@@ -34,14 +34,27 @@ def _check(group: str, topic: str) -> None:
 
 
 def receive(group: str, topic: str, max_messages: int, invisible_seconds: float,
-            wait_seconds: float) -> list[dict[str, Any]]:
-    """Up to ``max_messages`` messages of ``topic`` for ``group``, each with its ``receipt_handle``."""
+            wait_seconds: float, user: Any = None) -> list[dict[str, Any]]:
+    """Up to ``max_messages`` messages of ``topic`` for ``group``, each with its ``receipt_handle``.
+
+    Audited as ``message.receive`` when it hands out messages (their ids and positions, never bodies or handles)
+    or fails; an empty poll changes nothing and is not recorded."""
     _check(group, topic)
-    consumer = broker_client.consumer(group)
-    consumer.subscribe(topic)
-    msgs = consumer.receive(max_num=max_messages, invisible_duration=invisible_seconds, wait=wait_seconds,
-                            topic=topic)
-    return [{**message_json(m, with_body=True), "receipt_handle": rest_handle(m)} for m in msgs]
+    target = f"{group}/{topic}"
+    try:
+        consumer = broker_client.consumer(group)
+        consumer.subscribe(topic)
+        msgs = consumer.receive(max_num=max_messages, invisible_duration=invisible_seconds, wait=wait_seconds,
+                                topic=topic)
+    except RECORDED_ERRORS as exc:
+        record(user, "message.receive", target, after={"error": str(exc)}, ok=False)
+        raise
+    out = [{**message_json(m, with_body=True), "receipt_handle": rest_handle(m)} for m in msgs]
+    if out:
+        keys = ("msg_id", "offset_msg_id", "broker_name", "queue_id", "queue_offset")
+        record(user, "message.receive", target,
+               after={"count": len(out), "messages": [{k: m.get(k) for k in keys} for m in out]})
+    return out
 
 
 def _handle_message(topic: str, handle: str) -> MessageExt | None:
