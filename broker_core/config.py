@@ -47,6 +47,9 @@ class BrokerConfig:
     auto_create_topic_enable: bool = _f("autoCreateTopicEnable", True,
                                         "create unknown topics on first send (clients route them by TBW102)")
     default_topic_queue_nums: int = _f("defaultTopicQueueNums", 4, "queues of an auto-created topic")
+    enable_property_filter: bool = _f(
+        "enablePropertyFilter", False, "filter pulls by SQL92 expressions over message properties (as RocketMQ, "
+        "off by default: SQL92 subscriptions are then refused)")
     server_channel_max_idle_time_s: float = _f(
         "serverChannelMaxIdleTimeSeconds", 120, "close a connection silent for this long (half-open peers)")
     server_max_frame_bytes: int = _f("serverMaxFrameBytes", 16 * 1024 * 1024, "largest frame a client may send")

@@ -39,8 +39,9 @@ class SimpleConsumer(_ConsumerBase):
     def shutdown(self) -> None:
         run_sync(self.instance.shutdown())
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
-        self.subscriptions[topic] = parse_subscription(topic, expression)
+    def subscribe(self, topic: str, expression: str = "*", expression_type: str = "TAG") -> None:
+        """By tag, or by SQL92 over properties with ``expression_type="SQL92"`` (checked here again)."""
+        self.subscriptions[topic] = parse_subscription(topic, expression, expression_type)
 
     def receive(self, max_num: int = 16, invisible_duration: float = 30.0, wait: float = 0.0,
                 topic: str | None = None) -> list[MessageExt]:
@@ -63,7 +64,8 @@ class SimpleConsumer(_ConsumerBase):
             last = i == len(brokers) - 1
             header = {"consumerGroup": self.group, "topic": sub.topic, "maxMsgNums": max_num,
                       "invisibleTime": int(invisible_duration * 1000), "pollTime": int(wait * 1000) if last else 0,
-                      "expression": sub.expression, "maxReconsumeTimes": self.max_reconsume_times}
+                      "expression": sub.expression, "expressionType": sub.expression_type,
+                      "maxReconsumeTimes": self.max_reconsume_times}
             resp = await self.instance.invoke(self.instance.broker_addr(broker),
                                               RemotingCommand.request(RequestCode.POP_MESSAGE, header), wait + 5)
             if resp.code == ResponseCode.SUCCESS:
@@ -71,7 +73,7 @@ class SimpleConsumer(_ConsumerBase):
                 for m, meta in zip(msgs, json.loads(str(resp.header["messages"])), strict=True):
                     m.receipt_handle = str(meta["handle"])
                     m.reconsume_times = int(meta["reconsumeTimes"])
-                return [m for m in msgs if sub.matches(m.tags)]
+                return [m for m in msgs if sub.matches_message(m.properties)]
             if resp.code != ResponseCode.PULL_NOT_FOUND:
                 raise ClientError(resp.code, resp.remark)
         return []

@@ -15,6 +15,7 @@ from broker_core.protocol.filter import EXPRESSION_TAG, SubscriptionParseError, 
 from broker_core.protocol.headers import PULL_COMMIT_OFFSET, PULL_SUBSCRIPTION, PULL_SUSPEND
 from broker_core.protocol.validation import group_error, retry_topic, topic_error
 from broker_core.remoting.server import Connection, Handler
+from broker_core.server.property_filter import filter_records
 from broker_core.server.retry import ensure_topic
 from broker_core.store import GetMessageResult, GetStatus
 
@@ -84,11 +85,11 @@ class ConsumerProcessor:
                 expression, expression_type, registered_version = registered
                 if registered_version < sub_version:
                     return cmd.response(ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest")
-            if expression_type != EXPRESSION_TAG:
+            if expression_type not in ("", EXPRESSION_TAG) and not ctl.config.enable_property_filter:
                 return cmd.response(ResponseCode.SYSTEM_ERROR,
-                                    "The broker does not support consumer to filter message by SQL92")
+                                    f"The broker does not support consumer to filter message by {expression_type}")
             try:
-                sub = parse_subscription(topic, expression)
+                sub = parse_subscription(topic, expression, expression_type)
             except SubscriptionParseError as exc:
                 return cmd.response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(exc))
             if sys_flag & PULL_COMMIT_OFFSET:  # stored on the first execution only, whatever the result
@@ -100,8 +101,14 @@ class ConsumerProcessor:
             def attempt(final: bool) -> RemotingCommand | None:
                 res = store.get_message(topic, queue_id, offset, max_nums, hashes, decode=False)
                 if res.status is GetStatus.FOUND:
-                    ctl.stats.get_count += len(res.queue_offsets)
-                    body = b"".join(res.chunks)
+                    if sub.is_sql92:
+                        body, found = filter_records(res.chunks, sub)
+                        if not found:  # every record looked at was filtered out: move on at once
+                            return cmd.response(ResponseCode.PULL_RETRY_IMMEDIATELY, "NO_MATCHED_MESSAGE",
+                                                _offsets(res))
+                    else:
+                        body, found = b"".join(res.chunks), len(res.queue_offsets)
+                    ctl.stats.get_count += found
                     if ctl.tracer.enabled and group != ADMIN_GROUP:  # the console browsing is not a delivery
                         trace_delivered(ctl, body, group)
                     return cmd.response(ResponseCode.SUCCESS, "FOUND", _offsets(res), body)
@@ -192,16 +199,23 @@ class ConsumerProcessor:
                 str_field(cmd.header, "topic"), int_field(cmd.header, "queueId"))})
 
         def check_client_config(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
-            """CHECK_CLIENT_CONFIG (46), sent for non-TAG subscriptions: SQL92 needs property filtering, which this
-            broker does not enable."""
+            """CHECK_CLIENT_CONFIG (46), sent for non-TAG subscriptions: SQL92 needs ``enablePropertyFilter``
+            (else SYSTEM_ERROR, as RocketMQ) and an expression that compiles (else SUBSCRIPTION_PARSE_FAILED)."""
             try:
                 data = json.loads(cmd.body or b"{}")
                 sub = data.get("subscriptionData") or {}
             except (ValueError, AttributeError) as exc:
                 raise BadRequest(f"bad CheckClientRequestBody: {exc}") from None
-            if str(sub.get("expressionType") or EXPRESSION_TAG) != EXPRESSION_TAG:
+            kind = str(sub.get("expressionType") or EXPRESSION_TAG)
+            if kind == EXPRESSION_TAG:
+                return cmd.response(ResponseCode.SUCCESS)
+            if not ctl.config.enable_property_filter:
                 return cmd.response(ResponseCode.SYSTEM_ERROR,
-                                    "The broker does not support consumer to filter message by SQL92")
+                                    f"The broker does not support consumer to filter message by {kind}")
+            try:
+                parse_subscription(str(sub.get("topic") or ""), str(sub.get("subString") or ""), kind)
+            except SubscriptionParseError as exc:
+                return cmd.response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(exc))
             return cmd.response(ResponseCode.SUCCESS)
 
         async def earliest_store_time(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:

@@ -35,6 +35,7 @@ class MessageSearchView(RoleAPIView):
     ``GET /messages/?topic=T&begin=ISO&end=ISO[&cursor=&limit=]``: every message stored in [begin, end] (end
     defaults to unbounded) over every queue, oldest first; ``next`` is the cursor of the following page (pass it
     with the same topic and end) and is set exactly when ``limit`` cut the page (``truncated``). No other cap.
+    ``&sql=EXPR`` keeps only messages a SQL92 selector matches (RocketMQ's ``MessageSelector.bySql``).
     """
 
     required_roles = {"GET": VIEWER}
@@ -49,7 +50,8 @@ class MessageSearchView(RoleAPIView):
             found, truncated = selectors.messages_by_key(q["topic"], q["key"], q["limit"], begin_ms, end_ms)
             nxt = None
         else:
-            found, nxt = selectors.browse(q["topic"], max(begin_ms, 0), end_ms, q.get("cursor", ""), q["limit"])
+            found, nxt = selectors.browse(q["topic"], max(begin_ms, 0), end_ms, q.get("cursor", ""), q["limit"],
+                                          q.get("sql", ""))
             truncated = nxt is not None
         return Response({"results": [selectors.message_json(m, with_body) for m in found], "next": nxt,
                          "truncated": truncated})

@@ -9,6 +9,7 @@ from typing import Any
 from rest_framework import serializers
 from rest_framework.validators import ProhibitSurrogateCharactersValidator
 
+from broker_core.protocol.sql92 import Sql92Error, compile_sql92
 from broker_core.protocol.validation import group_error, topic_error
 from console.selectors.groups import ResetTarget
 from console.selectors.messages import MESSAGE_ID
@@ -105,6 +106,15 @@ class ProduceSerializer(serializers.Serializer):
     messages = OutgoingMessageSerializer(many=True, allow_empty=False, max_length=1000)
 
 
+def _sql92(value: str) -> str:
+    """Raise a ValidationError with the parser's reason unless ``value`` is a SQL92 selector RocketMQ accepts."""
+    try:
+        compile_sql92(value)
+    except Sql92Error as exc:
+        raise serializers.ValidationError(str(exc)) from None
+    return value
+
+
 class MessageSearchSerializer(serializers.Serializer):
     """``GET /messages/?topic=&key=`` (by key) or ``?topic=&begin=[&end=][&cursor=]`` (time-range browse)."""
 
@@ -114,8 +124,14 @@ class MessageSearchSerializer(serializers.Serializer):
     end = serializers.DateTimeField(required=False)
     cursor = serializers.CharField(required=False, max_length=100_000)
     limit = serializers.IntegerField(min_value=1, max_value=1000, default=64)
+    sql = serializers.CharField(required=False, max_length=4096, validators=[_sql92],
+                                help_text="time-range browse only: keep messages this SQL92 expression selects "
+                                          "(MessageSelector.bySql over properties, e.g. a > 5 AND TAGS = 'x')")
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if "key" in attrs and "sql" in attrs:
+            raise serializers.ValidationError({"sql": "a SQL92 filter applies to a time-range browse, not a key "
+                                                      "lookup"})
         if "key" not in attrs and "begin" not in attrs:
             raise serializers.ValidationError("give key (lookup by key) or begin (browse by time range)")
         if "key" in attrs and "cursor" in attrs:

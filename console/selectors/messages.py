@@ -14,6 +14,7 @@ from typing import Any
 from broker_core.client import MessageExt, MessageQueue, PullStatus
 from broker_core.codec.errors import CodecError
 from broker_core.codec.message_id import decode_offset_msg_id
+from broker_core.protocol.sql92 import Selector, compile_sql92
 from console import broker_client
 from console.errors import bad_request, not_found
 
@@ -140,6 +141,7 @@ class _QueueReader:
     offset: int  # the next offset to pull
     begin_ms: int
     end_ms: int
+    selector: Selector | None = None  # a SQL92 filter over properties (the console filters, any broker)
     buffer: list[MessageExt] = field(default_factory=list)
     done: bool = False
 
@@ -164,7 +166,8 @@ class _QueueReader:
                     self.done = True
                     self.offset = m.queue_offset
                     return
-                if m.store_timestamp >= self.begin_ms:
+                if m.store_timestamp >= self.begin_ms and (
+                        self.selector is None or self.selector.matches(m.properties)):
                     self.buffer.append(m)
             self.offset = max(res.next_begin_offset, self.offset + 1)
         elif res.status == PullStatus.NO_NEW_MSG or res.next_begin_offset <= self.offset:
@@ -173,7 +176,8 @@ class _QueueReader:
             self.offset = res.next_begin_offset
 
 
-def browse(topic: str, begin_ms: int, end_ms: int, cursor: str, limit: int) -> tuple[list[MessageExt], str | None]:
+def browse(topic: str, begin_ms: int, end_ms: int, cursor: str, limit: int, sql: str = ""
+           ) -> tuple[list[MessageExt], str | None]:
     """Messages of ``topic`` stored in [``begin_ms``, ``end_ms``] over every readable queue, oldest first
     (merged by store time; ties by broker, queue, offset), at most ``limit``, and the cursor of the next page
     (None when nothing is left, so ``next`` is set exactly when ``limit`` cut the page).
@@ -181,7 +185,12 @@ def browse(topic: str, begin_ms: int, end_ms: int, cursor: str, limit: int) -> t
     Each queue starts at the cursor's position for it or, on the first page, at the broker's answer to
     SEARCH_OFFSET_BY_TIMESTAMP for ``begin_ms`` (through the console's browsing PullConsumer). Pages taken
     with the same ``end_ms`` return every message in the range exactly once.
+
+    ``sql``: keep only messages a SQL92 selector (``MessageSelector.bySql``, RocketMQ's semantics) matches; the
+    console evaluates it, so it works whether or not the broker has ``enablePropertyFilter``. A bad expression
+    raises :class:`~broker_core.protocol.sql92.Sql92Error` before anything is read.
     """
+    selector = compile_sql92(sql) if sql.strip() else None
     consumer = broker_client.browser()
     positions = decode_cursor(topic, cursor) if cursor else {}
     readers = []
@@ -189,7 +198,7 @@ def browse(topic: str, begin_ms: int, end_ms: int, cursor: str, limit: int) -> t
         start = positions.get((mq.broker_name, mq.queue_id))
         if start is None:
             start = consumer.search_offset(mq, begin_ms) if begin_ms > 0 else consumer.min_offset(mq)
-        readers.append(_QueueReader(mq, start, begin_ms, end_ms))
+        readers.append(_QueueReader(mq, start, begin_ms, end_ms, selector))
     found: list[MessageExt] = []
     while len(found) < limit:
         heads = [(m.store_timestamp, r.mq.broker_name, r.mq.queue_id, m.queue_offset, i)

@@ -11,6 +11,7 @@ from typing import Any
 from django import forms
 from django.utils import timezone
 
+from broker_core.protocol.sql92 import Sql92Error, compile_sql92
 from broker_core.protocol.validation import group_error, topic_error
 from console.api.serializers import PERMS
 from console.selectors.messages import MESSAGE_ID
@@ -214,12 +215,23 @@ class BrowseForm(LocalTimeLabels, forms.Form):
     begin = forms.DateTimeField(widget=DateTimeLocalInput(), label="From (UTC)")
     end = forms.DateTimeField(required=False, widget=DateTimeLocalInput(), label="To (UTC)",
                               help_text="empty: no upper bound")
+    sql = forms.CharField(required=False, max_length=4096, label="SQL92 filter",
+                          help_text="optional, over message properties: a BETWEEN 1 AND 5 AND TAGS IN ('x', 'y')")
 
     def clean_begin(self) -> Any:
         return _utc(self.cleaned_data.get("begin"))
 
     def clean_end(self) -> Any:
         return _utc(self.cleaned_data.get("end"))
+
+    def clean_sql(self) -> str:
+        sql = str(self.cleaned_data.get("sql") or "").strip()
+        if sql:
+            try:
+                compile_sql92(sql)
+            except Sql92Error as exc:
+                raise forms.ValidationError(str(exc)) from None
+        return sql
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}

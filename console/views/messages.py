@@ -65,8 +65,8 @@ def message_browse(request: HttpRequest) -> HttpResponse:
         cursor = request.GET.get("cursor", "").strip()
         begin_ms = max(0, int(d["begin"].timestamp() * 1000))
         end_ms = int(d["end"].timestamp() * 1000) if d.get("end") else selectors.MAX_TIMESTAMP_MS
-        found, nxt = selectors.browse(d["topic"], begin_ms, end_ms, cursor, BROWSE_PAGE)
-        params = {k: v for k, v in request.GET.items() if k in ("topic", "begin", "end")}
+        found, nxt = selectors.browse(d["topic"], begin_ms, end_ms, cursor, BROWSE_PAGE, d.get("sql", ""))
+        params = {k: v for k, v in request.GET.items() if k in ("topic", "begin", "end", "sql")}
         context.update(results=[selectors.message_json(m, with_body=False) for m in found], truncated=nxt is not None,
                        next_url=f"?{urlencode({**params, 'cursor': nxt})}" if nxt else None,
                        first_url=f"?{urlencode(params)}", paged=bool(cursor))

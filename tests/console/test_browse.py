@@ -104,3 +104,22 @@ def test_browse_bad_input(operator: APIClient, topic: str, unique) -> None:  # t
     beyond = encode_cursor(topic, {("broker-a", 0): 10_000, ("broker-a", 1): 10_000})
     assert operator.get("/api/v1/messages/", {"topic": topic, "begin": begin, "cursor": beyond}).json() == {
         "results": [], "next": None, "truncated": False}
+
+
+def test_browse_with_a_sql92_filter_pages_only_matching_messages(operator: APIClient, topic: str) -> None:
+    begin = _now()
+    msgs = [{"body": f"s{i}", "tags": "red" if i % 2 else "blue", "properties": {"n": str(i)}} for i in range(12)]
+    msgs.append({"body": "no-n", "tags": "red"})  # a missing property never matches a comparison
+    resp = operator.post(f"/api/v1/topics/{topic}/messages/", {"messages": msgs}, format="json")
+    assert resp.status_code == 201, resp.json()
+    end = _now()
+    sql = "n BETWEEN 2 AND 9 AND TAGS = 'red'"
+    pages = _pages(operator, {"topic": topic, "begin": begin, "end": end, "limit": 2, "sql": sql})
+    seen = sorted(m["body"]["text"] for p in pages for m in p["results"])
+    assert seen == ["s3", "s5", "s7", "s9"] and [len(p["results"]) for p in pages] == [2, 2]
+    assert _pages(operator, {"topic": topic, "begin": begin, "end": end, "sql": "n IS NULL"})[0]["results"][0][
+        "body"]["text"] == "no-n"
+    bad = operator.get("/api/v1/messages/", {"topic": topic, "begin": begin, "sql": "n = NULL"})
+    assert bad.status_code == 400 and "cannot be compared" in json.dumps(bad.json())
+    with_key = operator.get("/api/v1/messages/", {"topic": topic, "key": "k", "sql": "n > 1"})
+    assert with_key.status_code == 400 and "sql" in with_key.json()["fields"]

@@ -10,7 +10,7 @@ from broker_core.client.message import ClientError, MessageExt, MessageQueue, de
 from broker_core.codec.hashing import tag_hash
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
 from broker_core.protocol.acl import SessionCredentials
-from broker_core.protocol.filter import EXPRESSION_TAG, Subscription, parse_subscription
+from broker_core.protocol.filter import Subscription, parse_subscription
 from broker_core.protocol.headers import PULL_COMMIT_OFFSET, PULL_SUBSCRIPTION, PULL_SUSPEND
 from broker_core.protocol.validation import group_error
 
@@ -37,7 +37,7 @@ decode_records = decode_message_exts
 def subscription_data(sub: Subscription, sub_version: int) -> dict[str, object]:
     """RocketMQ's ``SubscriptionData``: tags joined by ``||``, their Java hash codes, the expression type."""
     tags = sorted(sub.tags) if sub.tags is not None else []
-    return {"classFilterMode": False, "codeSet": [tag_hash(t) for t in tags], "expressionType": EXPRESSION_TAG,
+    return {"classFilterMode": False, "codeSet": [tag_hash(t) for t in tags], "expressionType": sub.expression_type,
             "subString": sub.expression, "subVersion": sub_version, "tagsSet": tags, "topic": sub.topic}
 
 
@@ -90,14 +90,14 @@ class _ConsumerBase:
             PULL_COMMIT_OFFSET if commit_offset >= 0 else 0)
         header = {"consumerGroup": self.group, "queueOffset": offset, "maxMsgNums": max_nums, "sysFlag": sys_flag,
                   "commitOffset": max(commit_offset, 0), "suspendTimeoutMillis": int(suspend_s * 1000),
-                  "subscription": sub.expression, "subVersion": sub_version, "expressionType": EXPRESSION_TAG}
+                  "subscription": sub.expression, "subVersion": sub_version, "expressionType": sub.expression_type}
         resp = await self._queue_request(mq, RequestCode.PULL_MESSAGE, header, suspend_s + 5.0)
         h = resp.header
         nxt, lo, hi = int(h.get("nextBeginOffset", offset)), int(h.get("minOffset", 0)), int(h.get("maxOffset", 0))
         if resp.code == ResponseCode.SUCCESS:
             msgs = decode_records(resp.body, mq.broker_name)
-            if sub.tags is not None:  # the client re-checks tags (the broker filtered by tag hash only)
-                msgs = [m for m in msgs if sub.matches(m.tags)]
+            if sub.tags is not None or sub.is_sql92:  # the client re-checks (tags: the broker compared hashes)
+                msgs = [m for m in msgs if sub.matches_message(m.properties)]
             return PullResult(PullStatus.FOUND if msgs else PullStatus.NO_MATCHED_MSG, nxt, lo, hi, msgs)
         if resp.code == ResponseCode.PULL_NOT_FOUND:
             return PullResult(PullStatus.NO_NEW_MSG, nxt, lo, hi)

@@ -28,13 +28,16 @@ class PullConsumer(_ConsumerBase):
     def fetch_queues(self, topic: str) -> list[MessageQueue]:
         return list(run_sync(self.instance.route(topic, refresh=True)).read_queues)
 
-    def pull(self, mq: MessageQueue, offset: int, max_nums: int = 32, expression: str = "*") -> PullResult:
-        return run_sync(self.apull(mq, offset, max_nums, parse_subscription(mq.topic, expression)))
+    def pull(self, mq: MessageQueue, offset: int, max_nums: int = 32, expression: str = "*",
+             expression_type: str = "TAG") -> PullResult:
+        """One pull; ``expression`` by tag, or SQL92 over properties with ``expression_type="SQL92"``."""
+        return run_sync(self.apull(mq, offset, max_nums, parse_subscription(mq.topic, expression, expression_type)))
 
     def pull_block_if_not_found(self, mq: MessageQueue, offset: int, max_nums: int = 32, expression: str = "*",
-                                timeout: float = BROKER_SUSPEND_MAX_S) -> PullResult:
+                                timeout: float = BROKER_SUSPEND_MAX_S, expression_type: str = "TAG") -> PullResult:
         """Long polling: the broker holds the request until a message arrives or ``timeout`` passes."""
-        return run_sync(self.apull(mq, offset, max_nums, parse_subscription(mq.topic, expression), timeout))
+        return run_sync(self.apull(mq, offset, max_nums, parse_subscription(mq.topic, expression, expression_type),
+                                   timeout))
 
     def min_offset(self, mq: MessageQueue) -> int:
         return run_sync(self._offset(mq, RequestCode.GET_MIN_OFFSET))
