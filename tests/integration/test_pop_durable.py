@@ -15,11 +15,12 @@ from tests.integration.cluster import Cluster, wait_until
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+@pytest.fixture(scope="module", params=["ASYNC_FLUSH", "SYNC_FLUSH"])
+def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """With SYNC_FLUSH the journal is fsynced before each answer; with ASYNC_FLUSH once a second."""
     c = Cluster(tmp_path_factory.mktemp("pop-durable"))
     try:
-        c.add_brokers_registered({"broker-a": ""})
+        c.add_brokers_registered({"broker-a": f"flushDiskType={request.param}\n"})
         yield c
     finally:
         c.close()
