@@ -2,7 +2,8 @@
 
 Connected in :meth:`console.apps.ConsoleConfig.ready`:
 
-- ``auth.login`` on every sign-in (pages and the Django admin): ``ok=True`` with the user, ``ok=False`` with the
+- ``auth.login`` on every sign-in through a login form (pages and the Django admin; a programmatic login without
+  an HTTP POST, like a test client's ``force_login``, is not one): ``ok=True`` with the user, ``ok=False`` with the
   username tried (a locked-out attempt is a failure too; ``auth.lockout`` marks the moment django-axes locks).
   ``after`` holds the client address and the path. Passwords are never recorded.
 - ``admin.add`` / ``admin.change`` / ``admin.delete`` for each Django-admin ``LogEntry``: the model, object id,
@@ -31,6 +32,8 @@ def _where(request: HttpRequest | None) -> dict[str, Any]:
 
 
 def on_login(sender: Any, request: HttpRequest | None, user: Any, **kwargs: Any) -> None:
+    if request is None or request.method != "POST":
+        return  # not a sign-in over HTTP (e.g. a test client's force_login)
     record(user, "auth.login", user.get_username()[:TARGET_MAX], after=_where(request))
 
 

@@ -22,6 +22,8 @@ RANGES = {"1h": timedelta(hours=1), "24h": timedelta(hours=24), "7d": timedelta(
 DEFAULT_RANGE = "1h"
 BUCKETS = 120
 WIDTH, HEIGHT, LEFT, RIGHT, TOP, BOTTOM = 640, 200, 52, 12, 10, 24
+# Series colours; static/console/console.css has the same list as .series-0 .. .series-7 for the legend swatches
+# (the Content-Security-Policy allows no inline style attributes).
 COLORS = ("#2563eb", "#dc2626", "#16a34a", "#d97706", "#7c3aed", "#0891b2", "#db2777", "#4b5563")
 TOP_TOPICS = 5
 
@@ -33,6 +35,7 @@ class Line:
     points: str
     last: float
     dot: tuple[float, float] | None = None  # a series with one point is drawn as a dot
+    slot: int = 0  # index into COLORS: the legend's CSS class series-<slot>
 
 
 @dataclass
@@ -102,7 +105,7 @@ def line_chart(title: str, unit: str, testid: str, series: dict[str, list[tuple[
     for i, (name, pts) in enumerate(sorted(averaged.items())):
         xy = [(round(LEFT + plot_w * t / span, 1), y(v)) for t, v in pts]
         chart.lines.append(Line(name, COLORS[i % len(COLORS)], " ".join(f"{a},{b}" for a, b in xy),
-                                round(pts[-1][1], 2), xy[0] if len(xy) == 1 else None))
+                                round(pts[-1][1], 2), xy[0] if len(xy) == 1 else None, i % len(COLORS)))
     chart.y_ticks = [(y(top * f), _fmt(top * f)) for f in (0, 0.5, 1)]
     fmt = "%m-%d %H:%M" if span > 86400 else "%H:%M"
     chart.x_ticks = [(round(LEFT + plot_w * f, 1),
