@@ -64,8 +64,10 @@ def outcome(oid: str, *, ok: bool, topic: str | None = None, new_msg_id: str | N
             "recovered": recovered, "generation": generation}
 
 
-def _sent(rec: ResendRecord, job_id: int | None) -> dict[str, Any]:
-    mine = job_id is not None and rec.job_id == job_id
+def _sent(rec: ResendRecord, job_id: int | None, fresh: bool = False) -> dict[str, Any]:
+    """The outcome of a ``sent`` record: ``fresh`` when this attempt made (or adopted) it; otherwise it was
+    ``already_resent`` unless an earlier run of the same job made it."""
+    mine = fresh or (job_id is not None and rec.job_id == job_id)
     return outcome(rec.offset_msg_id, ok=True, topic=rec.topic, new_msg_id=rec.new_msg_id,
                    new_offset_msg_id=rec.new_offset_msg_id or None, already_resent=not mine,
                    recovered=rec.recovered, generation=rec.generation)
@@ -130,7 +132,7 @@ class _Chunk:
             return
         log.info("resend %s/%s: found the copy %s of an unrecorded send", rec.group, rec.offset_msg_id, copy.msg_id)
         self._mark_sent(rec, copy.msg_id, copy.offset_msg_id, recovered=True)
-        self.done[rec.offset_msg_id] = _sent(rec, self.job_id)
+        self.done[rec.offset_msg_id] = _sent(rec, self.job_id, fresh=True)
 
     # -------------------------------------------------------------------------------------- step 3
     def _known_broker(self, oid: str) -> bool:
@@ -188,7 +190,7 @@ class _Chunk:
             if r.get("ok"):
                 self._mark_sent(rec, str(r.get("newMsgId") or ""), str(r.get("newOffsetMsgId") or ""),
                                 recovered=False, topic=str(r.get("topic") or rec.topic))
-                self.done[rec.offset_msg_id] = _sent(rec, self.job_id)
+                self.done[rec.offset_msg_id] = _sent(rec, self.job_id, fresh=True)
             else:  # not known to have made no copy: the intent stays for the next attempt to settle
                 self.done[rec.offset_msg_id] = outcome(rec.offset_msg_id, ok=False, topic=rec.topic,
                                                        error=str(r.get("error") or "resend failed"),

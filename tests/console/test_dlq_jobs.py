@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
+from django.contrib.auth.models import User
+from django.test import Client
 from rest_framework.test import APIClient
 
 from console.jobs import resend as jobs
@@ -80,3 +82,15 @@ def test_async_resend_runs_as_a_job(cluster: Cluster, operator: APIClient, viewe
     assert event.after["resent"] == 1 and event.after["failed"] == 1
     # a second run of the same task (a redelivery) does nothing
     assert jobs.run_resend_job(job_id, "test-worker@localhost")["status"] == "skipped"
+
+    # the page offers a retry (one dead letter failed); the retry resends only what failed
+    page = Client()
+    page.force_login(User.objects.get(username="otto"))
+    html = page.get(f"/jobs/{job_id}/").content.decode()
+    assert 'data-testid="job-retry"' in html and "failed" in html
+    assert page.post(f"/jobs/{job_id}/retry/").status_code == 302
+    assert Job.objects.get(pk=job_id).status == "pending"
+    assert jobs.run_resend_job(job_id, "test-worker@localhost")["status"] == "done"
+    again = Job.objects.get(pk=job_id).result["results"]
+    assert again[0]["new_msg_id"] == first["new_msg_id"] and not again[0]["already_resent"]  # this job's own copy
+    assert again[1]["ok"] is False
