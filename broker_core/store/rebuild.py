@@ -86,7 +86,7 @@ def replay_start(store: MessageStore, reput_from: int, damaged_cqs: dict[tuple[s
             points.append(point)
     points.extend(_check_window(store, reput_from, min_off))
     if store.index_service is not None:
-        point = _check_index(store, min_off)
+        point = _check_index(store, reput_from, min_off)
         if point is not None:
             points.append(point)
             store.index_service.last_indexed_phy = min(store.index_service.last_indexed_phy, point - 1)
@@ -200,7 +200,7 @@ def _records_after(commit_log: CommitLog, offset: int) -> Iterator[MessageRecord
         offset += size
 
 
-def _check_index(store: MessageStore, min_off: int) -> int | None:
+def _check_index(store: MessageStore, reput_from: int, min_off: int) -> int | None:
     """Check 4: the first record with a unique key after each IndexFile's end must be found; the replay point."""
     service = store.index_service
     assert service is not None
@@ -217,8 +217,10 @@ def _check_index(store: MessageStore, min_off: int) -> int | None:
                 continue
             found, _ = service.query_offsets(rec.topic, rec.uniq_key, 16, 0, 1 << 62)
             if rec.commit_log_offset not in found:
-                log.error("the index lacks the record at %d (key %s#%s); rebuilding it from %d", rec.commit_log_offset,
-                          rec.topic, rec.uniq_key, start)
+                # behind the CommitLog after a crash is expected (the replay reaches it); anything else is damage
+                expected = rec.commit_log_offset >= reput_from and rec.commit_log_offset > service.last_indexed_phy
+                log.log(logging.INFO if expected else logging.ERROR, "the index lacks the record at %d (key %s#%s); "
+                        "rebuilding it from %d", rec.commit_log_offset, rec.topic, rec.uniq_key, start)
                 return start
             break
     return None
