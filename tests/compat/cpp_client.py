@@ -12,6 +12,10 @@ compatibility tests. Runs under ``.venv-rocketmq/bin/python``, never the project
   "reconsume_later_once", "props": [names]}`` -> ``{"messages": [...]}``: consumes until ``expect`` messages
   succeeded, then ``settle`` more seconds (to catch extra deliveries), then shuts down (committing offsets).
   With ``reconsume_later_once`` each message id is answered RECONSUME_LATER the first time it is seen.
+
+Every command may carry ``"credentials": {"access_key", "secret_key", "channel"}``: the client then signs its
+requests (``set_session_credentials``, RocketMQ ACL). ``produce`` with ``"capture_errors": true`` reports a failed
+send as ``{"error": text}`` in its results instead of failing the command.
 """
 
 from __future__ import annotations
@@ -56,9 +60,16 @@ def describe(m: RecvMessage, props: list[str]) -> dict:
             "store_timestamp": m.store_timestamp}
 
 
+def with_credentials(client: Producer | PushConsumer | PullConsumer, cmd: dict) -> None:
+    creds = cmd.get("credentials")
+    if creds:
+        client.set_session_credentials(creds["access_key"], creds["secret_key"], creds.get("channel", "ALIYUN"))
+
+
 def produce(cmd: dict) -> dict:
     p = Producer(cmd["group"], timeout=10000)
     p.set_namesrv_addr(cmd["namesrv"])
+    with_credentials(p, cmd)
     p.start()
     results = []
     try:
@@ -67,7 +78,13 @@ def produce(cmd: dict) -> dict:
             if cmd["mode"] == "oneway":
                 p.send_oneway(msg)
                 continue
-            res = p.send_orderly(msg, int(spec["arg"])) if cmd["mode"] == "orderly" else p.send_sync(msg)
+            try:
+                res = p.send_orderly(msg, int(spec["arg"])) if cmd["mode"] == "orderly" else p.send_sync(msg)
+            except Exception as exc:  # the binding raises its own exception types for every failure
+                if not cmd.get("capture_errors"):
+                    raise
+                results.append({"error": str(exc)})
+                continue
             results.append({"status": res.status.name, "msg_id": res.msg_id, "offset": res.offset})
     finally:
         p.shutdown()
@@ -77,6 +94,7 @@ def produce(cmd: dict) -> dict:
 def pull(cmd: dict) -> dict:
     c = PullConsumer(cmd["group"])
     c.set_namesrv_addr(cmd["namesrv"])
+    with_credentials(c, cmd)
     c.start()
     out, statuses = [], []
     try:
@@ -108,6 +126,7 @@ def pull(cmd: dict) -> dict:
 def push(cmd: dict) -> dict:
     c = PushConsumer(cmd["group"])
     c.set_namesrv_addr(cmd["namesrv"])
+    with_credentials(c, cmd)
     lock = threading.Lock()
     seen: set[str] = set()
     done: list[dict] = []
