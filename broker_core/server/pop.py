@@ -33,11 +33,12 @@ from typing import TYPE_CHECKING, Union
 from broker_core.codec.message import PROPERTY_UNIQ_KEY, MessageRecord, decode_record
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
 from broker_core.protocol.fields import BadRequest, int_field, str_field
-from broker_core.protocol.filter import SubscriptionParseError, parse_subscription
+from broker_core.protocol.filter import EXPRESSION_TAG, Subscription, SubscriptionParseError, parse_subscription
 from broker_core.protocol.validation import dlq_topic, group_error
 from broker_core.remoting.server import Connection, Handler
 from broker_core.server.consume import trace_delivered
 from broker_core.server.pop_state import InFlight, PopQueue, PopState, QueueKey
+from broker_core.server.property_filter import matching_records
 from broker_core.server.retry import (
     PROPERTY_DLQ_ORIGIN_TOPIC,
     PROPERTY_DLQ_REASON,
@@ -98,10 +99,12 @@ class PopService:
     def inflight(self, group: str) -> int:
         return self.state.inflight_by_group[group]
 
-    def pop(self, group: str, topic: str, max_nums: int, invisible_ms: int, hashes: set[int] | None,
+    def pop(self, group: str, topic: str, max_nums: int, invisible_ms: int, sub: Subscription,
             max_reconsume: int) -> tuple[list[bytes], list[dict[str, object]]]:
         """Hand out up to ``max_nums`` messages: expired in-flight ones first, then new ones (while the group
-        is under ``popInflightMessageThreshold``)."""
+        is under ``popInflightMessageThreshold``) that ``sub`` selects (by tag hash in the store, or by SQL92 on
+        each record here: a record it does not select is passed over, never put in flight)."""
+        hashes = sub.tag_hashes
         store = self.ctl.store
         state = self.state
         cfg = self.ctl.topics.get(topic)
@@ -117,7 +120,7 @@ class PopService:
             handed: list[int] = []
             gone: list[int] = []
             for offset, fl in sorted(pq.inflight.items()):  # deadlines passed: deliver again (or dead-letter)
-                if len(records) >= max_nums:
+                if len(meta) >= max_nums:
                     break
                 if fl.deadline_ms > now:
                     continue
@@ -136,8 +139,8 @@ class PopService:
                 records.append(res.chunks[0])
                 meta.append({"handle": self.handle(topic, queue_id, offset, fl.serial, fl.deadline_ms),
                              "reconsumeTimes": fl.reconsume})
-            while len(records) < max_nums:
-                room = min(max_nums - len(records), threshold - state.inflight_by_group[group])
+            while len(meta) < max_nums:
+                room = min(max_nums - len(meta), threshold - state.inflight_by_group[group])
                 if room <= 0:
                     break
                 res = store.get_message(topic, queue_id, pq.next, room, hashes, decode=False)
@@ -149,8 +152,14 @@ class PopService:
                         pq.next = res.next_begin_offset
                         continue
                     break
-                records.extend(res.chunks)
-                for offset in res.queue_offsets:
+                if sub.is_sql92:
+                    picked = matching_records(res.chunks, res.queue_offsets, sub)
+                    records.extend(record for _, record in picked)
+                    offsets = [offset for offset, _ in picked]
+                else:
+                    records.extend(res.chunks)
+                    offsets = res.queue_offsets
+                for offset in offsets:
                     fl = InFlight(now + invisible_ms, 0, state.next_serial())
                     state.add(key, pq, offset, fl)
                     handed.append(offset)
@@ -258,14 +267,18 @@ class PopProcessor:
             if not 1000 <= invisible <= MAX_INVISIBLE_MS:
                 raise BadRequest(f"invisibleTime must be 1000..{MAX_INVISIBLE_MS} ms, got {invisible}")
             poll_ms = max(0, min(int_field(h, "pollTime", 0), int(ctl.limits.long_polling_max_s * 1000)))
+            kind = str(h.get("expressionType") or EXPRESSION_TAG)
+            if kind != EXPRESSION_TAG and not ctl.config.enable_property_filter:
+                return cmd.response(ResponseCode.SYSTEM_ERROR,
+                                    f"The broker does not support consumer to filter message by {kind}")
             try:
-                hashes = parse_subscription(topic, str(h.get("expression", "*"))).tag_hashes
+                sub = parse_subscription(topic, str(h.get("expression", "*")), kind)
             except SubscriptionParseError as exc:
                 return cmd.response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(exc))
             max_reconsume = int_field(h, "maxReconsumeTimes", ctl.groups.get_or_create(group).retry_max_times)
 
             def attempt() -> RemotingCommand | None:
-                records, meta = service.pop(group, topic, max_nums, invisible, hashes, max_reconsume)
+                records, meta = service.pop(group, topic, max_nums, invisible, sub, max_reconsume)
                 if records:
                     ctl.stats.get_count += len(meta)
                     if ctl.tracer.enabled:

@@ -13,6 +13,22 @@ from broker_core.codec.records import walk_records
 from broker_core.protocol.filter import Subscription
 
 
+def matching_records(chunks: list[bytes], queue_offsets: list[int], sub: Subscription) -> list[tuple[int, bytes]]:
+    """``(queue offset, record)`` of each record of ``chunks`` that ``sub`` selects (``queue_offsets`` has one entry
+    per record, in order, as the store's result gives them)."""
+    out: list[tuple[int, bytes]] = []
+    i = 0
+    for chunk in chunks:
+        pos = 0
+        for fields, _body, _topic, raw_props in walk_records(chunk, "pulled records"):
+            size = fields[0]
+            if sub.matches_message(decode_properties(raw_props) if raw_props else {}):
+                out.append((queue_offsets[i], chunk[pos:pos + size]))
+            pos += size
+            i += 1
+    return out
+
+
 def filter_records(chunks: list[bytes], sub: Subscription) -> tuple[bytes, int]:
     """The records of ``chunks`` (runs of whole stored records) that ``sub`` selects, concatenated as stored,
     and how many there are."""

@@ -53,7 +53,8 @@ class ReceiveView(RoleAPIView):
     def post(self, request: Request, group: str) -> Response:
         data = validated(ReceiveSerializer, request.data)
         messages = consumers.receive(group_param(group), data["topic"], data["max_messages"],
-                                     data["invisible_seconds"], data["wait_seconds"], user=request.user)
+                                     data["invisible_seconds"], data["wait_seconds"], user=request.user,
+                                     expression=data["expression"], expression_type=data["expression_type"])
         return Response({"messages": messages})
 
 

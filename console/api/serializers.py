@@ -9,6 +9,7 @@ from typing import Any
 from rest_framework import serializers
 from rest_framework.validators import ProhibitSurrogateCharactersValidator
 
+from broker_core.protocol.filter import SubscriptionParseError, parse_subscription
 from broker_core.protocol.sql92 import Sql92Error, compile_sql92
 from broker_core.protocol.validation import group_error, topic_error
 from console.selectors.groups import ResetTarget
@@ -156,6 +157,17 @@ class ReceiveSerializer(serializers.Serializer):
     max_messages = serializers.IntegerField(min_value=1, max_value=32, default=16)
     invisible_seconds = serializers.FloatField(min_value=1, max_value=12 * 3600, default=30)
     wait_seconds = serializers.FloatField(min_value=0, max_value=20, default=0)
+    expression = serializers.CharField(max_length=4096, default="*",
+                                       help_text="tags (* or TagA || TagB), or a SQL92 expression")
+    expression_type = serializers.ChoiceField(choices=["TAG", "SQL92"], default="TAG",
+                                              help_text="SQL92 needs the broker's enablePropertyFilter=true")
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        try:
+            parse_subscription(attrs.get("topic", ""), attrs.get("expression", "*"), attrs.get("expression_type"))
+        except SubscriptionParseError as exc:
+            raise serializers.ValidationError({"expression": str(exc)}) from None
+        return attrs
 
 
 class AckSerializer(serializers.Serializer):

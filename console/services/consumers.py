@@ -34,8 +34,10 @@ def _check(group: str, topic: str) -> None:
 
 
 def receive(group: str, topic: str, max_messages: int, invisible_seconds: float,
-            wait_seconds: float, user: Any = None) -> list[dict[str, Any]]:
-    """Up to ``max_messages`` messages of ``topic`` for ``group``, each with its ``receipt_handle``.
+            wait_seconds: float, user: Any = None, expression: str = "*",
+            expression_type: str = "TAG") -> list[dict[str, Any]]:
+    """Up to ``max_messages`` messages of ``topic`` for ``group`` that ``expression`` selects (tags, or SQL92 over
+    properties, which the broker filters when it has ``enablePropertyFilter``), each with its ``receipt_handle``.
 
     Audited as ``message.receive`` when it hands out messages (their ids and positions, never bodies or handles)
     or fails; an empty poll changes nothing and is not recorded."""
@@ -43,7 +45,7 @@ def receive(group: str, topic: str, max_messages: int, invisible_seconds: float,
     target = f"{group}/{topic}"
     try:
         consumer = broker_client.consumer(group)
-        consumer.subscribe(topic)
+        consumer.subscribe(topic, expression, expression_type)
         msgs = consumer.receive(max_num=max_messages, invisible_duration=invisible_seconds, wait=wait_seconds,
                                 topic=topic)
     except RECORDED_ERRORS as exc:

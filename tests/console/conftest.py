@@ -37,7 +37,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """A name server and one broker, ``broker-a``, for the whole console suite."""
     c = Cluster(tmp_path_factory.mktemp("console-cluster"))
     try:
-        yield c.add_brokers_registered({"broker-a": ""})
+        yield c.add_brokers_registered({"broker-a": "enablePropertyFilter=true\n"})  # SQL92 receive and pulls
     finally:
         broker_client.reset()
         c.close()

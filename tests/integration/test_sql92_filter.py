@@ -137,3 +137,33 @@ def test_push_consumer_receives_exactly_the_matching_set(cluster: Cluster, topic
     with pytest.raises(ClientError, match="does not support consumer to filter message by SQL92"):
         off.start()
     off.shutdown()
+
+
+def test_receive_hands_out_only_matching_messages_and_never_holds_the_others(
+        cluster: Cluster, topics: dict[str, list[int]]) -> None:
+    from broker_core.client import SimpleConsumer
+
+    sc = SimpleConsumer("sql-receive", cluster.namesrv).start()
+    try:
+        sc.subscribe("SqlOn", EXPR, expression_type="SQL92")
+        got: list[MessageExt] = []
+        for _ in range(10):
+            batch = sc.receive(max_num=2, invisible_duration=30)  # max_num counts messages, not runs of them
+            assert len(batch) <= 2
+            got += batch
+            if not batch:
+                break
+        assert sorted(m.body for m in got) == sorted(f"m{i}".encode() for i in topics["SqlOn"])
+        for m in got:
+            sc.ack(m)
+        # nothing that was passed over is in flight: after the matching ones are acked nothing comes back
+        assert sc.receive(max_num=32, invisible_duration=30) == []
+        off = SimpleConsumer("sql-receive-off", cluster.namesrv).start()
+        try:
+            off.subscribe("SqlOff", EXPR, expression_type="SQL92")
+            with pytest.raises(ClientError, match="does not support consumer to filter message by SQL92"):
+                off.receive(max_num=4)
+        finally:
+            off.shutdown()
+    finally:
+        sc.shutdown()
