@@ -234,7 +234,12 @@ class MessageStore:
         if self.background and isinstance(self.flush_service, GroupCommitService):
             return self.flush_service.put_request(end)
         self.flush()
-        return None
+        if self.commit_log.flushed_where >= end:
+            return None
+        failed = GroupCommitRequest(end)  # the flush failed: answered at once, as the service would
+        failed.error = self.flush_failure.error or "the CommitLog flush did not reach this message"
+        failed.complete(False)
+        return failed
 
     def put_messages(self, msgs: list[MessageInner]) -> list[PutMessageResult]:
         results, request = self.put_messages_nowait(msgs)

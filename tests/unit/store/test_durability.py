@@ -132,3 +132,12 @@ def test_the_checkpoint_records_the_flushed_time_not_the_last_write(open_store, 
     assert int.from_bytes(raw[:8], "big") == first.store_timestamp  # what is on disk, too
     assert flush_commit_log(store, 0, rounds=1)
     assert store.checkpoint.physic_msg_timestamp == second.store_timestamp
+
+
+def test_without_threads_a_failed_sync_flush_fails_the_put(open_store, eio):
+    store = open_store(flush_disk_type="SYNC_FLUSH")
+    assert store.put_message(MessageInner("S", b"ok")).ok
+    durability.inject_fsync_failure(after=0)
+    r = store.put_message(MessageInner("S", b"not durable"))
+    assert r.status is PutStatus.FLUSH_DISK_FAILED and r.phy_offset >= 0
+    assert store.commit_log.flushed_where <= r.phy_offset
