@@ -55,6 +55,13 @@ class BrokerConfig:
     server_max_frame_bytes: int = _f("serverMaxFrameBytes", 16 * 1024 * 1024, "largest frame a client may send")
     server_max_inflight: int = _f("serverMaxInflightPerConnection", 4096, "requests in flight per connection")
     long_polling_max_s: float = _f("longPollingMaxSeconds", 15, "longest a pull waits for new messages")
+    long_polling_enable: bool = _f(
+        "longPollingEnable", True, "hold pulls until a message arrives (else short polling: one wait of "
+        "shortPollingTimeMills, then an empty answer)")
+    short_polling_time_ms: int = _f("shortPollingTimeMills", 1000, "the wait of a pull when longPollingEnable is off")
+    flush_consumer_offset_interval_ms: int = _f(
+        "flushConsumerOffsetInterval", 5000, "write consumerOffset.json this often (the seeds' 5 s; also at "
+        "shutdown); a SIGKILL can lose the commits of this window, which are then consumed again")
     write_buffer_high_water_mark_bytes: int = _f(
         "writeBufferHighWaterMark", 4 * 1024 * 1024,
         "stop reading a connection while its unsent responses pass this many bytes (0 = the loop's 64 KiB)")

@@ -54,6 +54,8 @@ class ConsumerProcessor:
                 commit_offset = int_field(h, "commitOffset", 0)
                 suspend_ms = max(0, min(int_field(h, "suspendTimeoutMillis", 0),
                                         int(ctl.limits.long_polling_max_s * 1000)))
+                if not ctl.config.long_polling_enable:  # short polling: RocketMQ's shortPollingTimeMills
+                    suspend_ms = min(suspend_ms, ctl.config.short_polling_time_ms)
                 sub_version = int_field(h, "subVersion", 0)
             except BadRequest as exc:
                 return cmd.response(ResponseCode.SYSTEM_ERROR, str(exc))

@@ -195,13 +195,16 @@ class BrokerController:
         period = self.config.register_name_server_period_ms / 1000
         next_register = time.monotonic() + period
         next_check = time.monotonic() + self.config.transaction_check_interval_ms / 1000
+        next_offsets = time.monotonic() + self.config.flush_consumer_offset_interval_ms / 1000
         while True:
             await asyncio.sleep(1.0)
             self.stats.sample()
-            try:
-                await asyncio.get_running_loop().run_in_executor(None, self.offsets.persist)
-            except OSError:
-                log.exception("cannot persist consumer offsets")
+            if time.monotonic() >= next_offsets:  # flushConsumerOffsetInterval (5 s, as the seeds)
+                next_offsets = time.monotonic() + self.config.flush_consumer_offset_interval_ms / 1000
+                try:
+                    await asyncio.get_running_loop().run_in_executor(None, self.offsets.persist)
+                except OSError:
+                    log.exception("cannot persist consumer offsets")
             for group in set(self.consumers.scan_expired()):
                 self.consumers.notify_changed(group)
             self.pop_service.revive()

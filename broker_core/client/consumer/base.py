@@ -27,6 +27,7 @@ _FROM_ROCKETMQ = {"CONSUME_FROM_LAST_OFFSET": CONSUME_FROM_LAST, "CONSUME_FROM_F
                   "CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST": CONSUME_FROM_LAST,
                   "CONSUME_FROM_MIN_OFFSET": CONSUME_FROM_LAST, "CONSUME_FROM_MAX_OFFSET": CONSUME_FROM_LAST}
 BROKER_SUSPEND_MAX_S = 15.0
+CONSUMER_TIMEOUT_WHEN_SUSPEND_S = 30.0
 PULL_DELAY_ON_ERROR_S = 3.0
 PULL_DELAY_ON_FLOW_CONTROL_S = 0.05
 
@@ -91,7 +92,9 @@ class _ConsumerBase:
         header = {"consumerGroup": self.group, "queueOffset": offset, "maxMsgNums": max_nums, "sysFlag": sys_flag,
                   "commitOffset": max(commit_offset, 0), "suspendTimeoutMillis": int(suspend_s * 1000),
                   "subscription": sub.expression, "subVersion": sub_version, "expressionType": sub.expression_type}
-        resp = await self._queue_request(mq, RequestCode.PULL_MESSAGE, header, suspend_s + 5.0)
+        # RocketMQ's consumerTimeoutMillisWhenSuspend: a held pull times out on the client after 30 s
+        timeout = max(suspend_s + 5.0, CONSUMER_TIMEOUT_WHEN_SUSPEND_S) if suspend_s > 0 else 5.0
+        resp = await self._queue_request(mq, RequestCode.PULL_MESSAGE, header, timeout)
         h = resp.header
         nxt, lo, hi = int(h.get("nextBeginOffset", offset)), int(h.get("minOffset", 0)), int(h.get("maxOffset", 0))
         if resp.code == ResponseCode.SUCCESS:
