@@ -19,7 +19,6 @@ secret and a signing time; it is broker_core's addition and never changes a requ
 from __future__ import annotations
 
 import base64
-import hashlib
 import hmac
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -65,14 +64,15 @@ def signing_content(fields: Mapping[str, str], body: bytes = b"",
                     exclude: frozenset[str] = frozenset({SIGNATURE})) -> bytes:
     """The bytes a signature covers: the values of ``fields`` (text) but ``exclude``, sorted by key in Java
     ``TreeMap`` order, concatenated and UTF-8 encoded, then ``body``."""
-    keys = sorted((k for k in fields if k not in exclude), key=_java_order)
+    keys = sorted(k for k in fields if k not in exclude)  # code point order: Java's too while keys are ASCII
+    if not "".join(keys).isascii():
+        keys.sort(key=_java_order)  # U+10000 and above sort as surrogates, before U+E000..U+FFFF
     return "".join(fields[k] for k in keys).encode("utf-8", "surrogatepass") + bytes(body)
 
 
 def calc_signature(secret_key: str, content: bytes) -> str:
     """``AclSigner.calSignature``: Base64(HmacSHA1(secret_key as UTF-8, content))."""
-    digest = hmac.new(secret_key.encode("utf-8"), content, hashlib.sha1).digest()
-    return base64.b64encode(digest).decode("ascii")
+    return base64.b64encode(hmac.digest(secret_key.encode("utf-8"), content, "sha1")).decode("ascii")
 
 
 def sign_command(cmd: RemotingCommand, credentials: SessionCredentials) -> RemotingCommand:
