@@ -16,7 +16,8 @@ For each dead letter of a chunk, in order:
    RESEND_DEAD_LETTERS, then each answer is recorded: ``ok`` makes the record ``sent``; anything else (a refusal,
    a timeout, a lost connection) leaves it an intent, so the next attempt looks before it sends again.
 
-Crash behaviour: the intent is committed before the send and the result after it, so a process killed between
+Crash behaviour (callers run in autocommit, outside ``transaction.atomic``, as views and the task do): the
+intent is committed before the send and the result after it, so a process killed between
 the two leaves an intent whose copy the next attempt finds on the broker: each dead letter is resent once.
 Races: a unique (group, dead letter, generation) and one intent per dead letter make two concurrent attempts
 write at most one intent; the loser re-reads the record.
