@@ -31,7 +31,7 @@ from console.jobs import resend_lease as lease
 from console.jobs import states as job_states
 from console.jobs.models import Job
 from console.jobs.names import RESEND_KIND, TASK_DLQ_RESEND
-from console.jobs.resend_records import chunk_size, resend_chunk
+from console.jobs.resend_records import LeaseLost, chunk_size, resend_chunk
 from console.services.audit import record
 from console.services.messages import check_resend
 from console.services.schedules_send import send
@@ -101,10 +101,13 @@ def run_resend_job(job_id: int, hostname: str, take_over: str = "") -> dict[str,
     try:
         size = chunk_size()
         for i in range(0, len(ids), size):
-            results += resend_chunk(group, ids[i:i + size], topic, force=force, job_id=job_id)
+            results += resend_chunk(group, ids[i:i + size], topic, force=force, job_id=job_id,
+                                    keep_lease=lambda: lease.renew(job_id, run))
             if not lease.renew(job_id, run, progress=len(results), result={"results": results}):
-                log.warning("resend job %s: run %s lost its lease; stopping", job_id, run)
-                return {"job": job_id, "status": "lost"}
+                raise LeaseLost("another run took this job over")
+    except LeaseLost:
+        log.warning("resend job %s: run %s lost its lease; stopping", job_id, run)
+        return {"job": job_id, "status": "lost"}
     except Exception as exc:  # the job itself broke (not a dead letter): record it, then let Celery see it
         log.exception("resend job %s failed", job_id)
         _finish(job, run, Job.FAILED, {"results": results, "error": str(exc)}, results)

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
@@ -83,11 +84,17 @@ def _known_copies(rec: ResendRecord) -> set[str]:
                .exclude(pk=rec.pk).values_list("new_msg_id", flat=True))
 
 
+class LeaseLost(Exception):
+    """The job's run no longer holds its lease: it must stop before it sends anything else."""
+
+
 class _Chunk:
     """One chunk's decisions: final outcomes, and the records to send."""
 
-    def __init__(self, group: str, topic: str | None, force: bool, job_id: int | None) -> None:
+    def __init__(self, group: str, topic: str | None, force: bool, job_id: int | None,
+                 keep_lease: Callable[[], bool] | None) -> None:
         self.group, self.topic, self.force, self.job_id = group, topic, force, job_id
+        self.keep_lease = keep_lease
         self.done: dict[str, dict[str, Any]] = {}
         self.to_send: list[ResendRecord] = []
         self._brokers: set[str] | None = None
@@ -128,6 +135,7 @@ class _Chunk:
             self.done[rec.offset_msg_id] = outcome(rec.offset_msg_id, ok=False, topic=rec.topic,
                                                    error=f"could not check whether it was resent already: {exc}")
             return
+        self._check_lease()  # a lookup may be long (a scan): renew before anything is sent or recorded
         if copy is None:
             self.to_send.append(rec)
             return
@@ -181,6 +189,7 @@ class _Chunk:
         """Ask the broker for the copies of :attr:`to_send` (one request per broker) and record the answers."""
         if not self.to_send:
             return
+        self._check_lease()
         try:
             raw = broker_client.admin().resend_dead_letters(self.group, [r.offset_msg_id for r in self.to_send],
                                                             self.topic)
@@ -196,6 +205,10 @@ class _Chunk:
                 self.done[rec.offset_msg_id] = outcome(rec.offset_msg_id, ok=False, topic=rec.topic,
                                                        error=str(r.get("error") or "resend failed"),
                                                        generation=rec.generation)
+
+    def _check_lease(self) -> None:
+        if self.keep_lease is not None and not self.keep_lease():
+            raise LeaseLost("another run took this job over")
 
     def _mark_sent(self, rec: ResendRecord, new_msg_id: str, new_offset_msg_id: str, *, recovered: bool,
                    topic: str | None = None) -> None:
@@ -221,10 +234,12 @@ _sent_chunks = [0]
 
 
 def resend_chunk(group: str, offset_msg_ids: list[str], topic: str | None, *, force: bool = False,
-                 job_id: int | None = None) -> list[dict[str, Any]]:
+                 job_id: int | None = None, keep_lease: Callable[[], bool] | None = None) -> list[dict[str, Any]]:
     """Resend the dead letters ``offset_msg_ids`` of ``group`` (to their original topic, or ``topic``), each at
-    most once unless ``force`` (see the module docstring); one outcome per id, in order."""
-    chunk = _Chunk(group, topic, force, job_id)
+    most once unless ``force`` (see the module docstring); one outcome per id, in order. A job's run passes
+    ``keep_lease`` (renew its lease; False when lost): called before the send and after each broker lookup, it
+    raises :class:`LeaseLost` rather than send for a run that was taken over."""
+    chunk = _Chunk(group, topic, force, job_id, keep_lease)
     for oid in dict.fromkeys(offset_msg_ids):
         chunk.decide(oid)
     chunk.send()

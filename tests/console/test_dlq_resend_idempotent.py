@@ -25,6 +25,7 @@ from broker_core.client import AdminClient, Message, MessageExt, Producer, PullC
 from console.jobs import resend as jobs
 from console.jobs import resend_lease
 from console.jobs.models import Job, ResendRecord
+from console.jobs.resend_records import LeaseLost, resend_chunk
 from console.models import AuditEvent
 from tests.integration.cluster import Cluster, wait_until
 
@@ -167,3 +168,14 @@ def test_a_stale_job_is_retried_from_the_api_and_finishes(
     assert done["status"] == "done" and done["progress"] == 1 and not done["retryable"]
     assert done["result"]["results"][0]["ok"] and len(resent_copies(cluster, topic, dead)) == 1
     assert operator.post(f"/api/v1/jobs/{job.pk}/retry/").status_code == 409  # nothing left to retry
+
+
+def test_a_run_that_lost_its_lease_sends_nothing(cluster: Cluster, sdk_admin: AdminClient, topic: str,
+                                                 unique: Callable[[str], str]) -> None:
+    group = unique("lost")
+    dead = dead_letter(cluster, sdk_admin, topic, group, keys=unique("k"))
+    with pytest.raises(LeaseLost):
+        resend_chunk(group, [dead.offset_msg_id], None, keep_lease=lambda: False)
+    assert resent_copies(cluster, topic, dead) == []
+    (rec,) = ResendRecord.objects.filter(group=group)
+    assert rec.state == ResendRecord.INTENT  # the next attempt settles it on the broker
