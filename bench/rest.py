@@ -112,7 +112,8 @@ class Stack:
         self.logs: list[IO[bytes]] = []
         self.env = {**os.environ, "PYTHONPATH": str(ROOT), "DJANGO_DB_PATH": str(self.tmp / "console.sqlite3")}
         self.env.pop("DATABASE_URL", None)  # always the fresh SQLite database
-        self.env["CONSOLE_API_THROTTLE_USER"] = "off"  # a load generator is one user far above any sane rate
+        # a load generator is one user (and one anonymous /healthz prober) far above any sane rate
+        self.env.update(CONSOLE_API_THROTTLE_USER="off", CONSOLE_API_THROTTLE_ANON="off")
         self.namesrv = ""
         self.url = ""
         self.token = ""
