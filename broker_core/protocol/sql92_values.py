@@ -94,9 +94,11 @@ def convert(v: str, to: type) -> Value:
     return parse_double(v)
 
 
-def java_compare(lv: Value, rv: Value) -> int:
+def java_compare(left: Value, right: Value) -> int:
     """``ComparisonExpression.__compare`` with string conversion on; -1 for classes it cannot bring together."""
-    lc, rc = java_class(lv), java_class(rv)
+    lc, rc = java_class(left), java_class(right)
+    lv: Any = left  # re-bound below to the converted value, as the Java code does
+    rv: Any = right
     if lc is not rc:
         if lc is bool:
             if rc is str:  # Java casts the Boolean to String here and throws
@@ -104,31 +106,31 @@ def java_compare(lv: Value, rv: Value) -> int:
             return -1
         if lc is JavaInt:
             if rc is JavaLong:
-                lv = JavaLong(lv)  # type: ignore[arg-type]
+                lv = JavaLong(lv)
             elif rc is float:
-                lv = float(lv)  # type: ignore[arg-type]
+                lv = float(lv)
             elif rc is str:
-                rv = convert(rv, JavaInt)  # type: ignore[arg-type]
+                rv = convert(rv, JavaInt)
             else:
                 return -1
         elif lc is JavaLong:
             if rc is JavaInt:
-                rv = JavaLong(rv)  # type: ignore[arg-type]
+                rv = JavaLong(rv)
             elif rc is float:
-                lv = float(lv)  # type: ignore[arg-type]
+                lv = float(lv)
             elif rc is str:
-                rv = convert(rv, JavaLong)  # type: ignore[arg-type]
+                rv = convert(rv, JavaLong)
             else:
                 return -1
         elif lc is float:
             if rc is JavaInt or rc is JavaLong:
-                rv = float(rv)  # type: ignore[arg-type]
+                rv = float(rv)
             elif rc is str:
-                rv = convert(rv, float)  # type: ignore[arg-type]
+                rv = convert(rv, float)
             else:
                 return -1
         elif lc is str:
-            lv = convert(lv, rc)  # type: ignore[arg-type]
+            lv = convert(lv, rc)
         else:  # pragma: no cover
             return -1
     return compare_to(lv, rv)
@@ -138,6 +140,6 @@ def java_equals(lv: Value, rv: Value) -> bool:
     """``Object.equals``: same class and value (``Integer(5)`` does not equal ``Long(5)``)."""
     if java_class(lv) is not java_class(rv):
         return False
-    if isinstance(lv, float):
-        return double_compare(lv, rv) == 0  # type: ignore[arg-type]  # Double.equals compares bits
+    if isinstance(lv, float) and isinstance(rv, float):
+        return double_compare(lv, rv) == 0  # Double.equals compares bits
     return lv == rv

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass, field
 
@@ -109,3 +110,22 @@ class _ConsumerBase:
         if resp.code == ResponseCode.PULL_OFFSET_MOVED:
             return PullResult(PullStatus.OFFSET_ILLEGAL, nxt, lo, hi)
         raise ClientError(resp.code, resp.remark)
+
+
+async def check_client_in_brokers(instance: ClientInstance, group: str, subscriptions: dict[str, Subscription],
+                                  sub_versions: dict[str, int]) -> None:
+    """RocketMQ's ``checkClientInBroker``: each SQL92 subscription is sent as CHECK_CLIENT_CONFIG to the masters
+    of its topic (routes already looked up), so a broker without ``enablePropertyFilter`` or a bad expression fails
+    the consumer's start with the broker's reason instead of failing every pull later."""
+    for topic, sub in subscriptions.items():
+        if not sub.is_sql92 or topic not in instance.routes:
+            continue
+        body = json.dumps({"clientId": instance.client_id, "group": group,
+                           "subscriptionData": subscription_data(sub, sub_versions.get(topic, 0))}).encode()
+        for b in instance.routes[topic].broker_datas:
+            addr = b.get("brokerAddrs", {}).get("0")
+            if not addr:
+                continue
+            resp = await instance.invoke(addr, RemotingCommand.request(RequestCode.CHECK_CLIENT_CONFIG, {}, body))
+            if resp.code != ResponseCode.SUCCESS:
+                raise ClientError(resp.code, f"check client in broker {b.get('brokerName')}: {resp.remark}")

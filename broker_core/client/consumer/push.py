@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import json
 import logging
 import os
 import time
@@ -39,6 +38,7 @@ from broker_core.client.consumer.base import (
     PULL_DELAY_ON_FLOW_CONTROL_S,
     PullStatus,
     _ConsumerBase,
+    check_client_in_brokers,
     subscription_data,
 )
 from broker_core.client.consumer.consume_service import (
@@ -67,7 +67,7 @@ from broker_core.client.instance import (
 from broker_core.client.message import ClientError, MessageQueue
 from broker_core.codec import CodecError
 from broker_core.codec.message import PROPERTY_RETRY_TOPIC
-from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
+from broker_core.protocol import RemotingCommand, RequestCode
 from broker_core.protocol.acl import SessionCredentials
 from broker_core.protocol.bodies import decode_mq_offset_table
 from broker_core.protocol.filter import Subscription, parse_subscription
@@ -196,31 +196,16 @@ class PushConsumer(_ConsumerBase):
                 if topic != retry_topic(self.group):  # the retry topic appears with the first failure
                     raise
                 log.debug("no route for %s yet: %s", topic, exc)
-        await self._check_in_brokers()
+        try:
+            await check_client_in_brokers(self.instance, self.group, self.subscriptions, self.sub_versions)
+        except ClientError:
+            self.running = False
+            raise
         await self.instance.heartbeat_all()
         await self.rebalance()
         self._tasks += [asyncio.ensure_future(self._rebalance_loop()), asyncio.ensure_future(self._persist_loop())]
         if self.orderly:
             self._tasks.append(asyncio.ensure_future(self._lock_loop()))
-
-    async def _check_in_brokers(self) -> None:
-        """RocketMQ's ``checkClientInBroker``: each SQL92 subscription is sent as CHECK_CLIENT_CONFIG to the
-        masters of its topic, so a broker without ``enablePropertyFilter`` or a bad expression fails ``start()``
-        with the broker's reason instead of failing every pull later."""
-        for topic, sub in self.subscriptions.items():
-            if not sub.is_sql92 or topic not in self.instance.routes:
-                continue
-            body = json.dumps({"clientId": self.instance.client_id, "group": self.group,
-                               "subscriptionData": subscription_data(sub, self.sub_versions.get(topic, 0))})
-            for b in self.instance.routes[topic].broker_datas:
-                addr = b.get("brokerAddrs", {}).get("0")
-                if not addr:
-                    continue
-                resp = await self.instance.invoke(addr, RemotingCommand.request(
-                    RequestCode.CHECK_CLIENT_CONFIG, {}, body.encode()))
-                if resp.code != ResponseCode.SUCCESS:
-                    self.running = False
-                    raise ClientError(resp.code, f"check client in broker {b.get('brokerName')}: {resp.remark}")
 
     def shutdown(self) -> None:
         if not self.running:
