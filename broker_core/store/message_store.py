@@ -48,6 +48,7 @@ from broker_core.store.flush import (
 from broker_core.store.index_file import IndexService
 from broker_core.store.message import MessageInner
 from broker_core.store.queue_reader import in_disk, offset_by_time, query_by_key, read_queue
+from broker_core.store.replica import ReplicationMixin
 from broker_core.store.results import (
     BatchPutResult,
     GetMessageResult,
@@ -63,9 +64,12 @@ from broker_core.store.snapshot import SNAPSHOTS_DIR, SegmentSnapshots
 log = logging.getLogger(__name__)
 
 MAX_TIMESTAMP = (1 << 63) - 1
+SLAVE_REFUSAL = "message store is slave mode, so putMessage is forbidden"
 
 
-class MessageStore:
+class MessageStore(ReplicationMixin):
+    """The facade; a slave's replicated appends and promotion are :class:`ReplicationMixin`'s (replica.py)."""
+
     def __init__(
         self,
         config: BrokerConfig,
@@ -179,8 +183,8 @@ class MessageStore:
     def _refuse(self, n: int) -> list[PutMessageResult] | None:
         if not self.running:
             return [PutMessageResult(PutStatus.SERVICE_NOT_AVAILABLE, error="store is not running")] * n
-        if self.config.broker_role == "SLAVE":
-            return [PutMessageResult(PutStatus.SERVICE_NOT_AVAILABLE, error="broker role is SLAVE")] * n
+        if not self._writable_role:  # RocketMQ: "message store is slave mode, so putMessage is forbidden"
+            return [PutMessageResult(PutStatus.SERVICE_NOT_AVAILABLE, error=SLAVE_REFUSAL)] * n
         if self.disk_full:
             return [PutMessageResult(PutStatus.SERVICE_NOT_AVAILABLE,
                                      error="disk full: writes are refused until disk use drops")] * n
@@ -348,6 +352,9 @@ class MessageStore:
         return cq.get_min_offset_in_queue() if cq else 0
 
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        """Read-your-writes as :meth:`get_message`: what was appended before this call is counted."""
+        if self.reput.reput_from_offset < self.commit_log.max_offset():
+            self.reput.do_reput()
         cq = self.consume_queue_table.get((topic, queue_id))
         return cq.get_max_offset_in_queue() if cq else 0
 
@@ -401,6 +408,14 @@ class MessageStore:
     def get_message_bytes(self, phy_offset: int, size: int) -> bytes | None:
         """The stored record bytes at ``phy_offset`` (as pulls, queries and views send them)."""
         return self.commit_log.get_message_bytes(phy_offset, size)
+
+    def put_lock_held_ms(self) -> int:
+        """How long the CommitLog's put lock has been held by a put in progress (0 when it is free): what
+        RocketMQ's ``isOSPageCacheBusy`` measures. Read without taking the lock."""
+        begin = self.commit_log.begin_time_in_lock
+        if not begin or not self.commit_log.put_lock.locked():
+            return 0
+        return max(1, self.commit_log.clock.now_ms() - begin)
 
     @property
     def max_message_size(self) -> int:
