@@ -41,6 +41,10 @@ class BrokerConfig:
     broker_role: str = _f("brokerRole", "ASYNC_MASTER", "ASYNC_MASTER | SYNC_MASTER | SLAVE")
     broker_ip: str = _f("brokerIP1", "127.0.0.1", "IPv4 address stored in records and message ids")
     listen_port: int = _f("listenPort", 10911, "port the broker serves on")
+    grpc_listen_port: int = _f("grpcListenPort", -1, "RocketMQ 5 gRPC (MessagingService) port on the listen "
+                               "host; -1 = off, 0 = any free port (--grpc-listen HOST:PORT overrides)")
+    grpc_tls_cert_file: str = _f("grpcTlsCertFile", "", "PEM certificate chain: serve gRPC over TLS (with the key)")
+    grpc_tls_key_file: str = _f("grpcTlsKeyFile", "", "PEM private key of grpcTlsCertFile")
     namesrv_addr: str = _f("namesrvAddr", "", "name servers, HOST:PORT[;HOST:PORT]")
     register_name_server_period_ms: int = _f(
         "registerNameServerPeriod", 30_000, "re-register with the name servers this often (they expire at 120 s)")
@@ -78,6 +82,23 @@ class BrokerConfig:
         "rejectTransactionMessage", False, "refuse half (transaction) messages with NO_PERMISSION")
     access_message_in_memory_max_ratio: int = _f(
         "accessMessageInMemoryMaxRatio", 40, "percent of RAM behind the CommitLog end counted as 'in memory'")
+    # Master/slave replication (RocketMQ HA; see README "Master and slaves")
+    ha_listen_port: int = _f("haListenPort", -1, "HA port of a master: -1 = listenPort + 1 (RocketMQ's rule), "
+                             "0 = any free port (shown as haListenPort in the runtime info)")
+    broker_ip2: str = _f("brokerIP2", "", "address advertised for HA (haServerAddr); default brokerIP1")
+    ha_master_address: str = _f("haMasterAddress", "", "a slave's master HA address HOST:PORT; default the one "
+                                "the name server answers registration with")
+    ha_send_heartbeat_interval_ms: int = _f("haSendHeartbeatInterval", 5000, "HA heartbeat period (both sides)")
+    ha_housekeeping_interval_ms: int = _f("haHousekeepingInterval", 20_000, "drop a silent HA connection after")
+    ha_transfer_batch_size: int = _f("haTransferBatchSize", 32 * 1024, "largest chunk a master sends a slave")
+    ha_slave_fallbehind_max_bytes: int = _f(
+        "haSlaveFallbehindMax", 256 * 1024 * 1024, "SYNC_MASTER: a slave further behind than this is not usable")
+    slave_timeout_ms: int = _f("slaveTimeout", 3000, "SYNC_MASTER: wait for a slave's ack before "
+                               "FLUSH_SLAVE_TIMEOUT (RocketMQ 4.9.3+)")
+    slave_read_enable: bool = _f("slaveReadEnable", False, "pull responses may send consumers to a slave")
+    slave_synchronize_interval_ms: int = _f(
+        "slaveSynchronizeInterval", 10_000, "a slave copies topics, offsets, delay offsets and groups from its "
+        "master this often (RocketMQ's fixed 10 s)")
     # Access control (RocketMQ ACL 1.0; see README "Access control")
     acl_enable: bool = _f("aclEnable", False, "check signed requests against plain_acl.yml (needs clusterSecret)")
     acl_file: str = _f("aclFile", "", "the plain_acl.yml (default ROOT/config/plain_acl.yml); reloaded on change")
@@ -161,7 +182,12 @@ class BrokerConfig:
     pop_inflight_message_threshold: int = _f(
         "popInflightMessageThreshold", 10_000, "received-not-acked messages per group; past it receives hand out "
         "only redeliveries")
-    os_page_cache_busy_timeout_ms: int = _f("osPageCacheBusyTimeOutMills", 1000, "put-lock hold time counted as busy")
+    os_page_cache_busy_timeout_ms: int = _f(
+        "osPageCacheBusyTimeOutMills", 1000, "a send arriving while a put has held the store lock this long answers "
+        "SYSTEM_BUSY at once ([PC_SYNCHRONIZED]), so the producer retries on another broker")
+    wait_time_mills_in_send_queue: int = _f(
+        "waitTimeMillsInSendQueue", 200, "a send that waited this long for the store lock answers SYSTEM_BUSY "
+        "([TIMEOUT_CLEAN_QUEUE])")
 
     extra: dict[str, str] = field(default_factory=dict, metadata={"key": None})
 

@@ -23,6 +23,7 @@ from broker_core import __version__
 from broker_core.codec.fastjson import FastjsonPairs, dumps_fastjson, items, loads_fastjson
 from broker_core.codec.wire import SERIALIZE_JSON
 from broker_core.config import BrokerConfig
+from broker_core.ha import BrokerHA
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
 from broker_core.protocol.acl import sign_registration
 from broker_core.protocol.headers import DEFAULT_TOPIC
@@ -32,6 +33,7 @@ from broker_core.server.acl import PlainAccessValidator
 from broker_core.server.admin import AdminProcessor
 from broker_core.server.clients import ConsumerManager
 from broker_core.server.consume import ConsumerProcessor
+from broker_core.server.fast_failure import FastFailure
 from broker_core.server.locks import RebalanceLockManager
 from broker_core.server.long_polling import PullRequestHoldService
 from broker_core.server.pop import PopProcessor, PopService
@@ -115,6 +117,7 @@ class BrokerController:
         self.tracer = Tracer(self)
         self.transactions = TransactionService(self)
         self.pop_service = PopService(self)
+        self.fast_failure = FastFailure(self)  # sends refused SYSTEM_BUSY while the store is held
         self.snapshots = self.store.segment_snapshots(lambda: self.broker_addr)
         self.stats = Stats()
         self.acl = PlainAccessValidator(config)  # the RemotingServer's rpc_hook; idle while aclEnable is false
@@ -129,6 +132,7 @@ class BrokerController:
         self.master_addr = ""  # a slave's master, as the name server answers registration
         self.master_ha_addr = ""
         self.order_topic_config: dict[str, str] | None = None  # ORDER_TOPIC_CONFIG from the registration answer
+        self.ha = BrokerHA(self)  # replication: the HA listener; on a slave also the HA client and config sync
 
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
         """Run a background coroutine, keeping a reference until it ends."""
@@ -169,10 +173,11 @@ class BrokerController:
         self.port = await self.server.start(host, port)
         await self._listen_vip(host, port)
         self.store.set_store_port(self.port)
+        await self.ha.start(host, self.port)
         self._tasks.append(asyncio.ensure_future(self._periodic()))
         self._tasks.append(asyncio.ensure_future(expire_snapshots(
             self.snapshots, max_lifetime_ms=self.config.snapshot_max_lifetime_ms)))
-        if self.config.schedule_deliver_interval_ms > 0:
+        if self.config.schedule_deliver_interval_ms > 0 and not self.ha.is_slave:  # a slave only copies progress
             self._tasks.append(asyncio.ensure_future(self._deliver_delayed()))
         await self.register_all()
         log.info("broker %s serving on %s:%d (namesrv %s)", self.config.broker_name, host, self.port,
@@ -207,13 +212,14 @@ class BrokerController:
                     log.exception("cannot persist consumer offsets")
             for group in set(self.consumers.scan_expired()):
                 self.consumers.notify_changed(group)
-            self.pop_service.revive()
+            if not self.ha.is_slave:  # a slave writes nothing: no revives, no transaction checks
+                self.pop_service.revive()
             try:  # the receive/ack journal: fsynced once a second (ASYNC_FLUSH), compacted when it grows
                 await asyncio.get_running_loop().run_in_executor(None, self.pop_service.state.sync)
                 self.pop_service.state.maybe_compact()
             except OSError:
                 log.exception("cannot sync or compact the receive/ack state")
-            if time.monotonic() >= next_check:
+            if time.monotonic() >= next_check and not self.ha.is_slave:
                 next_check = time.monotonic() + self.config.transaction_check_interval_ms / 1000
                 self.transactions.check()
             if time.monotonic() >= next_register or not self.registered:
@@ -280,10 +286,10 @@ class BrokerController:
         """REGISTER_BROKER exactly as a 4.9 broker's ``BrokerOuterAPI.registerBrokerAll`` sends it: header
         ``brokerName, brokerAddr, clusterName, haServerAddr, brokerId, compressed, bodyCrc32`` and body
         ``RegisterBrokerBody`` ``{"filterServerList":[],"topicConfigSerializeWrapper":{...}}`` (compact
-        fastjson), ``bodyCrc32`` = crc32(body) & 0x7FFFFFFF. No HA service yet, so ``haServerAddr`` is empty."""
+        fastjson), ``bodyCrc32`` = crc32(body) & 0x7FFFFFFF; ``haServerAddr`` is ``brokerIP2:haListenPort``."""
         body = dumps_fastjson({"filterServerList": [],
                                "topicConfigSerializeWrapper": self.topic_config_wrapper()}).encode()
-        header = {**self._registration_header(), "haServerAddr": "", "compressed": False,
+        header = {**self._registration_header(), "haServerAddr": self.ha.server_addr, "compressed": False,
                   "bodyCrc32": zlib.crc32(body) & 0x7FFFFFFF}
         return RemotingCommand.request(RequestCode.REGISTER_BROKER, header, body)
 
@@ -311,11 +317,13 @@ class BrokerController:
             elif first is None:
                 first = resp
         if first is not None:
+            ha_before = self.ha.master_ha_addr()
             self.master_addr = str(first.header.get("masterAddr") or "")
             ha = first.header.get("haServerAddr")
             if ha:
                 self.master_ha_addr = str(ha)
             self.order_topic_config = _kv_table(first.body)
+            self.ha.master_address_learned(ha_before)
         self.registered = ok
         return ok
 
@@ -340,6 +348,7 @@ class BrokerController:
         if self.server is not None:
             await self.server.close()
         await self.namesrv_client.close()
+        await self.ha.shutdown()
         self.offsets.persist()
         self.pop_service.state.close()
         await asyncio.get_running_loop().run_in_executor(None, self.store.shutdown)
@@ -363,8 +372,10 @@ class BrokerController:
             "putTotal": self.stats.put_count, "getTotal": self.stats.get_count,
             "uptimeSeconds": round(time.monotonic() - self.stats.started, 1),
             "diskRatio": round(disk.ratio, 4), "topics": len(self.topics.table),
+            "sendRefusedBusy": self.fast_failure.refused, "sendWaitingForStore": self.fast_failure.waiting,
             **self._connection_info(),
             **self.store.runtime_info(),
+            **self.ha.runtime_info(),
         }
 
 

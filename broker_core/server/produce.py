@@ -47,6 +47,8 @@ STATUS_TO_CODE = {
     PutStatus.MESSAGE_ILLEGAL: ResponseCode.MESSAGE_ILLEGAL,
     PutStatus.PROPERTIES_SIZE_EXCEEDED: ResponseCode.MESSAGE_ILLEGAL,
     PutStatus.SERVICE_NOT_AVAILABLE: ResponseCode.SERVICE_NOT_AVAILABLE,
+    PutStatus.FLUSH_SLAVE_TIMEOUT: ResponseCode.FLUSH_SLAVE_TIMEOUT,
+    PutStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
     PutStatus.OS_PAGECACHE_BUSY: ResponseCode.SYSTEM_BUSY,
     PutStatus.CREATE_MAPEDFILE_FAILED: ResponseCode.SYSTEM_ERROR,
     PutStatus.UNKNOWN_ERROR: ResponseCode.SYSTEM_ERROR,
@@ -93,6 +95,29 @@ async def _after_flush(ctl: BrokerController, request: GroupCommitRequest, resul
             if r.ok:
                 r.status, r.error = status, request.error
     return respond()
+
+
+# RocketMQ's remark for a put refused as SERVICE_NOT_AVAILABLE (here: the broker is a slave)
+SLAVE_REMARK = ("service not available now. It may be caused by one of the following reasons: the broker's disk is "
+                "full, messages are put to the slave, message store has been shut down, etc.")
+_NO_WAIT = PROPERTY_WAIT_STORE_MSG_OK + "\x01false"
+
+
+def _wants_replica(ctl: BrokerController, cmd: RemotingCommand, end: int) -> bool:
+    """SYNC_MASTER waits for a slave unless the message says ``WAIT=false`` (upstream ``isWaitStoreMsgOK``)."""
+    return end > 0 and ctl.ha.sync_master and _NO_WAIT not in (send_header(cmd).get("properties") or "")
+
+
+async def _after_replica(ctl: BrokerController, request: GroupCommitRequest | None, end: int,
+                         mark: Callable[[PutStatus, str], None]) -> None:
+    """SYNC_MASTER: the disk flush first (SYNC_FLUSH), then a slave's ack of the CommitLog up to ``end``; a
+    missed one marks the stored results FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT or SLAVE_NOT_AVAILABLE."""
+    if request is not None and not await _flushed(ctl, request):
+        mark(PutStatus.FLUSH_DISK_FAILED if request.error else PutStatus.FLUSH_DISK_TIMEOUT, request.error)
+        return
+    status = await ctl.ha.wait_replicated(end)
+    if status is not PutStatus.PUT_OK:
+        mark(status, "")
 
 
 def trace_stored(ctl: BrokerController, msgs: list[MessageInner], results: list[PutMessageResult], group: object,
@@ -205,6 +230,11 @@ async def _after_batch_flush(ctl: BrokerController, request: GroupCommitRequest,
     return respond()
 
 
+async def _replica_then(wait: Awaitable[None], respond: Callable[[], RemotingCommand]) -> RemotingCommand:
+    await wait
+    return respond()
+
+
 class SendMessageProcessor:
     """SEND_MESSAGE, SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE."""
 
@@ -279,9 +309,16 @@ class SendMessageProcessor:
                 ctl.stats.put_count += len(result.phys)
                 return _batch_response(ctl, cmd, result, b.queue_id)
 
+            if result.ok and _wants_replica(ctl, cmd, result.end_offset):
+                def mark(status: PutStatus, error: str) -> None:
+                    result.status, result.error = status, error
+
+                return _replica_then(_after_replica(ctl, request, result.end_offset, mark), respond)
             return respond() if request is None else _after_batch_flush(ctl, request, result, respond)
 
         def send(cmd: RemotingCommand, conn: Connection) -> RemotingCommand | Awaitable[RemotingCommand]:
+            if ctl.ha.is_slave:  # before anything, so a slave never auto-creates a topic
+                return cmd.response(ResponseCode.SERVICE_NOT_AVAILABLE, SLAVE_REMARK)
             try:
                 parsed = parse(cmd, conn)
             except (BadRequest, CodecError, UnicodeDecodeError) as exc:
@@ -311,7 +348,16 @@ class SendMessageProcessor:
                     trace_stored(ctl, msgs, results, h.get("producerGroup", ""), started)
                 return _send_response(ctl, cmd, results, queue_id)
 
+            end = max((r.phy_offset + r.size for r in results if r.ok), default=-1)
+            if _wants_replica(ctl, cmd, end):
+                def mark(status: PutStatus, error: str) -> None:
+                    for r in results:
+                        if r.ok:
+                            r.status, r.error = status, error
+
+                return _replica_then(_after_replica(ctl, request, end, mark), respond)
             return respond() if request is None else _after_flush(ctl, request, results, respond)
 
+        send = ctl.fast_failure.guard(send)  # type: ignore[assignment]  # same call shape, may answer later
         return {RequestCode.SEND_MESSAGE: send, RequestCode.SEND_MESSAGE_V2: send,
                 RequestCode.SEND_BATCH_MESSAGE: send}

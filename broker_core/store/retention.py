@@ -112,9 +112,13 @@ class CleanCommitLogService:
         min_phy = store.commit_log.min_offset()
         if min_phy < 0:
             return
+        pause_s = store.config.delete_consume_queue_files_interval_ms / 1000
         for cq in list(store.consume_queues()):
             before = sum(mf.file_size for mf in cq.mapped_file_queue.files)
-            report.deleted_consume_queue_files += cq.delete_expired_files(min_phy, now_ms)
+            deleted = cq.delete_expired_files(min_phy, now_ms)
+            report.deleted_consume_queue_files += deleted
             report.bytes_freed += before - sum(mf.file_size for mf in cq.mapped_file_queue.files)
+            if deleted and pause_s > 0:  # deleteConsumeQueueFilesInterval: spread the deletions' I/O
+                store.clock.sleep(pause_s)
         if store.index_service is not None:
             report.deleted_index_files += store.index_service.delete_expired_files(min_phy)

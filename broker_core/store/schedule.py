@@ -12,16 +12,17 @@ Invariants:
    times), so a pass stops at the first unit not yet due.
 2. ``deliver_due`` is serialised by a lock: concurrent callers (the broker's own tick, Celery beat) never
    deliver the same unit twice.
-3. Progress is persisted after each pass that moved. After a crash the progress may lag what was
-   delivered; the first pass after start looks each candidate up by unique key in its real topic and
-   skips the ones already delivered (``SCHEDULE_ORIGIN`` matches), so a restart neither loses nor
-   duplicates a delayed message.
+3. Progress is persisted after a pass that moved, at most every ``flushDelayOffsetInterval`` (10 s), and at
+   shutdown. After a crash the progress may lag what was delivered by that much; the first pass after start
+   looks each candidate up by unique key in its real topic and skips the ones already delivered
+   (``SCHEDULE_ORIGIN`` matches), so a restart neither loses nor duplicates a delayed message.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -66,6 +67,7 @@ class ScheduleMessageService:
         self._lock = threading.Lock()
         self._recovering = True
         self._dirty = False
+        self._persisted_at = 0.0  # time.monotonic() of the last write of delayOffset.json
         self.ids = UniqueIdGenerator(store.config.broker_ip)
 
     def load(self) -> None:
@@ -81,6 +83,7 @@ class ScheduleMessageService:
                 return
             text = dumps_fastjson({"offsetTable": dict(sorted(self.offsets.items()))}, pretty=True)
             self._dirty = False
+            self._persisted_at = time.monotonic()
         write_config_file(self.path, text)
 
     @property
@@ -126,7 +129,10 @@ class ScheduleMessageService:
                 if n:
                     report.per_level[level] = n
             self._recovering = False
-        if report.delivered or report.skipped_duplicates:
+        # progress is written at most every flushDelayOffsetInterval (and at shutdown); after a crash the first
+        # pass re-reads the lagging window in recovery mode, which skips what was already delivered
+        due = time.monotonic() - self._persisted_at >= self.store.config.flush_delay_offset_interval_ms / 1000
+        if (report.delivered or report.skipped_duplicates or self._dirty) and due:
             self.persist()
         return report
 
