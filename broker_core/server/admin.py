@@ -23,6 +23,7 @@ import asyncio
 import dataclasses
 import json
 import time
+from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
 from broker_core import __version__
@@ -175,13 +176,17 @@ class AdminProcessor:
         return cmd.response(ResponseCode.SUCCESS, "", {"version": json.dumps(self.config_version,
                                                                              separators=(",", ":"))}, body)
 
-    def update_config(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+    def update_config(self, cmd: RemotingCommand,
+                      conn: Connection) -> RemotingCommand | Coroutine[Any, Any, RemotingCommand]:
         """25: body = properties text; known keys take effect in memory (not written back to the config file);
-        unknown keys are ignored as Java does; identity, address and layout keys are refused."""
+        unknown keys are ignored as Java does; identity, address and layout keys are refused, except
+        ``brokerRole=ASYNC_MASTER|SYNC_MASTER`` alone sent to a slave: its promotion by hand (README)."""
         try:
             props = parse_properties(cmd.body.decode("utf-8"), "UPDATE_BROKER_CONFIG")
         except UnicodeDecodeError:
             raise BadRequest("the body is not UTF-8 properties text") from None
+        if set(props) == {"brokerRole"} and self.ctl.ha.is_slave:
+            return self._promote(cmd, props["brokerRole"].strip())
         fixed = sorted(k for k in props if k in FIXED_KEYS)
         if fixed:
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"can not be changed while running: {', '.join(fixed)}")
@@ -198,6 +203,15 @@ class AdminProcessor:
         for name, value in updates.items():
             setattr(cfg, name, value)
         self.config_version = {"counter": self.config_version["counter"] + 1, "timestamp": int(time.time() * 1000)}
+        return cmd.response(ResponseCode.SUCCESS)
+
+    async def _promote(self, cmd: RemotingCommand, role: str) -> RemotingCommand:
+        try:
+            await self.ctl.ha.promote(role)
+        except ValueError as exc:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, str(exc))
+        self.config_version = {"counter": self.config_version["counter"] + 1, "timestamp": int(time.time() * 1000)}
+        await self.ctl.register_all()  # the name server lists it as brokerId 0 now
         return cmd.response(ResponseCode.SUCCESS)
 
     def runtime_info(self) -> dict[str, object]:

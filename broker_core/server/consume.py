@@ -17,6 +17,7 @@ from broker_core.protocol.validation import group_error, retry_topic, topic_erro
 from broker_core.remoting.server import Connection, Handler
 from broker_core.server.property_filter import filter_records
 from broker_core.server.retry import ensure_topic
+from broker_core.server.state import SubscriptionGroupConfig
 from broker_core.store import GetMessageResult, GetStatus
 
 if TYPE_CHECKING:
@@ -94,11 +95,14 @@ class ConsumerProcessor:
                 sub = parse_subscription(topic, expression, expression_type)
             except SubscriptionParseError as exc:
                 return cmd.response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(exc))
-            if sys_flag & PULL_COMMIT_OFFSET:  # stored on the first execution only, whatever the result
+            if sys_flag & PULL_COMMIT_OFFSET and not ctl.ha.is_slave:  # stored on the first execution only
                 ctl.offsets.commit(group, topic, queue_id, commit_offset)
             may_suspend = bool(sys_flag & PULL_SUSPEND) and suspend_ms > 0 and ctl.hold is not None
             hashes = sub.tag_hashes
             deadline = time.monotonic() + suspend_ms / 1000
+
+            def _offsets(res: GetMessageResult) -> dict[str, int]:
+                return _pull_offsets(res, suggest_broker(ctl, group_cfg, topic, queue_id, res))
 
             def attempt(final: bool) -> RemotingCommand | None:
                 res = store.get_message(topic, queue_id, offset, max_nums, hashes, decode=False)
@@ -302,7 +306,20 @@ def pull_code(status: GetStatus, offset: int) -> ResponseCode:
     return ResponseCode.PULL_NOT_FOUND  # OFFSET_OVERFLOW_ONE: nothing new yet
 
 
-def _offsets(res: GetMessageResult) -> dict[str, int]:
+def suggest_broker(ctl: BrokerController, group_cfg: SubscriptionGroupConfig, topic: str, queue_id: int,
+                   res: GetMessageResult) -> int:
+    """``suggestWhichBrokerId`` as upstream ``PullMessageProcessor``: with ``slaveReadEnable``, the group's
+    ``whichBrokerWhenConsumeSlowly`` while the consumer lags (the last message pulled lies further behind the
+    CommitLog end than ``accessMessageInMemoryMaxRatio`` % of RAM), else the group's ``brokerId``; without it,
+    always the master (0)."""
+    if not ctl.config.slave_read_enable:
+        return 0
+    lagging = res.status is GetStatus.FOUND and res.next_begin_offset > 0 and ctl.store.check_in_disk_by_consume_offset(
+        topic, queue_id, res.next_begin_offset - 1, ctl.config.access_message_in_memory_max_ratio)
+    return group_cfg.which_broker_when_consume_slowly if lagging else group_cfg.broker_id
+
+
+def _pull_offsets(res: GetMessageResult, suggest: int = 0) -> dict[str, int]:
     """The four fields every pull response carries (Java clients unbox them: a missing one is an NPE)."""
-    return {"suggestWhichBrokerId": 0, "nextBeginOffset": res.next_begin_offset, "minOffset": res.min_offset,
+    return {"suggestWhichBrokerId": suggest, "nextBeginOffset": res.next_begin_offset, "minOffset": res.min_offset,
             "maxOffset": res.max_offset}

@@ -9,6 +9,7 @@ from broker_core.store.disk_guard import file_disk_probe
 from broker_core.store.flush import GroupCommitRequest
 from broker_core.store.message import MessageInner
 from broker_core.store.message_store import MAX_TIMESTAMP, MessageStore
+from broker_core.store.replica import ReplicaError, split_whole_records
 from broker_core.store.results import BatchPutResult, GetMessageResult, GetStatus, PutMessageResult, PutStatus
 from broker_core.store.schedule import DeliveryReport
 from broker_core.store.snapshot import DEFAULT_TTL_MS, SegmentSnapshots
@@ -29,6 +30,8 @@ __all__ = [
            "OffsetClock",
            "PutMessageResult",
            "PutStatus",
+           "ReplicaError",
            "SegmentSnapshots",
            "file_disk_probe",
+           "split_whole_records",
 ]

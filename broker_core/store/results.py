@@ -15,6 +15,8 @@ class PutStatus(enum.Enum):
     FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
     # an fsync failed (durability.py): the put was not made durable, or was refused because an earlier one failed
     FLUSH_DISK_FAILED = "FLUSH_DISK_FAILED"
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"  # SYNC_MASTER: no slave acknowledged the bytes in time
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"  # SYNC_MASTER: no slave connected, or every one too far behind
     SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"
     CREATE_MAPEDFILE_FAILED = "CREATE_MAPEDFILE_FAILED"
     MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"

@@ -1,0 +1,171 @@
+"""Replicated appends: a slave's CommitLog written from its master's bytes (RocketMQ HA, reference §8).
+
+A slave never builds records itself. The HA client hands the store raw CommitLog bytes at the offset the
+master took them from, and :func:`append_replicated` copies them into the mapped segments unchanged, so the
+slave's CommitLog is byte for byte the master's. The slave's own dispatcher then parses the new records from
+its CommitLog (there is no put-path hand-off on a slave) and builds its ConsumeQueues and IndexFiles.
+
+Invariants:
+1. Bytes are appended only at the current end of the CommitLog (``max_offset``). An empty store accepts a
+   first chunk at any segment boundary (the master starts a fresh slave at the start of its last segment).
+   Anything else raises ``ReplicaError`` and writes nothing.
+2. A chunk holds whole records only (:func:`split_whole_records` cuts a stream into such chunks), so the
+   readable end of the CommitLog, which the dispatcher and pulls read up to, is always a record boundary.
+3. A chunk never spans two segments. It may end with the blank record that fills the rest of a segment;
+   the blank must then reach exactly the segment's end, so the next chunk starts the next segment at the
+   offset the master rolled at.
+4. The appender holds ``CommitLog.put_lock``; it is the only writer on a slave (puts are refused there).
+
+Crash behaviour: as for puts. Appended bytes are in the page cache, flushed by the store's flush service;
+after a crash recovery truncates at the last valid record and the slave reports that offset to the master,
+which resends from there.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from broker_core.codec.message import (
+    BLANK_MAGIC_CODE,
+    HEADER_SIZE,
+    MESSAGE_MAGIC_CODE,
+    OFFSET_STORE_TIMESTAMP,
+)
+from broker_core.store.errors import StoreError
+
+if TYPE_CHECKING:
+    from broker_core.store.commit_log import CommitLog
+
+log = logging.getLogger(__name__)
+
+
+class ReplicaError(StoreError):
+    """Replicated bytes that cannot be appended (wrong offset, not whole records, across a segment end)."""
+
+
+def split_whole_records(data: bytes | bytearray | memoryview, start: int, segment_size: int) -> int:
+    """How many leading bytes of ``data`` (CommitLog bytes from global offset ``start``) form whole records of
+    one segment, a blank record counting as whole only when all of it (to the segment's end) is there; the
+    count stops after a blank (call again for the next segment's records). Raises
+    ``ReplicaError`` for bytes that are not a record (a bad magic or size)."""
+    mv = memoryview(data)
+    n = len(mv)
+    pos = 0
+    while pos + 8 <= n:
+        size = int.from_bytes(mv[pos:pos + 4], "big", signed=True)
+        magic = int.from_bytes(mv[pos + 4:pos + 8], "big")
+        at = start + pos
+        if magic == BLANK_MAGIC_CODE:
+            rest = segment_size - at % segment_size
+            if size != rest:
+                raise ReplicaError(f"blank record at {at} is {size} bytes but the segment has {rest} left")
+        elif magic != MESSAGE_MAGIC_CODE or size < HEADER_SIZE or at % segment_size + size > segment_size:
+            raise ReplicaError(f"no record at CommitLog offset {at} (size {size}, magic {magic:#x})")
+        if pos + size > n:
+            break
+        pos += size
+        if magic == BLANK_MAGIC_CODE:
+            break  # the segment ends here: one call never covers two segments
+    return pos
+
+
+def append_replicated(commit_log: CommitLog, phy_offset: int, data: bytes | memoryview) -> int:
+    """Append ``data`` (whole records, invariant 2) at ``phy_offset``; returns the new CommitLog end."""
+    size = commit_log.mapped_file_size
+    if not data:
+        return commit_log.max_offset()
+    if split_whole_records(data, phy_offset, size) != len(data):
+        raise ReplicaError(f"replicated chunk at {phy_offset} ({len(data)} bytes) does not end on a record")
+    if phy_offset % size + len(data) > size:
+        raise ReplicaError(f"replicated chunk at {phy_offset} ({len(data)} bytes) crosses a segment end")
+    queue = commit_log.mapped_file_queue
+    with commit_log.put_lock:
+        last = queue.last()
+        if last is None:
+            if phy_offset % size:
+                raise ReplicaError(f"an empty CommitLog starts at a segment boundary, not at {phy_offset}")
+            mf = queue.get_last_mapped_file(phy_offset)
+        else:
+            end = queue.max_offset()
+            if phy_offset != end:
+                raise ReplicaError(f"replicated chunk at {phy_offset}, but this CommitLog ends at {end}")
+            mf = queue.get_last_mapped_file(0)
+        if mf is None or mf.file_from_offset != phy_offset - phy_offset % size:
+            raise ReplicaError(f"no CommitLog segment for offset {phy_offset}")
+        pos = phy_offset - mf.file_from_offset
+        mf.mv[pos:pos + len(data)] = data
+        stamp = _last_store_timestamp(data, phy_offset, size)
+        if stamp:
+            mf.store_timestamp = stamp
+        mf.wrote_position = pos + len(data)  # after the bytes: readers only read below it
+    if commit_log.wake_on_append:
+        commit_log.appended.set()
+    return phy_offset + len(data)
+
+
+def _last_store_timestamp(data: bytes | memoryview, start: int, segment_size: int) -> int:
+    """STORETIMESTAMP of the last message record in ``data`` (0 when it holds none): the time the flush
+    checkpoint records for it, as on the master."""
+    mv = memoryview(data)
+    pos, last = 0, -1
+    while pos + 8 <= len(mv):
+        size = int.from_bytes(mv[pos:pos + 4], "big", signed=True)
+        if int.from_bytes(mv[pos + 4:pos + 8], "big") != MESSAGE_MAGIC_CODE:
+            break
+        last = pos
+        pos += size
+    if last < 0:
+        return 0
+    at = last + OFFSET_STORE_TIMESTAMP
+    return int.from_bytes(mv[at:at + 8], "big", signed=True)
+
+
+class ReplicationMixin:
+    """The replication part of ``MessageStore``'s API (kept here so the facade stays small)."""
+
+    if TYPE_CHECKING:
+        from broker_core.config import BrokerConfig
+        from broker_core.store.dispatcher import ReputMessageService
+        from broker_core.store.schedule import ScheduleMessageService
+
+        commit_log: CommitLog
+        config: BrokerConfig
+        reput: ReputMessageService
+        schedule: ScheduleMessageService
+        _writable_role: bool
+
+    def max_phy_offset(self) -> int:
+        """The CommitLog's end: what a slave reports to its master, and where the master's data ends."""
+        return self.commit_log.max_offset()
+
+    def append_replicated(self, phy_offset: int, data: bytes | memoryview) -> int:
+        """A slave's append of its master's CommitLog bytes (see :func:`append_replicated`); returns the new end.
+        Raises ``ReplicaError`` (nothing written) when the bytes do not continue this CommitLog."""
+        return append_replicated(self.commit_log, phy_offset, data)
+
+    def get_commit_log_data(self, phy_offset: int, max_bytes: int) -> bytes | None:
+        """Up to ``max_bytes`` CommitLog bytes from ``phy_offset``, never past the end of its segment's written
+        part (RocketMQ's ``getCommitLogData``): what a master sends a slave. None when nothing is there yet."""
+        result = self.commit_log.get_data(phy_offset)
+        if result is None:
+            return None
+        try:
+            return bytes(result.buffer[:max_bytes]) if result.size else None
+        finally:
+            result.release()
+
+    def set_delay_offsets(self, offsets: dict[int, int]) -> None:
+        """A slave's copy of its master's delay-level progress (``delayOffset.json``), persisted at shutdown."""
+        self.schedule.offsets.update(offsets)
+
+    def promote(self, role: str) -> None:
+        """Make a slave's store writable as ``role`` (ASYNC_MASTER or SYNC_MASTER): everything replicated is
+        dispatched first, then each queue's next offset is taken from its ConsumeQueue, as after recovery."""
+        from broker_core.store import recovery
+
+        self.reput.do_reput()
+        with self.commit_log.put_lock:
+            recovery.recover_topic_queue_table(self)  # type: ignore[arg-type]  # self is the MessageStore
+        self.config.broker_role = role
+        self._writable_role = True
