@@ -29,6 +29,7 @@ PERM_READ = 4
 PERM_WRITE = 2
 ROUTE_REFRESH_S = 30.0
 HEARTBEAT_S = 30.0
+BROKER_DOWN_S = 10.0  # how long an address that refused a connection is passed over for its group's others
 NOTIFY_CONSUMER_IDS_CHANGED = int(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED)
 RESET_CONSUMER_CLIENT_OFFSET = int(RequestCode.RESET_CONSUMER_CLIENT_OFFSET)
 
@@ -79,18 +80,22 @@ class TopicRoute:
     @classmethod
     def from_wire(cls, topic: str, data: dict[str, Any]) -> TopicRoute:
         """Publish and subscribe queues as the Java client's ``topicRouteData2TopicPublishInfo`` /
-        ``...SubscribeInfo``: queues of brokers with a master, by perm; with ``orderTopicConf``
+        ``...SubscribeInfo``: publish queues of brokers with a master, subscribe queues of every broker in the
+        route (a group whose master is gone is read from its slaves), by perm; with ``orderTopicConf``
         (``"broker-a:4;broker-b:4"``) the publish queues are exactly the ones it lists."""
         route = cls(topic, data.get("queueDatas", []), [_broker_data(b) for b in data.get("brokerDatas", [])],
                     order_topic_conf=str(data.get("orderTopicConf") or ""))
         masters = {b["brokerName"] for b in route.broker_datas if "0" in b.get("brokerAddrs", {})}
+        known = {b["brokerName"] for b in route.broker_datas if b.get("brokerAddrs")}
         for q in sorted(route.queue_datas, key=lambda q: q["brokerName"]):
+            if q["brokerName"] not in known:
+                continue
+            if q.get("perm", 6) & PERM_READ:
+                route.read_queues += [MessageQueue(topic, q["brokerName"], i) for i in range(q["readQueueNums"])]
             if q["brokerName"] not in masters:
                 continue
             if q.get("perm", 6) & PERM_WRITE:
                 route.write_queues += [MessageQueue(topic, q["brokerName"], i) for i in range(q["writeQueueNums"])]
-            if q.get("perm", 6) & PERM_READ:
-                route.read_queues += [MessageQueue(topic, q["brokerName"], i) for i in range(q["readQueueNums"])]
         if route.order_topic_conf:
             ordered = []
             for item in route.order_topic_conf.split(";"):
@@ -133,7 +138,9 @@ class ClientInstance:
         self.remoting = RemotingClient(on_request=self._on_server_request, credentials=credentials)
         self.loop = client_loop()
         self.routes: dict[str, TopicRoute] = {}
-        self.broker_addrs: dict[str, str] = {}
+        self.broker_addrs: dict[str, str] = {}  # brokerName -> master address
+        self.broker_tables: dict[str, dict[int, str]] = {}  # brokerName -> {brokerId: address}, slaves too
+        self.down_until: dict[str, float] = {}  # address -> loop time until which it counts as unreachable
         self.heartbeat_sources: list[Callable[[], dict[str, Any]]] = []
         self.notification_handlers: dict[int, list[Callable[[RemotingCommand], None]]] = {}
         self._tasks: list[asyncio.Task[None]] = []
@@ -208,7 +215,9 @@ class ClientInstance:
             raise ClientError(int(ResponseCode.SYSTEM_ERROR), f"bad route body for topic {topic}: {exc}") from None
         route = TopicRoute.from_wire(topic, data)
         for b in route.broker_datas:
-            addr = b.get("brokerAddrs", {}).get("0")
+            addrs = b.get("brokerAddrs", {})
+            self.broker_tables[b["brokerName"]] = {int(k): str(v) for k, v in addrs.items() if str(k).isdigit()}
+            addr = addrs.get("0")
             if addr:
                 self.broker_addrs[b["brokerName"]] = addr
         self.routes[topic] = route
@@ -248,6 +257,38 @@ class ClientInstance:
             raise ClientError(int(ResponseCode.SYSTEM_ERROR), f"broker {broker_name} has no known master address")
         return addr
 
+    # ------------------------------------------------------------------ masters and slaves
+    def mark_down(self, addr: str) -> None:
+        """``addr`` did not answer: prefer another broker of its group for ``BROKER_DOWN_S`` seconds."""
+        self.down_until[addr] = self.loop.time() + BROKER_DOWN_S
+
+    def _up(self, addr: str) -> bool:
+        until = self.down_until.get(addr)
+        return until is None or until <= self.loop.time()
+
+    def find_broker(self, broker_name: str, broker_id: int = 0) -> tuple[str, bool]:
+        """The address to read from and whether it is a slave (Java's ``findBrokerAddressInSubscribe``): the
+        suggested broker id's address, else the master, else any slave; one that failed recently counts only
+        when nothing else is known."""
+        table = self.broker_tables.get(broker_name) or {}
+        master = self.broker_addrs.get(broker_name)
+        if master is not None and 0 not in table:
+            table = {**table, 0: master}
+        if not table:
+            raise ClientError(int(ResponseCode.SYSTEM_ERROR), f"broker {broker_name} has no known address")
+        order = [broker_id, 0, *sorted(table)]
+        for bid in order:
+            addr = table.get(bid)
+            if addr is not None and self._up(addr):
+                return addr, bid != 0
+        bid = broker_id if broker_id in table else min(table)
+        return table[bid], bid != 0
+
+    def admin_addr(self, broker_name: str) -> tuple[str, bool]:
+        """Where offsets and queue queries go (Java's ``findBrokerAddressInAdmin``): the master, or a slave while
+        the master is unreachable. Returns the address and whether it is a slave."""
+        return self.find_broker(broker_name, 0)
+
     async def heartbeat_all(self) -> None:
         data: dict[str, Any] = {"clientID": self.client_id, "producerDataSet": [], "consumerDataSet": []}
         for source in self.heartbeat_sources:
@@ -255,7 +296,10 @@ class ClientInstance:
             data["producerDataSet"] += part.get("producerDataSet", [])
             data["consumerDataSet"] += part.get("consumerDataSet", [])
         body = json.dumps(data).encode()
-        for addr in set(self.broker_addrs.values()):
+        addrs = set(self.broker_addrs.values())
+        if data["consumerDataSet"]:  # consumers also tell slaves (they may pull from them), as Java's client
+            addrs.update(a for table in self.broker_tables.values() for a in table.values())
+        for addr in addrs:
             try:
                 resp = await self.invoke(addr, RemotingCommand.request(RequestCode.HEART_BEAT, {}, body))
                 if resp.code != ResponseCode.SUCCESS:

@@ -6,6 +6,7 @@ import json
 import logging
 from dataclasses import dataclass, field
 
+from broker_core.client.consumer.offset_store import OffsetStore
 from broker_core.client.instance import ClientInstance, shared_instance
 from broker_core.client.message import ClientError, MessageExt, MessageQueue, decode_message_exts
 from broker_core.codec.hashing import tag_hash
@@ -67,14 +68,37 @@ class _ConsumerBase:
             raise ValueError(err)
         self.group = group
         self.instance = shared_instance(instance, namesrv_addr, credentials)
+        self.pull_from: dict[MessageQueue, int] = {}  # the broker id each queue's last pull answer suggested
+        self.offset_store: OffsetStore | None = None
 
     async def _queue_request(self, mq: MessageQueue, code: int, header: dict[str, object],
                              timeout: float = 3.0) -> RemotingCommand:
+        return (await self._admin_request(mq, code, header, timeout))[0]
+
+    async def _admin_request(self, mq: MessageQueue, code: int, header: dict[str, object],
+                             timeout: float = 3.0) -> tuple[RemotingCommand, bool]:
+        """A request about ``mq`` to its master, or to a slave while the master cannot be reached (a master that
+        refuses the connection is passed over and the request goes to a slave at once). Returns the response
+        and whether a slave answered."""
         await self.instance.route(mq.topic)
-        addr = self.instance.broker_addr(mq.broker_name)
-        return await self.instance.invoke(addr, RemotingCommand.request(code, {"topic": mq.topic,
-                                                                            "queueId": mq.queue_id, **header}),
-                                          timeout)
+        cmd = RemotingCommand.request(code, {"topic": mq.topic, "queueId": mq.queue_id, **header})
+        return await self._invoke_group(mq.broker_name, 0, cmd, timeout)
+
+    async def _invoke_group(self, broker_name: str, broker_id: int, cmd: RemotingCommand,
+                            timeout: float) -> tuple[RemotingCommand, bool]:
+        tried: set[str] = set()
+        while True:
+            addr, slave = self.instance.find_broker(broker_name, broker_id)
+            if addr in tried:
+                raise ConnectionError(f"no broker of {broker_name} answered ({', '.join(sorted(tried))})")
+            tried.add(addr)
+            try:
+                resp = await self.instance.invoke(addr, RemotingCommand(cmd.code, 0, cmd.flags, dict(cmd.header),
+                                                                        cmd.body), timeout)
+            except ConnectionError:
+                self.instance.mark_down(addr)
+                continue
+            return resp, slave
 
     async def _offset(self, mq: MessageQueue, code: int, extra: dict[str, object] | None = None) -> int:
         resp = await self._queue_request(mq, code, extra or {})
@@ -88,6 +112,12 @@ class _ConsumerBase:
         request), SUSPEND when ``suspend_s`` > 0 (the broker may hold the request), COMMIT_OFFSET when
         ``commit_offset`` >= 0 (the broker stores it)."""
         sub = sub or parse_subscription(mq.topic, "*")
+        await self.instance.route(mq.topic)
+        addr, slave = self.instance.find_broker(mq.broker_name, self.pull_from.get(mq, 0))
+        if slave and commit_offset >= 0:  # a slave does not store it (Java clears the flag): commit it apart
+            if self.offset_store is not None:
+                await self.offset_store.update(mq, commit_offset)
+            commit_offset = -1
         sys_flag = PULL_SUBSCRIPTION | (PULL_SUSPEND if suspend_s > 0 else 0) | (
             PULL_COMMIT_OFFSET if commit_offset >= 0 else 0)
         header = {"consumerGroup": self.group, "queueOffset": offset, "maxMsgNums": max_nums, "sysFlag": sys_flag,
@@ -95,8 +125,15 @@ class _ConsumerBase:
                   "subscription": sub.expression, "subVersion": sub_version, "expressionType": sub.expression_type}
         # RocketMQ's consumerTimeoutMillisWhenSuspend: a held pull times out on the client after 30 s
         timeout = max(suspend_s + 5.0, CONSUMER_TIMEOUT_WHEN_SUSPEND_S) if suspend_s > 0 else 5.0
-        resp = await self._queue_request(mq, RequestCode.PULL_MESSAGE, header, timeout)
+        cmd = RemotingCommand.request(RequestCode.PULL_MESSAGE, {"topic": mq.topic, "queueId": mq.queue_id, **header})
+        try:
+            resp = await self.instance.invoke(addr, cmd, timeout)
+        except ConnectionError:
+            self.instance.mark_down(addr)  # the next pull goes to another broker of the group
+            raise
         h = resp.header
+        if "suggestWhichBrokerId" in h:  # RocketMQ's pullFromWhichNodeTable
+            self.pull_from[mq] = int(h["suggestWhichBrokerId"])
         nxt, lo, hi = int(h.get("nextBeginOffset", offset)), int(h.get("minOffset", 0)), int(h.get("maxOffset", 0))
         if resp.code == ResponseCode.SUCCESS:
             msgs = decode_records(resp.body, mq.broker_name)

@@ -25,30 +25,47 @@ from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
 
 log = logging.getLogger(__name__)
 
-QueueRequest = Callable[[MessageQueue, int, dict[str, object]], Awaitable[RemotingCommand]]
+# a request about a queue to its master (or a slave while the master is down): (response, answered by a slave)
+AdminRequest = Callable[[MessageQueue, int, dict[str, object]], Awaitable[tuple[RemotingCommand, bool]]]
 
 
 class RemoteBrokerOffsetStore:
-    """Offsets on the broker of each queue: QUERY_CONSUMER_OFFSET / UPDATE_CONSUMER_OFFSET."""
+    """Offsets on the broker of each queue: QUERY_CONSUMER_OFFSET / UPDATE_CONSUMER_OFFSET, to the queue's master.
 
-    def __init__(self, group: str, queue_request: QueueRequest) -> None:
+    While the master cannot be reached the commit goes to a slave (which keeps it in memory, as RocketMQ's) and
+    stays in ``pending``; :meth:`persist` (every few seconds) sends pending offsets again until the master takes
+    them, so what was consumed from a slave is committed back to the master when it returns."""
+
+    def __init__(self, group: str, admin_request: AdminRequest) -> None:
         self.group = group
-        self._request = queue_request
+        self._request = admin_request
+        self.pending: dict[MessageQueue, int] = {}
 
     async def read(self, mq: MessageQueue) -> int | None:
-        resp = await self._request(mq, RequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": self.group})
+        if mq in self.pending:
+            return self.pending[mq]
+        resp, _ = await self._request(mq, RequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": self.group})
         return int(resp.header["offset"]) if resp.code == ResponseCode.SUCCESS else None
 
     async def update(self, mq: MessageQueue, offset: int) -> None:
         """Commit now; a broker that cannot be reached is logged and the next commit carries the offset."""
         try:
-            await self._request(mq, RequestCode.UPDATE_CONSUMER_OFFSET,
-                                {"consumerGroup": self.group, "commitOffset": offset})
+            resp, by_slave = await self._request(mq, RequestCode.UPDATE_CONSUMER_OFFSET,
+                                                 {"consumerGroup": self.group, "commitOffset": offset})
         except (ClientError, ConnectionError, TimeoutError) as exc:
             log.warning("cannot commit offset %d of %s: %s", offset, mq, exc)
+            self.pending[mq] = offset
+            return
+        if by_slave or resp.code != ResponseCode.SUCCESS:
+            self.pending[mq] = offset
+        else:
+            self.pending.pop(mq, None)
 
     async def persist(self) -> None:
-        """Nothing to do: every update already went to the broker."""
+        """Send again the offsets only a slave (or no broker) took."""
+        for mq, offset in list(self.pending.items()):
+            if self.pending.get(mq) == offset:
+                await self.update(mq, offset)
 
 
 DEFAULT_LOCAL_OFFSET_ROOT = Path.home() / ".rocketmq_offsets"

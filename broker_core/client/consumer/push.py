@@ -121,7 +121,7 @@ class PushConsumer(_ConsumerBase):
         self.instance_name = instance_name
         self.offset_file = local_offset_path(Path(offset_store_dir or DEFAULT_LOCAL_OFFSET_ROOT), local_ip(),
                                              instance_name, group)
-        self.offset_store: OffsetStore = RemoteBrokerOffsetStore(group, self._queue_request)
+        self.offset_store: OffsetStore = RemoteBrokerOffsetStore(group, self._admin_request)
         self._tasks: list[asyncio.Task[None]] = []
         self._rebalance_now: asyncio.Event | None = None
         self.running = False
