@@ -4,7 +4,8 @@
 
 Opens (and recovers) the store directory, serves the broker protocol on ``--listen`` (port 0 picks a free
 port), registers with the name servers, and prints one line ``READY port=<port>`` once it accepts
-connections. SIGTERM or SIGINT shut it down cleanly (unregister, flush, checkpoint, remove ``abort``),
+connections (``READY port=<port> grpc_port=<port>`` when RocketMQ 5 gRPC is on: ``--grpc-listen HOST:PORT``
+or ``grpcListenPort``). SIGTERM or SIGINT shut it down cleanly (unregister, flush, checkpoint, remove ``abort``),
 exit code 0. Exit code 1: the store cannot be opened (e.g. another broker holds it); 2: bad options.
 """
 
@@ -35,16 +36,20 @@ def build_parser() -> argparse.ArgumentParser:
                         help="store directory; overrides every store path of the config (storePathRootDir, ...)")
     parser.add_argument("--listen", default="127.0.0.1:10911",
                         help="HOST:PORT to serve on; port 0 picks a free port (default 127.0.0.1:10911)")
+    parser.add_argument("--grpc-listen", metavar="HOST:PORT",
+                        help="also serve RocketMQ 5 gRPC (MessagingService) here; port 0 picks a free port "
+                             "(overrides grpcListenPort); the ready line then reads READY port=N grpc_port=M")
     parser.add_argument("--namesrv", help="name servers HOST:PORT[;HOST:PORT] (overrides namesrvAddr)")
     parser.add_argument("--config", help="a RocketMQ-style broker.conf file")
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
     return parser
 
 
-async def serve(config: BrokerConfig, host: str, port: int) -> int:
+async def serve(config: BrokerConfig, host: str, port: int, grpc_host: str | None = None) -> int:
     from broker_core.server.controller import BrokerController
 
     controller = BrokerController(config)
+    controller.grpc_host = grpc_host
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -58,7 +63,8 @@ async def serve(config: BrokerConfig, host: str, port: int) -> int:
         print(f"error: cannot listen on {host}:{port}: {exc}", file=sys.stderr)
         await loop.run_in_executor(None, controller.store.shutdown)
         return 1
-    print(f"READY port={bound}", flush=True)
+    grpc = f" grpc_port={controller.grpc_port}" if controller.grpc is not None else ""
+    print(f"READY port={bound}{grpc}", flush=True)
     await stop.wait()
     logging.getLogger("broker_core").info("shutting down")
     await controller.shutdown()
@@ -74,6 +80,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: --listen must be HOST:PORT, got {args.listen!r}", file=sys.stderr)
         return 2
     overrides = {"listen_port": int(port_text)}
+    grpc_host = None
+    if args.grpc_listen is not None:
+        grpc_host, _, grpc_port = args.grpc_listen.rpartition(":")
+        if not grpc_host or not grpc_port.isdigit():
+            print(f"error: --grpc-listen must be HOST:PORT, got {args.grpc_listen!r}", file=sys.stderr)
+            return 2
+        overrides["grpc_listen_port"] = int(grpc_port)
     if args.namesrv is not None:
         overrides["namesrv_addr"] = args.namesrv
     try:
@@ -83,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     for key in config.unknown_keys:
         logging.getLogger("broker_core").info("broker.conf key %s is not used by this broker", key)
-    return loops.run(serve(config, host, int(port_text)))
+    return loops.run(serve(config, host, int(port_text), grpc_host))
 
 
 if __name__ == "__main__":

@@ -132,6 +132,9 @@ class BrokerController:
         self.master_addr = ""  # a slave's master, as the name server answers registration
         self.master_ha_addr = ""
         self.order_topic_config: dict[str, str] | None = None  # ORDER_TOPIC_CONFIG from the registration answer
+        self.grpc: Any = None  # broker_core.grpc.server.GrpcServer when grpcListenPort >= 0
+        self.grpc_host: str | None = None  # --grpc-listen's host (else the remoting listen host)
+        self.grpc_port = 0
         self.ha = BrokerHA(self)  # replication: the HA listener; on a slave also the HA client and config sync
 
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
@@ -174,6 +177,11 @@ class BrokerController:
         await self._listen_vip(host, port)
         self.store.set_store_port(self.port)
         await self.ha.start(host, self.port)
+        if self.config.grpc_listen_port >= 0:  # RocketMQ 5 clients (broker_core/grpc), in the same process
+            from broker_core.grpc.server import GrpcServer
+
+            self.grpc = GrpcServer(self)
+            self.grpc_port = await self.grpc.start(self.grpc_host or host, self.config.grpc_listen_port)
         self._tasks.append(asyncio.ensure_future(self._periodic()))
         self._tasks.append(asyncio.ensure_future(expire_snapshots(
             self.snapshots, max_lifetime_ms=self.config.snapshot_max_lifetime_ms)))
@@ -345,6 +353,8 @@ class BrokerController:
         await self.unregister_all()
         if self.hold is not None:
             self.hold.wake_all()
+        if self.grpc is not None:
+            await self.grpc.stop()
         if self.server is not None:
             await self.server.close()
         await self.namesrv_client.close()

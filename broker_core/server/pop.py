@@ -100,10 +100,14 @@ class PopService:
         return self.state.inflight_by_group[group]
 
     def pop(self, group: str, topic: str, max_nums: int, invisible_ms: int, sub: Subscription,
-            max_reconsume: int) -> tuple[list[bytes], list[dict[str, object]]]:
+            max_reconsume: int, fifo: bool = False) -> tuple[list[bytes], list[dict[str, object]]]:
         """Hand out up to ``max_nums`` messages: expired in-flight ones first, then new ones (while the group
         is under ``popInflightMessageThreshold``) that ``sub`` selects (by tag hash in the store, or by SQL92 on
-        each record here: a record it does not select is passed over, never put in flight)."""
+        each record here: a record it does not select is passed over, never put in flight).
+
+        ``fifo`` (RocketMQ 5 FIFO groups, over gRPC): a queue with a message in flight whose invisible time has
+        not run out hands out nothing, so a queue's messages (and so each message group's, hashed to one
+        queue) are received in order, the next only once the earlier ones are acked or dead-lettered."""
         hashes = sub.tag_hashes
         store = self.ctl.store
         state = self.state
@@ -117,6 +121,8 @@ class PopService:
                 break
             key = (group, topic, queue_id)
             pq = self._queue(group, topic, queue_id)
+            if fifo and any(fl.deadline_ms > now for fl in pq.inflight.values()):
+                continue
             handed: list[int] = []
             gone: list[int] = []
             for offset, fl in sorted(pq.inflight.items()):  # deadlines passed: deliver again (or dead-letter)

@@ -59,6 +59,12 @@ def http_up(url: str) -> bool:
 
 
 def _start(args: list[str], log_path: Path) -> tuple[subprocess.Popen, int]:  # type: ignore[type-arg]
+    proc, ports = start_ready(args, log_path)
+    return proc, ports["port"]
+
+
+def start_ready(args: list[str], log_path: Path) -> tuple[subprocess.Popen, dict[str, int]]:  # type: ignore[type-arg]
+    """Start ``python <args>`` and wait for its ready line ``READY port=N [grpc_port=M]``: the ports by name."""
     log = open(log_path, "ab")  # the child keeps the descriptor; ours closes with the test process
     proc = subprocess.Popen([sys.executable, *args], cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=log)
     assert proc.stdout is not None
@@ -67,7 +73,7 @@ def _start(args: list[str], log_path: Path) -> tuple[subprocess.Popen, int]:  # 
         proc.kill()
         raise RuntimeError(f"{args} did not start: {line!r}; see {log_path}: {log_path.read_text()[-2000:]}")
     threading.Thread(target=proc.stdout.read, daemon=True).start()  # drain
-    return proc, int(line.strip().split("=", 1)[1])
+    return proc, {k: int(v) for k, v in (field.split("=", 1) for field in line.split()[1:])}
 
 
 @dataclass
@@ -79,6 +85,7 @@ class BrokerProcess:
     extra_conf: str = ""
     proc: subprocess.Popen | None = None  # type: ignore[type-arg]
     port: int = 0
+    grpc_port: int = 0  # with grpcListenPort in extra_conf: the ready line's grpc_port
 
     @property
     def addr(self) -> str:
@@ -92,7 +99,8 @@ class BrokerProcess:
                         + self.extra_conf)
         args = ["-m", "broker_core", "--store-dir", str(self.store_dir), "--listen", f"127.0.0.1:{port}",
                 "--namesrv", self.namesrv, "--config", str(conf)]
-        self.proc, self.port = _start(args, self.log_path)
+        self.proc, ports = start_ready(args, self.log_path)
+        self.port, self.grpc_port = ports["port"], ports.get("grpc_port", 0)
         return self
 
     def kill(self) -> None:

@@ -76,7 +76,7 @@ def test_writes_java_form(tmp_path: Path) -> None:
     assert loads_fastjson(groups.encode())["subscriptionGroupTable"]["cg"] == {
         "brokerId": 0, "consumeBroadcastEnable": True, "consumeEnable": True, "consumeFromMinEnable": True,
         "groupName": "cg", "notifyConsumerIdsChangedEnable": True, "retryMaxTimes": 16, "retryQueueNums": 1,
-        "whichBrokerWhenConsumeSlowly": 1}
+        "whichBrokerWhenConsumeSlowly": 1, "consumeMessageOrderly": False}
     # and it reads back
     assert TopicConfigManager(tmp_path).get("Orders") == topics.get("Orders")
     assert ConsumerOffsetManager(tmp_path).query("cg", "Orders", 1) == 97

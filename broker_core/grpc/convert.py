@@ -1,0 +1,168 @@
+"""Between RocketMQ 5's protobuf ``Message`` and the broker's records, as the RocketMQ 5 proxy maps them.
+
+gRPC -> record (a send):
+
+| gRPC ``Message``                       | record                                                       |
+|----------------------------------------|--------------------------------------------------------------|
+| ``system_properties.message_id``       | property ``UNIQ_KEY`` (what 4.x clients show as the msg id)  |
+| ``tag`` / ``keys``                     | ``TAGS`` / ``KEYS`` (space-joined)                           |
+| ``message_group``                      | ``__SHARDINGKEY`` (the proxy's name; FIFO queue by its hash) |
+| ``delivery_timestamp``                 | ``TIMER_DELIVER_MS`` (ms; the timer holds it until then)     |
+| ``born_timestamp`` / ``born_host``     | BORNTIMESTAMP / BORNHOST                                     |
+| ``user_properties``                    | properties as they are                                       |
+| ``body`` (GZIP encoding)               | body gunzipped (records hold the plain body)                 |
+
+record -> gRPC (a delivery): the reverse, with ``body_encoding`` IDENTITY (a 4.x client's zlib-compressed body
+is inflated first: gRPC's GZIP is not zlib), ``body_digest`` CRC32 (8 upper-case hex digits), the message type
+guessed from the properties, ``delivery_attempt`` = reconsume times + 1, and the receipt handle, queue,
+offset, store time and host, invisible duration.
+"""
+
+from __future__ import annotations
+
+import gzip
+import socket
+import zlib
+from collections.abc import Iterable, Mapping
+
+from broker_core.codec.message import (
+    COMPRESSED_FLAG,
+    PROPERTY_CLUSTER,
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_KEYS,
+    PROPERTY_TAGS,
+    PROPERTY_TRANSACTION_PREPARED,
+    PROPERTY_UNIQ_KEY,
+    MessageRecord,
+)
+from broker_core.grpc.stubs import pb
+
+PROPERTY_SHARDING_KEY = "__SHARDINGKEY"  # upstream MessageConst.PROPERTY_SHARDING_KEY (FIFO message group)
+PROPERTY_TIMER_DELIVER_MS = "TIMER_DELIVER_MS"  # upstream MessageConst (RocketMQ 5 timer messages)
+# properties the broker or the 4.x protocol owns: not shown to RocketMQ 5 clients as user properties
+SYSTEM_PROPERTY_NAMES = frozenset({
+    PROPERTY_TAGS, PROPERTY_KEYS, PROPERTY_UNIQ_KEY, PROPERTY_SHARDING_KEY, PROPERTY_TIMER_DELIVER_MS,
+    PROPERTY_CLUSTER, PROPERTY_TRANSACTION_PREPARED, "PGROUP", "REAL_TOPIC", "REAL_QID", "WAIT", "MIN_OFFSET",
+    "MAX_OFFSET", "CONSUME_START_TIME", "TRAN_PREPARED_QUEUE_OFFSET", "MSG_REGION", "TRACE_ON"})
+
+
+def millis(ts: pb.google_dot_protobuf_dot_timestamp__pb2.Timestamp) -> int:  # type: ignore[name-defined]
+    return int(ts.seconds) * 1000 + int(ts.nanos) // 1_000_000
+
+
+def set_millis(ts: object, ms: int) -> None:
+    ts.seconds, ts.nanos = divmod(ms, 1000)  # type: ignore[attr-defined]
+    ts.nanos *= 1_000_000  # type: ignore[attr-defined]
+
+
+def duration_ms(d: object, default_ms: int) -> int:
+    ms = int(d.seconds) * 1000 + int(d.nanos) // 1_000_000  # type: ignore[attr-defined]
+    return ms if ms > 0 else default_ms
+
+
+def message_type(props: Mapping[str, str]) -> int:
+    if props.get(PROPERTY_TRANSACTION_PREPARED) == "true":
+        return pb.TRANSACTION
+    if PROPERTY_SHARDING_KEY in props:
+        return pb.FIFO
+    if PROPERTY_TIMER_DELIVER_MS in props or PROPERTY_DELAY_TIME_LEVEL in props:
+        return pb.DELAY
+    return pb.NORMAL
+
+
+def record_properties(msg: object) -> dict[str, str]:
+    """The properties a send of ``msg`` (a ``pb.Message``) stores (ValueError: a clash the client must fix)."""
+    sp = msg.system_properties  # type: ignore[attr-defined]
+    props = dict(msg.user_properties)  # type: ignore[attr-defined]
+    clash = SYSTEM_PROPERTY_NAMES.intersection(props)
+    if clash:
+        raise ValueError(f"user property {sorted(clash)[0]} is a system property name")
+    if sp.tag:
+        props[PROPERTY_TAGS] = sp.tag
+    keys = [k for k in sp.keys if k]
+    if keys:
+        props[PROPERTY_KEYS] = " ".join(keys)
+    props[PROPERTY_UNIQ_KEY] = sp.message_id
+    if sp.HasField("message_group") and sp.message_group:
+        props[PROPERTY_SHARDING_KEY] = sp.message_group
+    if sp.HasField("delivery_timestamp"):
+        props[PROPERTY_TIMER_DELIVER_MS] = str(millis(sp.delivery_timestamp))
+    return props
+
+
+def body_of(msg: object) -> bytes:
+    body = bytes(msg.body)  # type: ignore[attr-defined]
+    if msg.system_properties.body_encoding == pb.GZIP:  # type: ignore[attr-defined]
+        return gzip.decompress(body)
+    return body
+
+
+def born_host(msg: object, peer: str) -> str:
+    """The send's born host: the client's own ``born_host`` when it is an IPv4 address, else the peer's."""
+    host = str(msg.system_properties.born_host)  # type: ignore[attr-defined]
+    try:
+        socket.inet_aton(host)
+        return host
+    except OSError:
+        return peer
+
+
+def _host_port(addr: str) -> str:
+    return addr
+
+
+def to_pb(rec: MessageRecord, topic: str, *, receipt_handle: str = "", invisible_ms: int = 0,
+          attempt: int | None = None, queue_id: int | None = None, queue_offset: int | None = None) -> object:
+    """A stored record as the ``pb.Message`` a RocketMQ 5 client receives (``topic``: the name it asked for,
+    e.g. the real topic of a retry or half record)."""
+    props = rec.properties
+    body = rec.body
+    if rec.sys_flag & COMPRESSED_FLAG:
+        body = zlib.decompress(body)
+    out = pb.Message()
+    out.topic.name = topic
+    out.body = body
+    for k, v in props.items():
+        if k not in SYSTEM_PROPERTY_NAMES:
+            out.user_properties[k] = v
+    sp = out.system_properties
+    tags = props.get(PROPERTY_TAGS)
+    if tags:
+        sp.tag = tags
+    sp.keys.extend(rec.keys)
+    sp.message_id = rec.uniq_key or rec.offset_msg_id
+    sp.body_digest.type = pb.CRC32
+    sp.body_digest.checksum = format(zlib.crc32(body) & 0xFFFFFFFF, "08X")
+    sp.body_encoding = pb.IDENTITY
+    sp.message_type = message_type(props)
+    set_millis(sp.born_timestamp, rec.born_timestamp)
+    sp.born_host = rec.born_host.rpartition(":")[0]
+    set_millis(sp.store_timestamp, rec.store_timestamp)
+    sp.store_host = rec.store_host
+    if PROPERTY_TIMER_DELIVER_MS in props:
+        try:
+            set_millis(sp.delivery_timestamp, int(props[PROPERTY_TIMER_DELIVER_MS]))
+        except ValueError:
+            pass
+    if PROPERTY_SHARDING_KEY in props:
+        sp.message_group = props[PROPERTY_SHARDING_KEY]
+    if receipt_handle:
+        sp.receipt_handle = receipt_handle
+        sp.invisible_duration.seconds, rest = divmod(invisible_ms, 1000)
+        sp.invisible_duration.nanos = rest * 1_000_000
+    sp.queue_id = rec.queue_id if queue_id is None else queue_id
+    sp.queue_offset = rec.queue_offset if queue_offset is None else queue_offset
+    sp.delivery_attempt = rec.reconsume_times + 1 if attempt is None else attempt
+    return out
+
+
+def status(code: int, message: str = "") -> object:
+    return pb.Status(code=code, message=message or pb.Code.Name(code))
+
+
+def worst(codes: Iterable[int]) -> int:
+    """The top-level code of a multi-entry answer: the one code when all agree, else MULTIPLE_RESULTS."""
+    distinct = set(codes)
+    if len(distinct) == 1:
+        return distinct.pop()
+    return pb.MULTIPLE_RESULTS if distinct else pb.OK
