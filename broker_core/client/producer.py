@@ -70,7 +70,8 @@ class LatencyFaultTolerance:
 
 class Producer:
     def __init__(self, group: str, namesrv_addr: str, *, send_timeout: float = 3.0,
-                 retry_times_when_send_failed: int = 2, max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+                 retry_times_when_send_failed: int = 2, retry_times_when_send_async_failed: int = 2,
+                 max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
                  latency_fault_enable: bool = True, compress_msg_body_over_howmuch: int = 4096,
                  instance: ClientInstance | None = None, create_topics: bool = True,
                  credentials: SessionCredentials | None = None) -> None:
@@ -86,6 +87,7 @@ class Producer:
         self.instance = shared_instance(instance, namesrv_addr, credentials)
         self.send_timeout = send_timeout
         self.retry_times = retry_times_when_send_failed
+        self.retry_times_async = retry_times_when_send_async_failed  # RocketMQ's retryTimesWhenSendAsyncFailed
         self.max_message_size = max_message_size
         self.compress_over = compress_msg_body_over_howmuch
         self.fault = LatencyFaultTolerance() if latency_fault_enable else None
@@ -176,7 +178,8 @@ class Producer:
                    queue: MessageQueue | None = None) -> concurrent.futures.Future[SendResult]:
         """Returns a future (``asyncio.wrap_future`` makes it awaitable); ``callback(result, error)`` runs on
         the client loop thread when given."""
-        fut = asyncio.run_coroutine_threadsafe(self.asend(msg, queue), self.instance.loop)
+        fut = asyncio.run_coroutine_threadsafe(self.asend(msg, queue, retries=self.retry_times_async),
+                                               self.instance.loop)
         if callback is not None:
             fut.add_done_callback(lambda f: callback(None, f.exception()) if f.exception()
                                   else callback(f.result(), None))
@@ -225,11 +228,12 @@ class Producer:
 
     async def _send(self, topic: str, build: Callable[[MessageQueue], RemotingCommand], queue: MessageQueue | None,
                     selector: QueueSelector | None = None, msg: Message | None = None, arg: Any = None,
-                    oneway: bool = False) -> tuple[RemotingCommand | None, MessageQueue]:
+                    oneway: bool = False, retries: int | None = None) -> tuple[RemotingCommand | None, MessageQueue]:
         deadline = time.monotonic() + self.send_timeout
         last_broker: str | None = None
         last_error: Exception | None = None
-        for _ in range(1 + (0 if queue is not None or selector is not None else self.retry_times)):
+        retries = self.retry_times if retries is None else retries
+        for _ in range(1 + (0 if queue is not None or selector is not None else retries)):
             left = deadline - time.monotonic()
             if left <= 0:
                 break
@@ -307,7 +311,8 @@ class Producer:
         return body, 0
 
     async def asend(self, msg: Message, queue: MessageQueue | None = None, selector: QueueSelector | None = None,
-                    arg: Any = None) -> SendResult:
+                    arg: Any = None, retries: int | None = None) -> SendResult:
+        """``retries``: other brokers tried after a failure (default ``retry_times_when_send_failed``)."""
         props, props_b = self._single(msg)
         fields = send_fields(self.group, msg.topic, 0, msg.flag, props_b.decode())
         body, fields["f"] = self._body(msg)
@@ -316,7 +321,7 @@ class Producer:
             return RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, {
                 **fields, "e": mq.queue_id, "g": int(time.time() * 1000)}, body)
 
-        resp, mq = await self._send(msg.topic, build, queue, selector, msg, arg)
+        resp, mq = await self._send(msg.topic, build, queue, selector, msg, arg, retries=retries)
         return self._result(resp, mq, props[PROPERTY_UNIQ_KEY])  # type: ignore[arg-type]  # a str by construction (UNIQ_KEY set above / ids joined)
 
     async def asend_oneway(self, msg: Message, queue: MessageQueue | None = None) -> None:

@@ -147,3 +147,29 @@ def test_a_producer_retries_on_another_broker(setup: tuple[Cluster, InProcessBro
         assert busy.ctl.fast_failure.refused > refused_before  # the busy broker was tried and said SYSTEM_BUSY
     finally:
         producer.shutdown()
+
+
+def test_async_sends_retry_elsewhere_as_retry_times_when_send_async_failed_says(
+        setup: tuple[Cluster, InProcessBroker]) -> None:
+    cluster, busy = setup
+    retrying = Producer("ff-async", cluster.namesrv, send_timeout=10).start()
+    no_retry = Producer("ff-async-none", cluster.namesrv, send_timeout=10, retry_times_when_send_async_failed=0,
+                        latency_fault_enable=False).start()
+    try:
+        retrying.send(Message("Busy", b"route"))
+        no_retry.send(Message("Busy", b"route"))
+        busy.hold_store()
+        try:
+            wait_until(lambda: busy.ctl.store.put_lock_held_ms() > PC_MS, timeout=10, what="the lock held long")
+            ok = [retrying.send_async(Message("Busy", f"a{i}".encode())) for i in range(4)]
+            assert {f.result(10).message_queue.broker_name for f in ok} == {"calm-b"}  # type: ignore[union-attr]  # set by every send
+            outcomes = [no_retry.send_async(Message("Busy", f"n{i}".encode())) for i in range(4)]
+            errors = [f.exception(10) for f in outcomes]
+        finally:
+            busy.release_store()
+        # round robin over both brokers: the sends that went to the busy one failed, with no retry
+        assert any(e is not None and "[PC_SYNCHRONIZED]broker busy" in str(e) for e in errors)
+        assert any(e is None for e in errors)
+    finally:
+        retrying.shutdown()
+        no_retry.shutdown()

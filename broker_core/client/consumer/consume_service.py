@@ -76,7 +76,9 @@ class ConsumeService:
 
     def __init__(self, instance: ClientInstance, group: str, listener: Listener, *,
                  pool: concurrent.futures.ThreadPoolExecutor, running: Callable[[], bool], max_reconsume_times: int,
-                 trace: ConsumeTrace | None = None) -> None:
+                 trace: ConsumeTrace | None = None, batch_max_size: int = 1) -> None:
+        if batch_max_size < 1:
+            raise ValueError("consume_message_batch_max_size must be >= 1")
         self.instance = instance
         self.group = group
         self.listener = listener
@@ -84,23 +86,26 @@ class ConsumeService:
         self.running = running
         self.max_reconsume_times = max_reconsume_times
         self.trace = trace
+        self.batch_max_size = batch_max_size  # consumeMessageBatchMaxSize: messages per listener call
 
     def submit(self, pq: ProcessQueue, msgs: Iterable[MessageExt]) -> None:
         """``msgs`` were just put into ``pq.msgs`` by a pull; consume them (called on the event loop)."""
         raise NotImplementedError
 
-    def consume(self, msg: MessageExt) -> bool:
-        """Run the listener on one message (in a pool thread); True when it returned CONSUME_SUCCESS."""
+    def consume(self, msgs: list[MessageExt]) -> bool:
+        """Run the listener on up to ``batch_max_size`` messages (in a pool thread); True when it returned
+        CONSUME_SUCCESS, which then holds for all of them (as RocketMQ's batch consumption)."""
         started = time.perf_counter()
         started_ms = int(time.time() * 1000)
         try:
-            status = self.listener([msg])
+            status = self.listener(msgs)
         except Exception:  # a listener error means "consume it again", never a lost message
-            log.exception("listener of %s raised for %s", self.group, msg.msg_id)
+            log.exception("listener of %s raised for %s", self.group, [m.msg_id for m in msgs])
             status = None
         ok = status is ConsumeStatus.CONSUME_SUCCESS
         if self.trace is not None:
-            self.instance.loop.call_soon_threadsafe(self.trace.outcome, msg, ok, started, started_ms)
+            for msg in msgs:
+                self.instance.loop.call_soon_threadsafe(self.trace.outcome, msg, ok, started, started_ms)
         return ok
 
     async def send_back(self, msg: MessageExt, delay_level: int) -> bool:
@@ -122,44 +127,59 @@ class ConsumeService:
 
 
 class ConcurrentlyConsumeService(ConsumeService):
+    """Also enforces ``consumeTimeout``: :meth:`clean_expired` sends back a message whose listener call has run
+    longer than ``consume_timeout_s`` (delay level 3, as RocketMQ's ``cleanExpireMsg``) and takes it out of its
+    queue, so one stuck call cannot hold the queue's offset for ever; the call's late result is ignored."""
+
     def __init__(self, instance: ClientInstance, group: str, listener: Listener, *,
                  pool: concurrent.futures.ThreadPoolExecutor, running: Callable[[], bool], max_reconsume_times: int,
-                 clustering: bool, reconsume_delay: float, trace: ConsumeTrace | None = None) -> None:
+                 clustering: bool, reconsume_delay: float, trace: ConsumeTrace | None = None,
+                 batch_max_size: int = 1, consume_timeout_s: float = 15 * 60) -> None:
         super().__init__(instance, group, listener, pool=pool, running=running,
-                         max_reconsume_times=max_reconsume_times, trace=trace)
+                         max_reconsume_times=max_reconsume_times, trace=trace, batch_max_size=batch_max_size)
         self.clustering = clustering
         self.reconsume_delay = reconsume_delay
+        self.consume_timeout_s = consume_timeout_s
+        self.expired = 0  # messages sent back by consumeTimeout
         self._background: set[asyncio.Task[None]] = set()
 
     def submit(self, pq: ProcessQueue, msgs: Iterable[MessageExt]) -> None:
+        batch = list(msgs)
+        for i in range(0, len(batch), self.batch_max_size):
+            self._run(pq, batch[i:i + self.batch_max_size])
+
+    def _run(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+        now = time.monotonic()
         for m in msgs:
-            self._run(pq, m)
+            pq.consuming_since[m.queue_offset] = now
+        fut = asyncio.get_running_loop().run_in_executor(self.pool, self.consume, msgs)
+        fut.add_done_callback(functools.partial(self._consumed, pq, msgs))
 
-    def _run(self, pq: ProcessQueue, msg: MessageExt) -> None:
-        fut = asyncio.get_running_loop().run_in_executor(self.pool, self.consume, msg)
-        fut.add_done_callback(functools.partial(self._consumed, pq, msg))
-
-    def _consumed(self, pq: ProcessQueue, msg: MessageExt, fut: asyncio.Future[bool]) -> None:
+    def _consumed(self, pq: ProcessQueue, msgs: list[MessageExt], fut: asyncio.Future[bool]) -> None:
         ok = not fut.cancelled() and fut.exception() is None and fut.result()
-        if pq.dropped or pq.msgs.get(msg.queue_offset) is not msg:
-            return
-        if ok:
-            del pq.msgs[msg.queue_offset]
-            return
-        if not self.clustering:  # broadcasting: no retry (INVENTORY §19); the message is skipped
-            log.warning("%s: broadcast message %s failed and is skipped", self.group, msg.msg_id)
-            del pq.msgs[msg.queue_offset]
-            return
-        task = asyncio.ensure_future(self._send_back(pq, msg))
+        for msg in msgs:
+            if pq.dropped or pq.msgs.get(msg.queue_offset) is not msg:
+                continue  # dropped, or taken out by consumeTimeout
+            if ok:
+                pq.remove(msg.queue_offset)
+            elif not self.clustering:  # broadcasting: no retry (INVENTORY §19); the message is skipped
+                log.warning("%s: broadcast message %s failed and is skipped", self.group, msg.msg_id)
+                pq.remove(msg.queue_offset)
+            else:
+                pq.consuming_since.pop(msg.queue_offset, None)
+                self._background_send_back(pq, msg, 0)
+
+    def _background_send_back(self, pq: ProcessQueue, msg: MessageExt, delay_level: int) -> None:
+        task = asyncio.ensure_future(self._send_back(pq, msg, delay_level))
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    async def _send_back(self, pq: ProcessQueue, msg: MessageExt) -> None:
+    async def _send_back(self, pq: ProcessQueue, msg: MessageExt, delay_level: int = 0) -> None:
         """Hand a failed message to the broker's retry topic (or DLQ past the maximum); retry locally only
         if the broker cannot take it."""
-        if await self.send_back(msg, 0):
+        if await self.send_back(msg, delay_level):
             if pq.msgs.get(msg.queue_offset) is msg:
-                del pq.msgs[msg.queue_offset]
+                pq.remove(msg.queue_offset)
             return
         msg.reconsume_times += 1
         asyncio.get_running_loop().call_later(self.reconsume_delay, lambda: self._retry(pq, msg))
@@ -167,15 +187,37 @@ class ConcurrentlyConsumeService(ConsumeService):
     def _retry(self, pq: ProcessQueue, msg: MessageExt) -> None:
         if pq.dropped or not self.running() or pq.msgs.get(msg.queue_offset) is not msg:
             return
-        self._run(pq, msg)
+        self._run(pq, [msg])
+
+    def clean_expired(self, queues: Iterable[ProcessQueue]) -> int:
+        """consumeTimeout: send back (clustering) or skip (broadcasting) each message whose listener call started
+        more than ``consume_timeout_s`` ago. Returns how many were taken out."""
+        deadline = time.monotonic() - self.consume_timeout_s
+        n = 0
+        for pq in queues:
+            for offset, since in sorted(pq.consuming_since.items()):
+                msg = pq.msgs.get(offset)
+                if since > deadline or msg is None or pq.dropped:
+                    continue
+                log.warning("%s: %s has been consumed for more than %.0f s: sent back", self.group, msg.msg_id,
+                            self.consume_timeout_s)
+                pq.consuming_since.pop(offset, None)
+                n += 1
+                if self.clustering:
+                    self._background_send_back(pq, msg, 3)  # RocketMQ's cleanExpireMsg sends back at level 3
+                else:
+                    pq.remove(offset)
+        self.expired += n
+        return n
 
 
 class OrderlyConsumeService(ConsumeService):
     def __init__(self, instance: ClientInstance, group: str, listener: Listener, *,
                  pool: concurrent.futures.ThreadPoolExecutor, running: Callable[[], bool], max_reconsume_times: int,
-                 suspend_current_queue_time: float, trace: ConsumeTrace | None = None) -> None:
+                 suspend_current_queue_time: float, trace: ConsumeTrace | None = None,
+                 batch_max_size: int = 1) -> None:
         super().__init__(instance, group, listener, pool=pool, running=running,
-                         max_reconsume_times=max_reconsume_times, trace=trace)
+                         max_reconsume_times=max_reconsume_times, trace=trace, batch_max_size=batch_max_size)
         self.suspend_current_queue_time = suspend_current_queue_time
 
     def submit(self, pq: ProcessQueue, msgs: Iterable[MessageExt]) -> None:
@@ -188,17 +230,20 @@ class OrderlyConsumeService(ConsumeService):
             if not pq.locked:
                 await asyncio.sleep(0.1)
                 continue
-            offset = min(pq.msgs)
-            msg = pq.msgs[offset]
-            ok = await loop.run_in_executor(self.pool, self.consume, msg)
+            batch = [pq.msgs[o] for o in sorted(pq.msgs)[:self.batch_max_size]]  # the lowest offsets, in order
+            ok = await loop.run_in_executor(self.pool, self.consume, batch)
             if pq.dropped:
                 return
             if ok:
-                del pq.msgs[offset]
+                for m in batch:
+                    pq.remove(m.queue_offset)
                 continue
-            msg.reconsume_times += 1
-            if msg.reconsume_times > self.max_reconsume_times and await self.send_back(msg, -1):
-                del pq.msgs[offset]
+            for m in batch:
+                m.reconsume_times += 1
+            if batch[0].reconsume_times > self.max_reconsume_times and all(
+                    [await self.send_back(m, -1) for m in batch]):
+                for m in batch:
+                    pq.remove(m.queue_offset)
                 continue
             await asyncio.sleep(self.suspend_current_queue_time)
         log.info("%s no longer consumes %s", self.instance.client_id, pq.mq)

@@ -6,8 +6,10 @@ PushConsumer invariants:
    announces a membership change).
 2. The committed offset of a queue is the smallest offset still being consumed (or the next offset when
    nothing is in flight), so a crash re-delivers rather than skips: at-least-once.
-3. Flow control: a queue stops pulling while it caches more than ``pull_threshold_for_queue`` (1000)
-   messages or its cached offsets span more than ``consume_concurrently_max_span`` (2000).
+3. Flow control: a queue stops pulling while it caches more than ``pull_threshold_for_queue`` (1000) messages
+   or ``pull_threshold_size_for_queue`` (100 MiB) of bodies, a topic-wide limit's share when one is set, or
+   (concurrent) its cached offsets span more than ``consume_concurrently_max_span`` (2000); see
+   :mod:`.flow_control`. ``suspend()`` stops all pulling until ``resume()``; ``pull_interval`` pauses after each pull.
 4. BROADCASTING: every member consumes every queue; offsets live in a local file, not on the broker, at
    ``<offset_store_dir>/<ip>@<instance_name>/<group>/offsets.json`` (RocketMQ's layout; ``instance_name``
    defaults to ``DEFAULT`` as there), so a restarted member resumes where it stopped. Two members of one
@@ -30,14 +32,9 @@ from broker_core.client.allocate import AllocateMessageQueueAveragely
 from broker_core.client.consumer.base import (
     _FROM_ROCKETMQ,
     _FROM_WIRE,
-    BROKER_SUSPEND_MAX_S,
     CONSUME_FROM_FIRST,
     CONSUME_FROM_LAST,
     CONSUME_FROM_TIMESTAMP,
-    PULL_DELAY_ON_ERROR_S,
-    PULL_DELAY_ON_FLOW_CONTROL_S,
-    PullStatus,
-    _ConsumerBase,
     check_client_in_brokers,
     subscription_data,
 )
@@ -49,6 +46,7 @@ from broker_core.client.consumer.consume_service import (
     ConsumeTrace,
     OrderlyConsumeService,
 )
+from broker_core.client.consumer.flow_control import FlowControl
 from broker_core.client.consumer.offset_store import (
     DEFAULT_LOCAL_OFFSET_ROOT,
     LocalFileOffsetStore,
@@ -57,6 +55,7 @@ from broker_core.client.consumer.offset_store import (
     local_offset_path,
 )
 from broker_core.client.consumer.process_queue import Listener, ProcessQueue
+from broker_core.client.consumer.push_pull import PullingMixin
 from broker_core.client.consumer.rebalance import QueueLocks, allocate
 from broker_core.client.instance import (
     NOTIFY_CONSUMER_IDS_CHANGED,
@@ -65,23 +64,30 @@ from broker_core.client.instance import (
     local_ip,
 )
 from broker_core.client.message import ClientError, MessageQueue
-from broker_core.codec import CodecError
-from broker_core.codec.message import PROPERTY_RETRY_TOPIC
 from broker_core.protocol import RemotingCommand, RequestCode
 from broker_core.protocol.acl import SessionCredentials
 from broker_core.protocol.bodies import decode_mq_offset_table
 from broker_core.protocol.filter import Subscription, parse_subscription
 from broker_core.protocol.validation import RETRY_GROUP_TOPIC_PREFIX, retry_topic
-from broker_core.remoting.client import RemotingTimeout, run_sync
+from broker_core.remoting.client import run_sync
 
 log = logging.getLogger(__name__)
 
 
-class PushConsumer(_ConsumerBase):
+class PushConsumer(PullingMixin):
+    """RocketMQ's DefaultMQPushConsumer. Resource controls (RocketMQ's names): ``pull_threshold_for_queue``,
+    ``pull_threshold_size_for_queue`` (MiB), ``pull_threshold_for_topic`` / ``pull_threshold_size_for_topic``
+    (-1 = off), ``consume_concurrently_max_span``, ``pull_interval`` (s), ``consume_message_batch_max_size``
+    (messages per listener call), ``consume_timeout`` (minutes a concurrent listener call may take before its
+    messages are sent back)."""
+
     def __init__(self, group: str, namesrv_addr: str, *, message_model: str = "CLUSTERING",
                  consume_from: str = CONSUME_FROM_LAST, consume_timestamp_ms: int | None = None,
                  allocate_strategy: object | None = None, pull_batch_size: int = 32, consume_thread_max: int = 20,
                  pull_threshold_for_queue: int = 1000, consume_concurrently_max_span: int = 2000,
+                 pull_threshold_size_for_queue: int = 100, pull_threshold_for_topic: int = -1,
+                 pull_threshold_size_for_topic: int = -1, pull_interval: float = 0.0,
+                 consume_message_batch_max_size: int = 1, consume_timeout: float = 15.0,
                  rebalance_interval: float = 20.0, persist_offset_interval: float = 5.0,
                  reconsume_delay: float = 1.0, offset_store_dir: str | os.PathLike[str] | None = None,
                  max_reconsume_times: int = -1, suspend_current_queue_time: float = 1.0,
@@ -100,8 +106,13 @@ class PushConsumer(_ConsumerBase):
         self.allocate_strategy = allocate_strategy or AllocateMessageQueueAveragely()
         self.locks = QueueLocks(self.instance, group)
         self.pull_batch_size = pull_batch_size
-        self.pull_threshold_for_queue = pull_threshold_for_queue
-        self.consume_concurrently_max_span = consume_concurrently_max_span
+        self.flow = FlowControl(pull_threshold_for_queue, pull_threshold_size_for_queue, pull_threshold_for_topic,
+                                pull_threshold_size_for_topic, consume_concurrently_max_span, pull_interval)
+        if consume_message_batch_max_size < 1 or consume_timeout <= 0:
+            raise ValueError("consume_message_batch_max_size must be >= 1 and consume_timeout > 0")
+        self.consume_message_batch_max_size = consume_message_batch_max_size
+        self.consume_timeout_s = consume_timeout * 60
+        self.suspended = False
         self.rebalance_interval = rebalance_interval
         self.persist_offset_interval = persist_offset_interval
         self.reconsume_delay = reconsume_delay
@@ -133,6 +144,14 @@ class PushConsumer(_ConsumerBase):
         ``enablePropertyFilter=true``). A bad expression raises ``SubscriptionParseError`` here."""
         self.subscriptions[topic] = parse_subscription(topic, expression, expression_type)
         self.sub_versions[topic] = time.time_ns() // 1_000_000
+
+    def unsubscribe(self, topic: str) -> None:
+        """Stop consuming ``topic``: its queues are dropped (their offsets committed) at once when running,
+        and the next heartbeat no longer lists it."""
+        self.subscriptions.pop(topic, None)
+        self.sub_versions.pop(topic, None)
+        if self.running and self._rebalance_now is not None:
+            self.instance.loop.call_soon_threadsafe(self._rebalance_now.set)
 
     def register_message_listener(self, listener: Listener, orderly: bool = False) -> None:
         """``orderly=True``: each queue is consumed by one thread at a time, in offset order, while this
@@ -173,14 +192,16 @@ class PushConsumer(_ConsumerBase):
                                          running=lambda: self.running,
                                          max_reconsume_times=(ORDERLY_UNLIMITED if self.max_reconsume_times < 0
                                                               else self.max_reconsume_times),
-                                         suspend_current_queue_time=self.suspend_current_queue_time, trace=trace)
+                                         suspend_current_queue_time=self.suspend_current_queue_time, trace=trace,
+                                         batch_max_size=self.consume_message_batch_max_size)
         return ConcurrentlyConsumeService(self.instance, self.group, listener, pool=self.pool,
                                           running=lambda: self.running,
                                           max_reconsume_times=(CONCURRENT_DEFAULT_MAX_RECONSUME
                                                                if self.max_reconsume_times < 0
                                                                else self.max_reconsume_times),
                                           clustering=self.clustering, reconsume_delay=self.reconsume_delay,
-                                          trace=trace)
+                                          trace=trace, batch_max_size=self.consume_message_batch_max_size,
+                                          consume_timeout_s=self.consume_timeout_s)
 
     async def _astart(self) -> None:
         await self.instance.start()
@@ -203,7 +224,8 @@ class PushConsumer(_ConsumerBase):
             raise
         await self.instance.heartbeat_all()
         await self.rebalance()
-        self._tasks += [asyncio.ensure_future(self._rebalance_loop()), asyncio.ensure_future(self._persist_loop())]
+        self._tasks += [asyncio.ensure_future(self._rebalance_loop()), asyncio.ensure_future(self._persist_loop()),
+                        asyncio.ensure_future(self._consume_timeout_loop())]
         if self.orderly:
             self._tasks.append(asyncio.ensure_future(self._lock_loop()))
 
@@ -256,7 +278,7 @@ class PushConsumer(_ConsumerBase):
         offsets = {(b, q): int(o) for (t, b, q), o in table.items() if t == topic}
         for mq, pq in list(self.process_queues.items()):
             if mq.topic == topic and (mq.broker_name, mq.queue_id) in offsets:
-                pq.msgs.clear()
+                pq.clear()
                 pq.next_offset = pq.last_committed = offsets[(mq.broker_name, mq.queue_id)]
 
     # ------------------------------------------------------------------ rebalance
@@ -334,67 +356,3 @@ class PushConsumer(_ConsumerBase):
         while self.running:
             await asyncio.sleep(self.lock_interval)
             await self._lock_all()
-
-    # ------------------------------------------------------------------ pulling and consuming
-    async def _pull_loop(self, pq: ProcessQueue) -> None:
-        sub = self.subscriptions[pq.mq.topic]
-        while not pq.dropped and self.running:
-            if self.orderly and (not pq.locked or pq.next_offset < 0):
-                if pq.locked:
-                    try:
-                        pq.next_offset = pq.last_committed = await self._start_offset(pq.mq)
-                    except (ClientError, ConnectionError, TimeoutError) as exc:
-                        log.warning("cannot compute the start offset of %s: %s", pq.mq, exc)
-                        await asyncio.sleep(PULL_DELAY_ON_ERROR_S)
-                        continue
-                    log.info("%s now consumes %s in order from %d", self.instance.client_id, pq.mq, pq.next_offset)
-                else:
-                    await asyncio.sleep(0.1)
-                continue
-            if len(pq.msgs) > self.pull_threshold_for_queue or pq.span() > self.consume_concurrently_max_span:
-                await asyncio.sleep(PULL_DELAY_ON_FLOW_CONTROL_S)
-                continue
-            try:
-                commit = -1
-                if self.clustering and pq.committable() != pq.last_committed:
-                    commit = pq.last_committed = pq.committable()
-                res = await self.apull(pq.mq, pq.next_offset, self.pull_batch_size, sub, BROKER_SUSPEND_MAX_S, commit,
-                                       self.sub_versions.get(pq.mq.topic, 0))
-            except asyncio.CancelledError:
-                raise
-            except (ClientError, ConnectionError, RemotingTimeout, CodecError, TimeoutError) as exc:
-                log.warning("pull %s failed: %s", pq.mq, exc)
-                await asyncio.sleep(PULL_DELAY_ON_ERROR_S)
-                continue
-            if pq.dropped:
-                return
-            if res.status == PullStatus.OFFSET_ILLEGAL:
-                log.warning("%s: offset %d is illegal, moving to %d", pq.mq, pq.next_offset, res.next_begin_offset)
-            for m in res.messages:
-                pq.msgs[m.queue_offset] = m
-                origin = m.properties.get(PROPERTY_RETRY_TOPIC)
-                if origin:  # a retry: the listener sees the topic it subscribed to
-                    m.topic = origin
-            pq.next_offset = res.next_begin_offset
-            if res.messages and self.consume_service is not None:
-                self.consume_service.submit(pq, res.messages)
-
-    # ------------------------------------------------------------------ offsets
-    async def _persist_loop(self) -> None:
-        while self.running:
-            await asyncio.sleep(self.persist_offset_interval)
-            await self._persist_offsets()
-
-    async def _commit_pq(self, pq: ProcessQueue) -> None:
-        """Commit what this queue consumed since the last commit. An owner that consumed nothing stays
-        silent: after a rebalance its start offset may already be stale (the previous owner committing
-        further at the same moment), and re-sending it would move the group's offset backwards."""
-        offset = pq.committable()
-        if offset != pq.last_committed or not self.clustering:
-            pq.last_committed = offset
-            await self.offset_store.update(pq.mq, offset)
-
-    async def _persist_offsets(self) -> None:
-        for pq in list(self.process_queues.values()):
-            await self._commit_pq(pq)
-        await self.offset_store.persist()
