@@ -153,6 +153,18 @@ class AdminClient(StoreAdminMixin):
             return [clients[k] for k in sorted(clients)]
         return self._run(go())
 
+    def subscriptions(self, group: str) -> dict[str, tuple[str, str]]:
+        """What the online members of ``group`` subscribe to, merged over the masters' ``subscriptionTable``:
+        ``{topic: (expression, expression type TAG|SQL92)}``; empty when no member is online."""
+        async def go() -> dict[str, tuple[str, str]]:
+            out: dict[str, tuple[str, str]] = {}
+            for _name, addr in sorted((await self._master_addrs()).items()):
+                data = await self._consumer_connection(addr, group)
+                for topic, sub in dict((data or {}).get("subscriptionTable") or {}).items():
+                    out[str(topic)] = (str(sub.get("subString") or "*"), str(sub.get("expressionType") or "TAG"))
+            return out
+        return self._run(go())
+
     def group_list(self) -> dict[str, dict[str, Any]]:
         """Every consumer group a master knows, merged over masters: its subscription groups
         (GET_ALL_SUBSCRIPTIONGROUP_CONFIG) and the groups holding offsets (GET_ALL_CONSUMER_OFFSET):

@@ -10,6 +10,7 @@ from console.api.base import RoleAPIView, can_read_bodies, validated
 from console.api.serializers import MessageSearchSerializer
 from console.roles import VIEWER
 from console.selectors import messages as selectors
+from console.selectors import tracking
 from console.selectors.topics import check_topic_name
 
 
@@ -26,6 +27,23 @@ class MessageDetailView(RoleAPIView):
         else:
             msg = selectors.message_by_offset_id(msg_id)
         return Response(selectors.message_json(msg, can_read_bodies(request)))
+
+
+class MessageConsumptionView(RoleAPIView):
+    """``GET /messages/{msg_id}/consumption/[?topic=T]``: for every group consuming the message's topic, whether
+    it is ``consumed``, ``not_consumed``, ``filtered`` (its expression does not match), ``retrying`` or
+    ``dead_lettered`` (rocketmq-dashboard's "track message"), with the evidence."""
+
+    required_roles = {"GET": VIEWER}
+
+    @extend_schema(parameters=[OpenApiParameter("topic", str, description="the topic of a unique message id")])
+    def get(self, request: Request, msg_id: str) -> Response:
+        topic = request.query_params.get("topic")
+        if topic:
+            msg = selectors.message_by_unique_id(check_topic_name(topic), msg_id)
+        else:
+            msg = selectors.message_by_offset_id(msg_id)
+        return Response({"message": selectors.message_json(msg, False), "groups": tracking.consumption_status(msg)})
 
 
 class MessageSearchView(RoleAPIView):

@@ -27,6 +27,8 @@ urlpatterns = [
     path("topics/<str:name>/messages/", topics.TopicMessagesView.as_view(), name="topic-messages"),
     path("messages/", messages.MessageSearchView.as_view(), name="message-search"),
     path("messages/<str:msg_id>/", messages.MessageDetailView.as_view(), name="message-detail"),
+    path("messages/<str:msg_id>/consumption/", messages.MessageConsumptionView.as_view(),
+         name="message-consumption"),
     path("consumer-groups/", groups.ConsumerGroupListView.as_view(), name="group-list"),
     path("consumer-groups/<str:group>/", groups.ConsumerGroupView.as_view(), name="group-detail"),
     path("consumer-groups/<str:group>/receive/", groups.ReceiveView.as_view(), name="group-receive"),

@@ -12,6 +12,7 @@ from django.views.decorators.http import require_http_methods
 
 from console.roles import OPERATOR, VIEWER, has_role
 from console.selectors import messages as selectors
+from console.selectors import tracking
 from console.selectors.topics import check_topic_name
 from console.selectors.ui_messages import body_views, reproduce_topic
 from console.views.base import page
@@ -50,6 +51,7 @@ def message_detail(request: HttpRequest, msg_id: str) -> HttpResponse:
     return render(request, "console/message_detail.html", {
         "m": data, "body": body_views(msg.body) if can_read else None, "can_read_bodies": can_read,
         "properties": sorted(data["properties"].items()), "reproduce_topic": reproduce_topic(msg),
+        "consumption": tracking.consumption_status(msg),
     })
 
 
