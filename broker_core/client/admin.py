@@ -57,6 +57,17 @@ class AdminClient(StoreAdminMixin):
             return sorted(str(t) for t in body.get("topicList") or [])  # a Java TopicList is an unordered set
         return self._run(go())
 
+    def auto_created_topics(self) -> set[str]:
+        """Topics some master created on a first send (``autoCreateTopicEnable``), from GET_ALL_TOPIC_CONFIG."""
+        async def go() -> set[str]:
+            found: set[str] = set()
+            for _name, addr in sorted((await self._master_addrs()).items()):
+                body = loads_fastjson((await self._call(addr, RequestCode.GET_ALL_TOPIC_CONFIG)).body)
+                found |= {str(t) for t, cfg in items(body.get("topicConfigTable") or {})
+                          if isinstance(cfg, dict) and cfg.get("autoCreated") is True}
+            return found
+        return self._run(go())
+
     def topic_route(self, topic: str) -> dict[str, Any]:
         async def go() -> dict[str, Any]:
             return decode_route((await self._ns(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})).body)

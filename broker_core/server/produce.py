@@ -69,7 +69,7 @@ def writable_topic(ctl: BrokerController, cmd: RemotingCommand, topic: str,
         n = ctl.config.default_topic_queue_nums
         if default_queue_nums is not None and default_queue_nums > 0:
             n = min(n, default_queue_nums)
-        cfg = TopicConfig(topic, n, n)
+        cfg = TopicConfig(topic, n, n, auto_created=True)
         ctl.topics.upsert(cfg)
         ctl.spawn(ctl.register_all())
     if not cfg.writable:

@@ -51,6 +51,13 @@ def _to_json(obj: Any) -> dict[str, Any]:
     return dict(sorted((_camel(f.name), getattr(obj, f.name)) for f in fields(obj)))
 
 
+def _topic_json(cfg: Any) -> dict[str, Any]:
+    out = _to_json(cfg)
+    if not out.get("autoCreated"):
+        del out["autoCreated"]
+    return out
+
+
 def _counter(raw: Any) -> int:
     """``dataVersion.counter`` (Java) or the bare integer earlier versions wrote."""
     if isinstance(raw, dict):
@@ -60,7 +67,9 @@ def _counter(raw: Any) -> int:
 
 @dataclass
 class TopicConfig:
-    """RocketMQ 4.9's ``TopicConfig`` (``topicFilterType`` SINGLE_TAG or MULTI_TAG)."""
+    """RocketMQ 4.9's ``TopicConfig`` (``topicFilterType`` SINGLE_TAG or MULTI_TAG), plus ``auto_created`` (ours:
+    created by a first send under ``autoCreateTopicEnable``), written as ``autoCreated`` only when true so the
+    JSON of every other topic keeps RocketMQ's exact field set (Java readers ignore the extra key)."""
 
     topic_name: str
     read_queue_nums: int = 4
@@ -69,6 +78,7 @@ class TopicConfig:
     order: bool = False
     topic_filter_type: str = "SINGLE_TAG"
     topic_sys_flag: int = 0
+    auto_created: bool = False
 
     def wire(self) -> dict[str, int]:
         return {"readQueueNums": self.read_queue_nums, "writeQueueNums": self.write_queue_nums, "perm": self.perm}
@@ -121,7 +131,7 @@ class TopicConfigManager:
         """``TopicConfigSerializeWrapper``: ``{"dataVersion":{...},"topicConfigTable":{name: TopicConfig}}``."""
         table = self.table
         return {"dataVersion": {"counter": self.data_version, "timestamp": self.data_version_ts},
-                "topicConfigTable": {name: _to_json(table[name]) for name in sorted(table)}}
+                "topicConfigTable": {name: _topic_json(table[name]) for name in sorted(table)}}
 
     def encode(self, pretty: bool = False) -> str:
         """The wrapper as fastjson writes it: the body of GET_ALL_TOPIC_CONFIG (21) and ``topics.json``."""

@@ -31,10 +31,13 @@ def topic_type(name: str) -> str:
     return NORMAL
 
 
-def list_topics(search: str = "", kind: str = "") -> list[dict[str, str]]:
-    """Every topic the name server knows, sorted, filtered by a case-insensitive substring and a type."""
+def list_topics(search: str = "", kind: str = "") -> list[dict[str, Any]]:
+    """Every topic the name server knows, sorted, filtered by a case-insensitive substring and a type;
+    ``auto_created``: a broker created it on a first send (``autoCreateTopicEnable``), not an operator."""
     needle = search.lower()
-    rows = [{"name": name, "type": topic_type(name)} for name in sorted(broker_client.admin().topic_list())]
+    auto = broker_client.admin().auto_created_topics()
+    rows: list[dict[str, Any]] = [{"name": name, "type": topic_type(name), "auto_created": name in auto}
+            for name in sorted(broker_client.admin().topic_list())]
     return [r for r in rows if needle in r["name"].lower() and (not kind or r["type"] == kind)]
 
 

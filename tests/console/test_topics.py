@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from django.contrib.auth.models import User
+from django.test import Client
 from rest_framework.test import APIClient
 
+from broker_core.client import AdminClient, Message, Producer
 from console.models import AuditEvent
+from tests.integration.cluster import Cluster, wait_until
 
 
 def test_list_has_types_and_filters(viewer: APIClient, topic: str) -> None:
@@ -67,3 +71,21 @@ def test_bad_topic_input(admin: APIClient) -> None:
     assert admin.delete("/api/v1/topics/NoSuchTopic/").status_code == 404
     missing = admin.get("/api/v1/topics/NoSuchTopic/route/")
     assert missing.status_code == 404 and missing.json()["error"] == "not_found"
+
+
+def test_auto_created_topics_are_marked(cluster: Cluster, sdk_admin: AdminClient, viewer: APIClient,
+                                        unique: Callable[[str], str]) -> None:
+    """A topic a producer's first send created (autoCreateTopicEnable, through TBW102) is marked in the API and
+    the topic list page; one an operator created is not."""
+    made, auto = unique("Made"), unique("Auto")
+    sdk_admin.create_topic(made, 1, 1)
+    with Producer(unique("autop"), cluster.namesrv) as producer:
+        producer.send(Message(auto, b"first send creates me"))
+    wait_until(lambda: {made, auto} <= set(sdk_admin.topic_list()), timeout=30, what="both routes")
+    rows = {r["name"]: r for r in viewer.get("/api/v1/topics/", {"search": "-"}).json()["results"]}
+    assert rows[auto]["auto_created"] is True and rows[made]["auto_created"] is False
+    browser = Client()
+    browser.force_login(User.objects.get(username="vera"))  # the viewer, on the pages
+    page = browser.get("/topics/", {"search": auto})
+    assert page.status_code == 200 and b'data-testid="auto-created"' in page.content
+    assert b'data-testid="auto-created"' not in browser.get("/topics/", {"search": made}).content
