@@ -57,7 +57,7 @@ run: $(STAMP) $(NATIVE) system-packages
 	PYTHONPATH="$(CURDIR)" $(PY) manage.py ensure_admin
 	PYTHONPATH="$(CURDIR)" $(PY) manage.py install_schedules
 	@echo "console + REST API on http://127.0.0.1:$(WEB_PORT)/api/v1/docs/ ; namesrv 127.0.0.1:$(NAMESRV_PORT);"
-	@echo "broker 127.0.0.1:$(BROKER_PORT) (store $(STORE_DIR)); Ctrl-C stops all"
+	@echo "broker 127.0.0.1:$(BROKER_PORT) (store $(STORE_DIR)), RocketMQ 5 gRPC 127.0.0.1:8081; Ctrl-C stops all"
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" PYTHONPATH="$(CURDIR)" $(VENV)/bin/honcho start -f Procfile
 
 # System packages from Debian: chromium for the browser tests (driven by Playwright; `playwright install`

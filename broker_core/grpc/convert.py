@@ -24,6 +24,7 @@ import gzip
 import socket
 import zlib
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from broker_core.codec.message import (
     COMPRESSED_FLAG,
@@ -46,7 +47,7 @@ SYSTEM_PROPERTY_NAMES = frozenset({
     "MAX_OFFSET", "CONSUME_START_TIME", "TRAN_PREPARED_QUEUE_OFFSET", "MSG_REGION", "TRACE_ON"})
 
 
-def millis(ts: pb.google_dot_protobuf_dot_timestamp__pb2.Timestamp) -> int:  # type: ignore[name-defined]
+def millis(ts: Any) -> int:
     return int(ts.seconds) * 1000 + int(ts.nanos) // 1_000_000
 
 
@@ -105,10 +106,6 @@ def born_host(msg: object, peer: str) -> str:
         return host
     except OSError:
         return peer
-
-
-def _host_port(addr: str) -> str:
-    return addr
 
 
 def to_pb(rec: MessageRecord, topic: str, *, receipt_handle: str = "", invisible_ms: int = 0,

@@ -110,8 +110,10 @@ class ReceiveService:
             if ctl.tracer.enabled:
                 trace_delivered(ctl, b"".join(records), group)
             yield svc.ReceiveMessageResponse(status=convert.status(pb.OK))
-            for raw, info in zip(records, meta, strict=True):
-                rec = decode_record(raw, check_crc=False)
+            raw, pos = b"".join(records), 0  # runs of whole records; ``meta`` has one entry per record
+            for info in meta:
+                rec = decode_record(raw, pos, check_crc=False)
+                pos += rec.store_size
                 attempt_no = int(str(info["reconsumeTimes"])) + 1
                 yield svc.ReceiveMessageResponse(message=convert.to_pb(
                     rec, topic, receipt_handle=str(info["handle"]), invisible_ms=invisible, attempt=attempt_no))

@@ -41,7 +41,10 @@ def _peer_host(context: Any) -> str:
     return host.rpartition(":")[0] or "0.0.0.0"
 
 
-class MessagingService(service_pb2_grpc.MessagingServiceServicer):  # type: ignore[misc]
+_Servicer: Any = service_pb2_grpc.MessagingServiceServicer  # generated code, untyped
+
+
+class MessagingService(_Servicer):
     def __init__(self, ctl: BrokerController, routes: RouteService, timer: TimerService) -> None:
         self.ctl = ctl
         self.routes = routes

@@ -8,17 +8,18 @@ result on stdout. Bodies are UTF-8 text.
   "props": {..}, "group": message group, "deliver_at": epoch seconds}]}`` -> ``{"results": [{"message_id",
   "offset"}], "seconds": send time}``
 - ``{"op": "transaction", "endpoint", "topic", "messages": [{"body", "keys": [..], "action": "commit"|
-  "rollback"|"unknown"}], "check": "commit"|"rollback", "timeout"}`` -> half messages ended as asked; the
+  "rollback"|"unknown"}], "check": "commit"|"rollback", "within"}`` -> half messages ended as asked; the
   producer stays up until the server asked its checker about every "unknown" one: ``{"results": [...],
   "checked": [message ids the checker answered]}``
-- ``{"op": "receive", "endpoint", "group", "topic", "expect", "timeout", "invisible", "ack": true}`` ->
-  SimpleConsumer receives until ``expect`` messages (acked unless ``"ack": false``): ``{"messages": [...]}``
-- ``{"op": "redeliver", "endpoint", "group", "topic", "invisible", "change_to", "timeout"}`` -> receives one
+- ``{"op": "receive", "endpoint", "group", "topic", "expect", "within", "invisible", "ack": true}`` ->
+  SimpleConsumer receives until ``expect`` messages (acked unless ``"ack": false``): ``{"messages": [...],
+  "count", "seconds"}`` (``"count_only": true`` leaves the messages out)
+- ``{"op": "redeliver", "endpoint", "group", "topic", "invisible", "change_to", "within"}`` -> receives one
   message invisible for ``invisible`` s; with ``change_to`` changes its invisible duration to that, then
   receives until it comes back and acks that delivery: ``{"first": m, "again": m, "changed_handle_differs"}``
 - ``{"op": "exhaust", "endpoint", "group", "topic", "invisible", "quiet"}`` -> receives without acking until no
   delivery came for ``quiet`` s: ``{"messages": [every delivery]}``
-- ``{"op": "push", "endpoint", "group", "topic", "expect", "timeout", "fail_first": bool}`` -> PushConsumer
+- ``{"op": "push", "endpoint", "group", "topic", "expect", "within", "fail_first": bool}`` -> PushConsumer
   with a listener until ``expect`` messages succeeded: ``{"messages": [in consume order], "fifo": bool}``
 """
 
@@ -117,7 +118,7 @@ def transaction(cmd: dict) -> dict:
             else:
                 unknown.add(receipt.message_id)
             results.append({"message_id": receipt.message_id, "transaction_id": receipt.transaction_id})
-        deadline = time.monotonic() + cmd.get("timeout", 60)
+        deadline = time.monotonic() + cmd.get("within", 60)
         while time.monotonic() < deadline and not unknown <= set(checker.checked):
             time.sleep(0.1)
         time.sleep(0.5)  # the checker's EndTransaction is sent asynchronously
@@ -137,13 +138,15 @@ def receive(cmd: dict) -> dict:
     consumer = simple(cmd)
     got: list[dict] = []
     try:
-        deadline = time.monotonic() + cmd.get("timeout", 60)
+        started = time.perf_counter()
+        deadline = time.monotonic() + cmd.get("within", 60)
         while len(got) < cmd["expect"] and time.monotonic() < deadline:
             for m in consumer.receive(32, cmd.get("invisible", 30)):
                 got.append(describe(m))
                 if cmd.get("ack", True):
                     consumer.ack(m)
-        return {"messages": got}
+        seconds = time.perf_counter() - started
+        return {"messages": [] if cmd.get("count_only") else got, "count": len(got), "seconds": seconds}
     finally:
         consumer.shutdown()
 
@@ -151,7 +154,7 @@ def receive(cmd: dict) -> dict:
 def redeliver(cmd: dict) -> dict:
     consumer = simple(cmd)
     try:
-        deadline = time.monotonic() + cmd.get("timeout", 60)
+        deadline = time.monotonic() + cmd.get("within", 60)
         first = None
         while first is None and time.monotonic() < deadline:
             msgs = consumer.receive(1, cmd["invisible"])
@@ -210,7 +213,7 @@ def push(cmd: dict) -> dict:
                             consumption_thread_count=4)
     consumer.startup()
     try:
-        deadline = time.monotonic() + cmd.get("timeout", 60)
+        deadline = time.monotonic() + cmd.get("within", 60)
         while len(listener.done) < cmd["expect"] and time.monotonic() < deadline:
             time.sleep(0.05)
         time.sleep(cmd.get("settle", 0))
