@@ -82,3 +82,11 @@ def read_all(namesrv: str, topic: str, group: str, expected: int, timeout: float
                 return bodies
     finally:
         consumer.shutdown()
+
+
+def wait_synced(admin: AdminClient, s: BrokerProcess) -> None:
+    """Wait until the slave has copied the master's metadata (topics, offsets, groups) from this point on: two
+    more rounds of its SlaveSynchronize (the first may have begun before the caller's last change)."""
+    start = int(runtime(admin, s.addr).get("haSlaveSyncRounds", "0"))
+    wait_until(lambda: int(runtime(admin, s.addr).get("haSlaveSyncRounds", "0")) >= start + 2, 60,
+               f"slave {s.addr} to copy its master's metadata")

@@ -28,13 +28,13 @@ async def members(instance: ClientInstance, group: str, topic: str) -> list[str]
     route = await instance.route(topic)
     for broker in sorted({mq.broker_name for mq in route.read_queues}):
         try:
-            addr = instance.broker_addr(broker)
+            addr = instance.admin_addr(broker)[0]  # the master, or a slave while it is down
             resp = await instance.invoke(addr, RemotingCommand.request(
                 RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": group}))
             ids = json.loads(resp.body or b"{}").get("consumerIdList", [])
             if ids:
                 return sorted(ids)
-        except (ConnectionError, TimeoutError, ValueError):
+        except (ConnectionError, TimeoutError, ValueError, ClientError):
             continue
     return [instance.client_id]
 
