@@ -5,6 +5,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 STORE_DIR ?= var/store
+# `make run PROCFILE=Procfile.ha`: a master and a slave (store $(STORE_DIR)-slave, port 10921) instead of one broker
+PROCFILE ?= Procfile
 NAMESRV_PORT ?= 9876
 BROKER_PORT ?= 10911
 PORT ?= 8000
@@ -51,14 +53,14 @@ $(NODE_CLIENT_STAMP): $(NODE_CLIENT_DIR)/package-lock.json
 	@touch $(NODE_CLIENT_STAMP)
 
 run: $(STAMP) $(NATIVE) system-packages
-	@mkdir -p $(STORE_DIR) var/redis
+	@mkdir -p $(STORE_DIR) $(STORE_DIR)-slave var/redis
 	PYTHONPATH="$(CURDIR)" $(PY) manage.py ensure_secret_key
 	PYTHONPATH="$(CURDIR)" $(PY) manage.py migrate --noinput
 	PYTHONPATH="$(CURDIR)" $(PY) manage.py ensure_admin
 	PYTHONPATH="$(CURDIR)" $(PY) manage.py install_schedules
 	@echo "console + REST API on http://127.0.0.1:$(WEB_PORT)/api/v1/docs/ ; namesrv 127.0.0.1:$(NAMESRV_PORT);"
 	@echo "broker 127.0.0.1:$(BROKER_PORT) (store $(STORE_DIR)), RocketMQ 5 gRPC 127.0.0.1:8081; Ctrl-C stops all"
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" PYTHONPATH="$(CURDIR)" $(VENV)/bin/honcho start -f Procfile
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" PYTHONPATH="$(CURDIR)" $(VENV)/bin/honcho start -f $(PROCFILE)
 
 # System packages from Debian: chromium for the browser tests (driven by Playwright; `playwright install`
 # cannot download browsers here) and redis-server for Celery and the worker tests.
