@@ -105,3 +105,30 @@ def test_a_slave_is_read_only_and_copies_the_masters_metadata(cluster: Cluster, 
         blocking.close()
         m.stop()
         s.stop()
+
+
+def test_a_slave_promoted_by_hand_takes_writes_where_the_master_stopped(cluster: Cluster, tmp_path: Path) -> None:
+    m = master(tmp_path, cluster.namesrv).start()
+    s = slave(tmp_path, cluster.namesrv).start()
+    blocking = BlockingClient()
+    try:
+        with AdminClient(cluster.namesrv) as admin:
+            wait_connected(admin, m)
+            admin.create_topic(TOPIC, 1, 1)
+            with Producer("ha-promote", cluster.namesrv) as producer:
+                for i in range(50):
+                    producer.send(Message(TOPIC, b"before-%d" % i))
+            wait_caught_up(admin, m, s)
+            m.kill()
+            admin.update_broker_config(s.addr, {"brokerRole": "ASYNC_MASTER"})
+            info = runtime(admin, s.addr)
+            assert (info["role"], info["brokerId"]) == ("ASYNC_MASTER", "0")
+            wait_until(lambda: admin.cluster_info()["brokerAddrTable"]["broker-ha"]["brokerAddrs"].get("0")
+                       == s.addr, 60, "the name server to list the promoted slave as brokerId 0")
+        with Producer("ha-promote", cluster.namesrv) as producer:
+            result = producer.send(Message(TOPIC, b"after"))
+        assert result.status.name == "SEND_OK" and result.queue_offset == 50  # continues the queue
+    finally:
+        blocking.close()
+        m.stop()
+        s.stop()
