@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import socket
+import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -114,10 +115,32 @@ def local_ip() -> str:
         return "127.0.0.1"
 
 
+_NAMED: dict[str, ClientInstance] = {}  # instance name -> the process's instance of that name (RocketMQ's clientId)
+_NAMED_LOCK = threading.Lock()
+
+
+def named_instance(instance_name: str, namesrv_addr: str, credentials: SessionCredentials | None) -> ClientInstance:
+    """The process's one :class:`ClientInstance` named ``instance_name`` (RocketMQ's ``MQClientManager``: one
+    instance per clientId ``ip@pid@name``, shared by every producer and consumer given that name: one set of
+    connections, one heartbeat). Created on first use; the name server and credentials must match."""
+    with _NAMED_LOCK:
+        found = _NAMED.get(instance_name)
+        if found is None or found.closed:
+            found = _NAMED[instance_name] = ClientInstance(namesrv_addr, instance_name, credentials)
+        elif found.namesrv_addrs != [a.strip() for a in namesrv_addr.split(";") if a.strip()] or (
+                credentials is not None and credentials != found.credentials):
+            raise ValueError(f"the client instance {instance_name!r} already exists with other name servers or "
+                             "credentials: use another instance_name")
+        return found
+
+
 def shared_instance(instance: ClientInstance | None, namesrv_addr: str,
-                    credentials: SessionCredentials | None) -> ClientInstance:
-    """``instance``, or a new one on ``namesrv_addr`` signing with ``credentials``. Credentials given with an
-    instance must be the instance's own (its connections are signed once, for every client sharing it)."""
+                    credentials: SessionCredentials | None, instance_name: str | None = None) -> ClientInstance:
+    """``instance``; else the process's instance named ``instance_name`` (:func:`named_instance`); else a new
+    private one on ``namesrv_addr`` signing with ``credentials``. Credentials given with an instance must be the
+    instance's own (its connections are signed once, for every client sharing it)."""
+    if instance is None and instance_name:
+        return named_instance(instance_name, namesrv_addr, credentials)
     if instance is None:
         return ClientInstance(namesrv_addr, credentials=credentials)
     if credentials is not None and credentials != instance.credentials:
@@ -146,20 +169,44 @@ class ClientInstance:
         self._tasks: list[asyncio.Task[None]] = []
         self._ns_index = 0
         self.started = False
+        self.closed = False
+        self.users = 0  # clients started on this instance and not shut down yet
+        self.producer_groups: set[str] = set()
+        self.consumer_groups: set[str] = set()
 
     # ------------------------------------------------------------------ lifecycle (client loop)
     async def start(self) -> None:
+        """Called by each client's start; the instance runs until the last of them shuts down."""
+        self.users += 1
         if self.started:
             return
         self.started = True
+        self.closed = False
         self._tasks.append(asyncio.ensure_future(self._timers()))
 
     async def shutdown(self) -> None:
+        """Called by each client's shutdown: closes connections and timers when no client is left on it."""
+        self.users = max(0, self.users - 1)
+        if self.users:
+            return
         for t in self._tasks:
             t.cancel()
         self._tasks.clear()
         await self.remoting.close()
         self.started = False
+        self.closed = True
+
+    def register_producer(self, group: str) -> None:
+        """RocketMQ's ``registerProducer``: one producer per group on an instance."""
+        if group in self.producer_groups:
+            raise ValueError(f"The producer group[{group}] has been created before, specify another name please.")
+        self.producer_groups.add(group)
+
+    def register_consumer(self, group: str) -> None:
+        """RocketMQ's ``registerConsumer``: one consumer per group on an instance."""
+        if group in self.consumer_groups:
+            raise ValueError(f"The consumer group[{group}] has been created before, specify another name please.")
+        self.consumer_groups.add(group)
 
     async def _timers(self) -> None:
         loop = asyncio.get_running_loop()

@@ -21,6 +21,7 @@ import zlib
 from collections.abc import Callable
 from typing import Any
 
+from broker_core.client.hooks import SendMessageHook, begin_send, end_send, run_send
 from broker_core.client.instance import ClientInstance, shared_instance
 from broker_core.client.message import ClientError, Message, MessageQueue, SendResult, SendStatus
 from broker_core.codec.message import COMPRESSED_FLAG, PROPERTY_UNIQ_KEY, encode_properties
@@ -74,17 +75,18 @@ class Producer:
                  max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
                  latency_fault_enable: bool = True, compress_msg_body_over_howmuch: int = 4096,
                  instance: ClientInstance | None = None, create_topics: bool = True,
-                 credentials: SessionCredentials | None = None) -> None:
+                 credentials: SessionCredentials | None = None, instance_name: str | None = None) -> None:
         """``create_topics``: a topic the name server does not know is sent by ``TBW102``'s route, so a broker
         with ``autoCreateTopicEnable`` creates it on the first send (RocketMQ's behaviour); False refuses such
         sends with TOPIC_NOT_EXIST (the console's producer: a typo in a REST path must not create a topic).
         ``credentials``: the ACL account every request is signed with (brokers with ``aclEnable``); with
-        ``instance``, the instance's own are used."""
+        ``instance``, the instance's own are used. ``instance_name``: share the process's client instance of that
+        name (RocketMQ's clientId) with other clients given it; by default each client has its own."""
         err = group_error(group)
         if err:
             raise ValueError(err)
         self.group = group
-        self.instance = shared_instance(instance, namesrv_addr, credentials)
+        self.instance = shared_instance(instance, namesrv_addr, credentials, instance_name)
         self.send_timeout = send_timeout
         self.retry_times = retry_times_when_send_failed
         self.retry_times_async = retry_times_when_send_async_failed  # RocketMQ's retryTimesWhenSendAsyncFailed
@@ -95,20 +97,31 @@ class Producer:
         self.ids = UniqueIdGenerator()
         self._rr = itertools.count()
         self.blocking = BlockingClient(credentials=self.instance.credentials)
+        self.send_hooks: list[SendMessageHook] = []
         self.started = False
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> Producer:
+        """Raises ValueError when a producer of this group already runs on the same client instance."""
+        if self.started:
+            return self
+        self.instance.register_producer(self.group)
         run_sync(self.instance.start())
-        self.instance.heartbeat_sources.append(lambda: {"producerDataSet": [{"groupName": self.group}]})
+        self.instance.heartbeat_sources.append(self._heartbeat_data)
         self.started = True
         return self
 
     def shutdown(self) -> None:
         if self.started:
+            self.instance.producer_groups.discard(self.group)
+            if self._heartbeat_data in self.instance.heartbeat_sources:
+                self.instance.heartbeat_sources.remove(self._heartbeat_data)
             run_sync(self.instance.shutdown())
             self.blocking.close()
             self.started = False
+
+    def _heartbeat_data(self) -> dict[str, object]:
+        return {"producerDataSet": [{"groupName": self.group}]}
 
     def __enter__(self) -> Producer:
         return self.start()
@@ -117,10 +130,18 @@ class Producer:
         self.shutdown()
 
     # ------------------------------------------------------------------ public API (threads)
+    def register_send_message_hook(self, hook: SendMessageHook) -> None:
+        """Call ``hook.send_message_before(ctx)`` / ``send_message_after(ctx)`` around every send."""
+        self.send_hooks.append(hook)
+
     def send(self, msg: Message, queue: MessageQueue | None = None, selector: QueueSelector | None = None,
              arg: Any = None) -> SendResult:
         """Synchronous send. Runs on the calling thread over a blocking socket when the topic's route is
         known (the common case); otherwise, and for selectors, through the client event loop."""
+        return run_send(self.send_hooks, self.group, [msg], lambda: self._send_sync(msg, queue, selector, arg))
+
+    def _send_sync(self, msg: Message, queue: MessageQueue | None, selector: QueueSelector | None,
+                   arg: Any) -> SendResult:
         route = self.instance.routes.get(msg.topic)
         if route is None:
             return run_sync(self.asend(msg, queue, selector, arg))
@@ -178,18 +199,21 @@ class Producer:
                    queue: MessageQueue | None = None) -> concurrent.futures.Future[SendResult]:
         """Returns a future (``asyncio.wrap_future`` makes it awaitable); ``callback(result, error)`` runs on
         the client loop thread when given."""
+        ctx = begin_send(self.send_hooks, self.group, [msg]) if self.send_hooks else None
         fut = asyncio.run_coroutine_threadsafe(self.asend(msg, queue, retries=self.retry_times_async),
                                                self.instance.loop)
+        if ctx is not None:
+            fut.add_done_callback(lambda f: end_send(self.send_hooks, ctx, f))
         if callback is not None:
             fut.add_done_callback(lambda f: callback(None, f.exception()) if f.exception()
                                   else callback(f.result(), None))
         return fut
 
     def send_oneway(self, msg: Message, queue: MessageQueue | None = None) -> None:
-        run_sync(self.asend_oneway(msg, queue))
+        run_send(self.send_hooks, self.group, [msg], lambda: run_sync(self.asend_oneway(msg, queue)), oneway=True)
 
     def send_batch(self, msgs: list[Message], queue: MessageQueue | None = None) -> SendResult:
-        return run_sync(self.asend_batch(msgs, queue))
+        return run_send(self.send_hooks, self.group, msgs, lambda: run_sync(self.asend_batch(msgs, queue)))
 
     # ------------------------------------------------------------------ async API (client loop)
     def _check(self, msg: Message) -> None:

@@ -26,18 +26,24 @@ from broker_core.remoting.client import run_sync
 
 class SimpleConsumer(_ConsumerBase):
     def __init__(self, group: str, namesrv_addr: str, *, max_reconsume_times: int = 16,
-                 instance: ClientInstance | None = None, credentials: SessionCredentials | None = None) -> None:
-        super().__init__(group, namesrv_addr, instance, credentials)
+                 instance: ClientInstance | None = None, credentials: SessionCredentials | None = None,
+                 instance_name: str | None = None) -> None:
+        super().__init__(group, namesrv_addr, instance, credentials, instance_name)
         self.max_reconsume_times = max_reconsume_times
         self.subscriptions: dict[str, Subscription] = {}
         self._rr = itertools.count()
 
     def start(self) -> SimpleConsumer:
+        if self._registered:
+            return self
+        self._register()
         run_sync(self.instance.start())
         return self
 
     def shutdown(self) -> None:
-        run_sync(self.instance.shutdown())
+        if self._registered:
+            self._unregister()
+            run_sync(self.instance.shutdown())
 
     def subscribe(self, topic: str, expression: str = "*", expression_type: str = "TAG") -> None:
         """By tag, or by SQL92 over properties with ``expression_type="SQL92"`` (checked here again)."""

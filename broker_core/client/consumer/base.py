@@ -62,14 +62,26 @@ class PullResult:
 
 class _ConsumerBase:
     def __init__(self, group: str, namesrv_addr: str, instance: ClientInstance | None,
-                 credentials: SessionCredentials | None = None) -> None:
+                 credentials: SessionCredentials | None = None, instance_name: str | None = None) -> None:
         err = group_error(group)
         if err:
             raise ValueError(err)
         self.group = group
-        self.instance = shared_instance(instance, namesrv_addr, credentials)
+        self.instance = shared_instance(instance, namesrv_addr, credentials, instance_name)
+        self._registered = False
         self.pull_from: dict[MessageQueue, int] = {}  # the broker id each queue's last pull answer suggested
         self.offset_store: OffsetStore | None = None
+
+    def _register(self) -> None:
+        """One consumer per group on a client instance (RocketMQ's ``registerConsumer``); raises ValueError."""
+        if not self._registered:
+            self.instance.register_consumer(self.group)
+            self._registered = True
+
+    def _unregister(self) -> None:
+        if self._registered:
+            self.instance.consumer_groups.discard(self.group)
+            self._registered = False
 
     async def _queue_request(self, mq: MessageQueue, code: int, header: dict[str, object],
                              timeout: float = 3.0) -> RemotingCommand:

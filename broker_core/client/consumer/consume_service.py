@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable, Iterable
 
 from broker_core.client.consumer.process_queue import Listener, ProcessQueue
+from broker_core.client.hooks import ConsumeContext, ConsumeMessageHook, call_hooks
 from broker_core.client.instance import ClientInstance
 from broker_core.client.message import ClientError, ConsumeStatus, MessageExt
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
@@ -43,13 +44,22 @@ ORDERLY_UNLIMITED = (1 << 31) - 1  # ... and Integer.MAX_VALUE (retry in place f
 
 
 class ConsumeTrace:
-    """Consume outcomes reported to the brokers (REPORT_CONSUME_TRACE, oneway), batched per broker. Runs on
-    the client's event loop; :meth:`outcome` is scheduled there from the consuming threads."""
+    """Consume outcomes reported to the brokers (REPORT_CONSUME_TRACE, oneway), batched per broker: a consume
+    hook (:mod:`broker_core.client.hooks`). :meth:`outcome` runs on the client's event loop, scheduled there from
+    the consuming threads."""
 
     def __init__(self, instance: ClientInstance, group: str) -> None:
         self.instance = instance
         self.group = group
         self._pending: dict[str, list[dict[str, object]]] = {}  # broker name -> outcomes not reported yet
+
+    def consume_message_before(self, ctx: ConsumeContext) -> None:
+        ctx.props["trace_started"] = (time.perf_counter(), int(time.time() * 1000))
+
+    def consume_message_after(self, ctx: ConsumeContext) -> None:
+        started, started_ms = ctx.props["trace_started"]
+        for msg in ctx.messages:
+            self.instance.loop.call_soon_threadsafe(self.outcome, msg, ctx.success, started, started_ms)
 
     def outcome(self, msg: MessageExt, ok: bool, started: float, started_ms: int) -> None:
         first = not self._pending
@@ -85,7 +95,7 @@ class ConsumeService:
         self.pool = pool
         self.running = running
         self.max_reconsume_times = max_reconsume_times
-        self.trace = trace
+        self.hooks: list[ConsumeMessageHook] = [trace] if trace is not None else []
         self.batch_max_size = batch_max_size  # consumeMessageBatchMaxSize: messages per listener call
 
     def submit(self, pq: ProcessQueue, msgs: Iterable[MessageExt]) -> None:
@@ -93,19 +103,21 @@ class ConsumeService:
         raise NotImplementedError
 
     def consume(self, msgs: list[MessageExt]) -> bool:
-        """Run the listener on up to ``batch_max_size`` messages (in a pool thread); True when it returned
-        CONSUME_SUCCESS, which then holds for all of them (as RocketMQ's batch consumption)."""
-        started = time.perf_counter()
-        started_ms = int(time.time() * 1000)
+        """Run the listener on up to ``batch_max_size`` messages (in a pool thread), between the consume hooks;
+        True when it returned CONSUME_SUCCESS, which then holds for all of them (RocketMQ's batch consumption)."""
+        ctx = ConsumeContext(self.group, msgs) if self.hooks else None
+        if ctx is not None:
+            call_hooks(self.hooks, "consume_message_before", ctx)
         try:
             status = self.listener(msgs)
+            outcome = status.name if isinstance(status, ConsumeStatus) else "RECONSUME_LATER"
         except Exception:  # a listener error means "consume it again", never a lost message
             log.exception("listener of %s raised for %s", self.group, [m.msg_id for m in msgs])
-            status = None
+            status, outcome = None, "EXCEPTION"
         ok = status is ConsumeStatus.CONSUME_SUCCESS
-        if self.trace is not None:
-            for msg in msgs:
-                self.instance.loop.call_soon_threadsafe(self.trace.outcome, msg, ok, started, started_ms)
+        if ctx is not None:
+            ctx.success, ctx.status = ok, outcome
+            call_hooks(self.hooks, "consume_message_after", ctx)
         return ok
 
     async def send_back(self, msg: MessageExt, delay_level: int) -> bool:

@@ -15,15 +15,20 @@ class PullConsumer(_ConsumerBase):
     """Pull messages from queues you choose, at offsets you manage."""
 
     def __init__(self, group: str, namesrv_addr: str, *, instance: ClientInstance | None = None,
-                 credentials: SessionCredentials | None = None) -> None:
-        super().__init__(group, namesrv_addr, instance, credentials)
+                 credentials: SessionCredentials | None = None, instance_name: str | None = None) -> None:
+        super().__init__(group, namesrv_addr, instance, credentials, instance_name)
 
     def start(self) -> PullConsumer:
+        if self._registered:
+            return self
+        self._register()
         run_sync(self.instance.start())
         return self
 
     def shutdown(self) -> None:
-        run_sync(self.instance.shutdown())
+        if self._registered:
+            self._unregister()
+            run_sync(self.instance.shutdown())
 
     def fetch_queues(self, topic: str) -> list[MessageQueue]:
         return list(run_sync(self.instance.route(topic, refresh=True)).read_queues)

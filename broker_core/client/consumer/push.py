@@ -57,6 +57,7 @@ from broker_core.client.consumer.offset_store import (
 from broker_core.client.consumer.process_queue import Listener, ProcessQueue
 from broker_core.client.consumer.push_pull import PullingMixin
 from broker_core.client.consumer.rebalance import QueueLocks, allocate
+from broker_core.client.hooks import ConsumeMessageHook
 from broker_core.client.instance import (
     NOTIFY_CONSUMER_IDS_CHANGED,
     RESET_CONSUMER_CLIENT_OFFSET,
@@ -113,6 +114,7 @@ class PushConsumer(PullingMixin):
         self.consume_message_batch_max_size = consume_message_batch_max_size
         self.consume_timeout_s = consume_timeout * 60
         self.suspended = False
+        self.consume_hooks: list[ConsumeMessageHook] = []
         self.rebalance_interval = rebalance_interval
         self.persist_offset_interval = persist_offset_interval
         self.reconsume_delay = reconsume_delay
@@ -144,6 +146,11 @@ class PushConsumer(PullingMixin):
         ``enablePropertyFilter=true``). A bad expression raises ``SubscriptionParseError`` here."""
         self.subscriptions[topic] = parse_subscription(topic, expression, expression_type)
         self.sub_versions[topic] = time.time_ns() // 1_000_000
+
+    def register_consume_message_hook(self, hook: ConsumeMessageHook) -> None:
+        """Call ``hook.consume_message_before(ctx)`` / ``consume_message_after(ctx)`` around every listener call
+        (register before ``start()``)."""
+        self.consume_hooks.append(hook)
 
     def unsubscribe(self, topic: str) -> None:
         """Stop consuming ``topic``: its queues are dropped (their offsets committed) at once when running,
@@ -182,6 +189,7 @@ class PushConsumer(PullingMixin):
         if not self.clustering:
             self.offset_store = LocalFileOffsetStore(self.offset_file)
         self.consume_service = self._consume_service(self.listener)
+        self.consume_service.hooks += self.consume_hooks
         run_sync(self._astart())
         return self
 
@@ -204,6 +212,7 @@ class PushConsumer(PullingMixin):
                                           consume_timeout_s=self.consume_timeout_s)
 
     async def _astart(self) -> None:
+        self._register()
         await self.instance.start()
         self.running = True
         self._rebalance_now = asyncio.Event()
@@ -221,6 +230,8 @@ class PushConsumer(PullingMixin):
             await check_client_in_brokers(self.instance, self.group, self.subscriptions, self.sub_versions)
         except ClientError:
             self.running = False
+            self._unregister()
+            await self.instance.shutdown()
             raise
         await self.instance.heartbeat_all()
         await self.rebalance()
@@ -250,6 +261,7 @@ class PushConsumer(PullingMixin):
                 pass
         if self._heartbeat_data in self.instance.heartbeat_sources:
             self.instance.heartbeat_sources.remove(self._heartbeat_data)
+        self._unregister()
         await self.instance.shutdown()
 
     def _heartbeat_data(self) -> dict[str, object]:
