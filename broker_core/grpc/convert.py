@@ -51,13 +51,13 @@ def millis(ts: Any) -> int:
     return int(ts.seconds) * 1000 + int(ts.nanos) // 1_000_000
 
 
-def set_millis(ts: object, ms: int) -> None:
-    ts.seconds, ts.nanos = divmod(ms, 1000)  # type: ignore[attr-defined]
-    ts.nanos *= 1_000_000  # type: ignore[attr-defined]
+def set_millis(ts: Any, ms: int) -> None:
+    ts.seconds, ts.nanos = divmod(ms, 1000)
+    ts.nanos *= 1_000_000
 
 
-def duration_ms(d: object, default_ms: int) -> int:
-    ms = int(d.seconds) * 1000 + int(d.nanos) // 1_000_000  # type: ignore[attr-defined]
+def duration_ms(d: Any, default_ms: int) -> int:
+    ms = int(d.seconds) * 1000 + int(d.nanos) // 1_000_000
     return ms if ms > 0 else default_ms
 
 
@@ -71,10 +71,10 @@ def message_type(props: Mapping[str, str]) -> int:
     return pb.NORMAL
 
 
-def record_properties(msg: object) -> dict[str, str]:
+def record_properties(msg: Any) -> dict[str, str]:
     """The properties a send of ``msg`` (a ``pb.Message``) stores (ValueError: a clash the client must fix)."""
-    sp = msg.system_properties  # type: ignore[attr-defined]
-    props = dict(msg.user_properties)  # type: ignore[attr-defined]
+    sp = msg.system_properties
+    props = dict(msg.user_properties)
     clash = SYSTEM_PROPERTY_NAMES.intersection(props)
     if clash:
         raise ValueError(f"user property {sorted(clash)[0]} is a system property name")
@@ -91,16 +91,16 @@ def record_properties(msg: object) -> dict[str, str]:
     return props
 
 
-def body_of(msg: object) -> bytes:
-    body = bytes(msg.body)  # type: ignore[attr-defined]
-    if msg.system_properties.body_encoding == pb.GZIP:  # type: ignore[attr-defined]
+def body_of(msg: Any) -> bytes:
+    body = bytes(msg.body)
+    if msg.system_properties.body_encoding == pb.GZIP:
         return gzip.decompress(body)
     return body
 
 
-def born_host(msg: object, peer: str) -> str:
+def born_host(msg: Any, peer: str) -> str:
     """The send's born host: the client's own ``born_host`` when it is an IPv4 address, else the peer's."""
-    host = str(msg.system_properties.born_host)  # type: ignore[attr-defined]
+    host = str(msg.system_properties.born_host)
     try:
         socket.inet_aton(host)
         return host

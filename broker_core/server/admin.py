@@ -9,8 +9,8 @@ the RocketMQ dashboard and the Go/Java admin APIs work against this broker (refe
 - offsets and groups: 43 GET_ALL_CONSUMER_OFFSET, 45 GET_ALL_DELAY_OFFSET, 200 / 201 / 207 subscription
   groups, 203 GET_CONSUMER_CONNECTION_LIST (206 when nobody is online), 204 GET_PRODUCER_CONNECTION_LIST,
   208 GET_CONSUME_STATS (``ConsumeStats``), 222 INVOKE_BROKER_TO_RESET_OFFSET;
-- messages: 12 QUERY_MESSAGE, 33 VIEW_MESSAGE_BY_ID;
-- this broker's own maintenance codes (900-904): retention now, disk check, delayed delivery, delay backlog.
+Messages (12 QUERY_MESSAGE, 33 VIEW_MESSAGE_BY_ID) and this broker's own maintenance codes are in
+:mod:`broker_core.server.admin_store`.
 
 Maps keyed by ``MessageQueue`` are written in fastjson's object-key form. Where this broker knows more than the
 Java body carries (lag, min offset, each member's subscriptions), it adds keys, which Java (fastjson) and Go
@@ -28,7 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 from broker_core import __version__
 from broker_core.codec.fastjson import FastjsonPairs, dumps_fastjson, loads_fastjson
-from broker_core.config import SECRET_KEYS, BrokerConfig, ConfigError, parse_properties
+from broker_core.codec.properties_file import parse_properties
+from broker_core.config import SECRET_KEYS, BrokerConfig, ConfigError
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
 from broker_core.protocol.bodies import encode_reset_offset_body
 from broker_core.protocol.command import CURRENT_VERSION
@@ -36,7 +37,6 @@ from broker_core.protocol.fields import BadRequest, bool_field, int_field, str_f
 from broker_core.protocol.validation import SYSTEM_TOPICS, topic_error
 from broker_core.remoting.server import Connection, Handler
 from broker_core.server.state import DEFAULT_PERM, SubscriptionGroupConfig, TopicConfig
-from broker_core.store import MAX_TIMESTAMP
 
 if TYPE_CHECKING:
     from broker_core.server.controller import BrokerController
@@ -49,7 +49,7 @@ FIXED_KEYS = frozenset({
     "mappedFileSizeConsumeQueue", "maxHashSlotNum", "maxIndexNum", "namesrvAddr"})
 
 
-def _json(data: object) -> bytes:
+def json_body(data: object) -> bytes:
     return json.dumps(data, default=str, separators=(",", ":"), ensure_ascii=False).encode()
 
 
@@ -86,9 +86,6 @@ class AdminProcessor:
             RequestCode.GET_PRODUCER_CONNECTION_LIST: self.producer_connections,
             RequestCode.GET_CONSUME_STATS: self.consume_stats,
             RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.reset_offset,
-            RequestCode.VIEW_MESSAGE_BY_ID: self.view_by_id, RequestCode.QUERY_MESSAGE: self.query,
-            RequestCode.CLEAN_EXPIRED_FILES: self.clean, RequestCode.CHECK_DISK: self.disk,
-            RequestCode.DELIVER_DELAYED: self.deliver, RequestCode.GET_DELAY_BACKLOG: self.delay_backlog,
         }
 
     # ------------------------------------------------------------------ topics
@@ -151,14 +148,14 @@ class AdminProcessor:
         groups = set(self.ctl.offsets.groups_of(topic))
         groups |= {g for g, members in self.ctl.consumers.groups.items()
                    if any(topic in m.subscriptions for m in members.values())}
-        return cmd.response(ResponseCode.SUCCESS, body=_json({"groupList": sorted(groups)}))
+        return cmd.response(ResponseCode.SUCCESS, body=json_body({"groupList": sorted(groups)}))
 
     def system_topics(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         """305: ``TopicList`` of the system topics this broker holds, with its cluster and broker names."""
         cfg = self.ctl.config
         names = {t for t in self.ctl.topics.table if t in SYSTEM_TOPICS}
         names |= {cfg.broker_cluster_name, cfg.broker_name}
-        return cmd.response(ResponseCode.SUCCESS, body=_json({"topicList": sorted(names)}))
+        return cmd.response(ResponseCode.SUCCESS, body=json_body({"topicList": sorted(names)}))
 
     # ------------------------------------------------------------------ broker
     def _properties(self) -> dict[str, str]:
@@ -235,7 +232,7 @@ class AdminProcessor:
     def runtime(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         """28: ``KVTable`` ``{"table":{key: string}}``."""
         table = {k: _java_str(v) for k, v in sorted(self.runtime_info().items())}
-        return cmd.response(ResponseCode.SUCCESS, body=_json({"table": table}))
+        return cmd.response(ResponseCode.SUCCESS, body=json_body({"table": table}))
 
     # ------------------------------------------------------------------ offsets and groups
     def all_offsets(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
@@ -280,7 +277,7 @@ class AdminProcessor:
         body = self.ctl.consumers.consumer_connection(group)
         if body is None:
             return cmd.response(ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{group}] not online")
-        return cmd.response(ResponseCode.SUCCESS, body=_json(body))
+        return cmd.response(ResponseCode.SUCCESS, body=json_body(body))
 
     def producer_connections(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         """204: ``ProducerConnection``; SYSTEM_ERROR when no producer of the group is connected."""
@@ -288,7 +285,7 @@ class AdminProcessor:
         body = self.ctl.consumers.producer_connection(group)
         if body is None:
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"the producer group[{group}] not exist")
-        return cmd.response(ResponseCode.SUCCESS, body=_json(body))
+        return cmd.response(ResponseCode.SUCCESS, body=json_body(body))
 
     def consume_stats(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         """208: ``ConsumeStats`` for ``consumerGroup`` on ``topic`` or every topic it committed offsets on:
@@ -351,57 +348,3 @@ class AdminProcessor:
         ctl.consumers.notify_reset(group, topic, ctl.config.broker_name, applied, int_field(h, "timestamp", -1),
                                    bool_field(h, "isForce", True), for_c=cmd.language == "CPP")
         return cmd.response(ResponseCode.SUCCESS, body=encode_reset_offset_body(topic, ctl.config.broker_name, applied))
-
-    # ------------------------------------------------------------------ messages
-    def view_by_id(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
-        """33: header ``offset``, the CommitLog physical offset (clients decode it from the offset message id)
-        -> the record as stored; SYSTEM_ERROR when there is none."""
-        store = self.store
-        offset = int_field(cmd.header, "offset")
-        rec = store.look_message_by_offset(offset)
-        raw = store.get_message_bytes(rec.commit_log_offset, rec.store_size) if rec is not None else None
-        if not raw:
-            return cmd.response(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset}")
-        return cmd.response(ResponseCode.SUCCESS, body=raw)
-
-    async def query(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
-        """12: ``topic, key, maxNum, beginTimestamp, endTimestamp`` -> the records; 22 when none matches.
-        ``maxNum`` is capped at ``maxMsgsNumBatch`` (as RocketMQ's ``queryMessage``); ``truncated`` says more
-        matched."""
-        store = self.store
-        h = cmd.header
-        topic, key = str_field(h, "topic"), str_field(h, "key")
-        max_num = int_field(h, "maxNum", store.config.default_query_max_num)
-        max_num = min(max_num if max_num > 0 else store.config.default_query_max_num,
-                      self.ctl.config.max_msgs_num_batch)
-        res = await asyncio.get_running_loop().run_in_executor(
-            None, store.query_message, topic, key, max_num,
-            int_field(h, "beginTimestamp", 0), int_field(h, "endTimestamp", MAX_TIMESTAMP))
-        index_fields = {"indexLastUpdateTimestamp": res.index_last_update_timestamp,
-                        "indexLastUpdatePhyoffset": res.index_last_update_phy_offset}
-        if not res.messages:
-            return cmd.response(ResponseCode.QUERY_NOT_FOUND, "can not find message, maybe time range not correct",
-                                index_fields)
-        body = b"".join(store.get_message_bytes(m.commit_log_offset, m.store_size) or b"" for m in res.messages)
-        # "truncated" is ours (more matches than maxNum); RocketMQ clients ignore fields they do not know
-        return cmd.response(ResponseCode.SUCCESS, "", {**index_fields, "truncated": res.truncated}, body)
-
-    # ------------------------------------------------------------------ this broker's maintenance codes
-    async def clean(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
-        force = bool_field(cmd.header, "force")
-        report = await asyncio.get_running_loop().run_in_executor(None, self.store.clean_expired_files, None, force)
-        data = dataclasses.asdict(report)
-        data["files_deleted"] = report.files_deleted
-        return cmd.response(ResponseCode.SUCCESS, body=_json(data))
-
-    def disk(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
-        return cmd.response(ResponseCode.SUCCESS, body=_json(dataclasses.asdict(self.store.check_disk())))
-
-    async def deliver(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
-        report = await asyncio.get_running_loop().run_in_executor(None, self.store.deliver_delayed)
-        self.ctl.trace_delayed_delivery(report)
-        return cmd.response(ResponseCode.SUCCESS, body=_json(dataclasses.asdict(report)))
-
-    def delay_backlog(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
-        return cmd.response(ResponseCode.SUCCESS,
-                            body=_json({str(k): v for k, v in self.store.delay_backlog().items()}))

@@ -13,24 +13,23 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import zlib
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from broker_core import __version__
-from broker_core.codec.fastjson import FastjsonPairs, dumps_fastjson, items, loads_fastjson
 from broker_core.codec.wire import SERIALIZE_JSON
 from broker_core.config import BrokerConfig
 from broker_core.ha import BrokerHA
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
-from broker_core.protocol.acl import sign_registration
 from broker_core.protocol.headers import DEFAULT_TOPIC
 from broker_core.remoting.client import RemotingClient
 from broker_core.remoting.server import Connection, Handler, RemotingServer
+from broker_core.server import registration
 from broker_core.server.acl import PlainAccessValidator
 from broker_core.server.admin import AdminProcessor
+from broker_core.server.admin_store import StoreAdminProcessor
 from broker_core.server.clients import ConsumerManager
 from broker_core.server.consume import ConsumerProcessor
 from broker_core.server.fast_failure import FastFailure
@@ -164,7 +163,8 @@ class BrokerController:
         processors: list[Processor] = [
             SendMessageProcessor(self, self.transactions), ConsumerProcessor(self), SendBackProcessor(self),
             PopProcessor(self, self.pop_service), EndTransactionProcessor(self, self.transactions),
-            SnapshotProcessor(self.snapshots, self.config.snapshot_max_lifetime_ms), AdminProcessor(self)]
+            SnapshotProcessor(self.snapshots, self.config.snapshot_max_lifetime_ms), AdminProcessor(self),
+            StoreAdminProcessor(self)]
         handlers: dict[int, Handler] = {}
         for processor in processors:
             handlers.update(processor.handlers())
@@ -259,47 +259,13 @@ class BrokerController:
 
     # ------------------------------------------------------------------ name servers
     def _registration_header(self) -> dict[str, object]:
-        """The broker identity every name-server request carries (UNREGISTER_BROKER's whole header)."""
-        return {"brokerName": self.config.broker_name, "brokerAddr": self.broker_addr,
-                "clusterName": self.config.broker_cluster_name, "brokerId": self.config.broker_id}
-
-    def topic_config_wrapper(self) -> dict[str, Any]:
-        """RocketMQ 4.9's ``TopicConfigSerializeWrapper`` of ``self.topics`` (reference §7.5):
-        ``{"dataVersion":{"counter","timestamp"},"topicConfigTable":{name: TopicConfig}}``, every TopicConfig
-        with the seven 4.x keys. Built here from the table so the name server sees the same shape whatever
-        the topic manager's own encoder does."""
-        topics = self.topics
-        table = topics.table
-        configs = {}
-        for name in sorted(table):
-            cfg = table[name]
-            configs[name] = {
-                "order": bool(getattr(cfg, "order", False)), "perm": int(cfg.perm),
-                "readQueueNums": int(cfg.read_queue_nums),
-                "topicFilterType": str(getattr(cfg, "topic_filter_type", "SINGLE_TAG") or "SINGLE_TAG"),
-                "topicName": name, "topicSysFlag": int(getattr(cfg, "topic_sys_flag", 0) or 0),
-                "writeQueueNums": int(cfg.write_queue_nums)}
-        version = {"counter": int(getattr(topics, "data_version", 0) or 0),
-                   "timestamp": int(getattr(topics, "data_version_ts", 0) or 0)}
-        return {"dataVersion": version, "topicConfigTable": configs}
-
-    def _signed(self, cmd: RemotingCommand) -> RemotingCommand:
-        """``cmd`` with the cluster-secret proof when ``clusterSecret`` is set (name servers started with a
-        secret refuse registrations without it; others, Java's too, ignore the extra fields)."""
-        if self.config.cluster_secret:
-            sign_registration(cmd, self.config.cluster_secret, int(time.time() * 1000))
-        return cmd
+        return registration.header(self.config, self.broker_addr)
 
     def registration_request(self) -> RemotingCommand:
-        """REGISTER_BROKER exactly as a 4.9 broker's ``BrokerOuterAPI.registerBrokerAll`` sends it: header
-        ``brokerName, brokerAddr, clusterName, haServerAddr, brokerId, compressed, bodyCrc32`` and body
-        ``RegisterBrokerBody`` ``{"filterServerList":[],"topicConfigSerializeWrapper":{...}}`` (compact
-        fastjson), ``bodyCrc32`` = crc32(body) & 0x7FFFFFFF; ``haServerAddr`` is ``brokerIP2:haListenPort``."""
-        body = dumps_fastjson({"filterServerList": [],
-                               "topicConfigSerializeWrapper": self.topic_config_wrapper()}).encode()
-        header = {**self._registration_header(), "haServerAddr": self.ha.server_addr, "compressed": False,
-                  "bodyCrc32": zlib.crc32(body) & 0x7FFFFFFF}
-        return RemotingCommand.request(RequestCode.REGISTER_BROKER, header, body)
+        return registration.request(self.config, self.broker_addr, self.topics, self.ha.server_addr)
+
+    def _signed(self, cmd: RemotingCommand) -> RemotingCommand:
+        return registration.signed(cmd, self.config.cluster_secret)
 
     async def register_all(self) -> bool:
         """Register with every name server; False if any failed (the periodic task retries in 2 s).
@@ -330,7 +296,7 @@ class BrokerController:
             ha = first.header.get("haServerAddr")
             if ha:
                 self.master_ha_addr = str(ha)
-            self.order_topic_config = _kv_table(first.body)
+            self.order_topic_config = registration.kv_table(first.body)
             self.ha.master_address_learned(ha_before)
         self.registered = ok
         return ok
@@ -387,18 +353,3 @@ class BrokerController:
             **self.store.runtime_info(),
             **self.ha.runtime_info(),
         }
-
-
-def _kv_table(body: bytes) -> dict[str, str] | None:
-    """A ``KVTable`` body ``{"table":{k:v}}`` as a dict; None for no body or one that is not a KVTable."""
-    if not body:
-        return None
-    try:
-        doc = loads_fastjson(body)
-    except (UnicodeDecodeError, ValueError):
-        log.warning("registration answer body is not a KVTable: %r", body[:200])
-        return None
-    table = doc.get("table") if isinstance(doc, dict) else None
-    if not isinstance(table, dict | FastjsonPairs):
-        return None
-    return {str(k): str(v) for k, v in items(table)}

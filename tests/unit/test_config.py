@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from broker_core.config import BrokerConfig, ConfigError, parse_properties
+from broker_core.codec.properties_file import parse_properties
+from broker_core.config import BrokerConfig, ConfigError
 
 # The seeds' sample broker.conf, verbatim (001:L407-431).
 SAMPLE_CONF = r"""brokerClusterName = DefaultCluster
