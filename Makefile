@@ -18,6 +18,11 @@ export STORE_DIR NAMESRV_PORT BROKER_PORT WEB_PORT BROKER_CORE_NAMESRV REDIS_POR
 
 .PHONY: run test test-fast lint bench clean system-packages
 
+# The PostgreSQL run leaves out the modules whose Celery worker subprocesses keep a SQLite file of their own (the
+# tests read it with sqlite3): on PostgreSQL they would run the same SQLite code again
+PG_IGNORE := $(foreach m,test_beat_and_jobs_page test_dlq_resend test_alerts_lag test_worker_process,\
+	--ignore=tests/workers/$(m).py)
+
 # A real RocketMQ client not written here, for tests/compat: the Apache C++ core bundled in PyPI's rocketmq 0.4.4,
 # in its own virtualenv (its module name `rocketmq` must stay out of .venv)
 CPP_CLIENT_VENV := .venv-rocketmq
@@ -67,6 +72,8 @@ run: $(STAMP) $(NATIVE) system-packages
 system-packages:
 	@missing=""; command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 || \
+		missing="$$missing postgresql"; \
 	if [ -n "$$missing" ]; then echo "installing:$$missing"; apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi
 
@@ -80,6 +87,9 @@ test: $(STAMP) $(NATIVE) $(CPP_CLIENT_STAMP) $(NODE_CLIENT_STAMP) system-package
 	@echo "codec and store suites again on the pure-Python codec (BROKER_CORE_PURE_PYTHON=1):"
 	BROKER_CORE_PURE_PYTHON=1 $(VENV)/bin/pytest -q -p no:cacheprovider tests/unit/codec tests/unit/store \
 		tests/integration/test_crash.py tests/integration/test_rocketmq_store_dir.py
+	@echo "console and worker suites again on PostgreSQL (tests/postgres.py: DATABASE_URL if postgres://, else a private"
+	@echo "server from the machine's initdb, else 127.0.0.1:5432; skipped with the reason where none can be had):"
+	$(PY) -m tests.postgres -- $(VENV)/bin/pytest -q -p no:cacheprovider tests/console tests/workers $(PG_IGNORE)
 
 # The fast loop: unit and architecture tests only, no broker processes, Redis, Spark or browser (seconds)
 test-fast: $(STAMP) $(NATIVE)

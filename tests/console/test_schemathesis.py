@@ -39,6 +39,23 @@ pytestmark = pytest.mark.integration
 MAX_EXAMPLES = 10  # per operation and generation mode
 
 
+@pytest.fixture(autouse=True)
+def _keep_the_test_connection() -> Any:
+    """What Django's test client does around each request: the app's ``close_old_connections`` on request
+    start/finish would close the test's connection (inside its transaction), which PostgreSQL then refuses to
+    use; SQLite's in-memory test database only survived it because closing that one is a no-op."""
+    from django.core.signals import request_finished, request_started
+    from django.db import close_old_connections
+
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
+    try:
+        yield
+    finally:
+        request_started.connect(close_old_connections)
+        request_finished.connect(close_old_connections)
+
+
 @pytest.fixture
 def admin_token(db: None) -> str:
     user = User.objects.create_user("schemathesis", password="pw", is_superuser=True)
@@ -80,3 +97,11 @@ def test_found_create_topic_on_an_unknown_broker_is_a_400(admin: Any, unique: Ca
     resp = admin.post("/api/v1/topics/", {"name": unique("Nowhere"), "brokers": ["no-such-broker"]}, format="json")
     assert resp.status_code == 400 and resp.json()["error"] == "unknown_broker", resp.json()
     assert "broker-a" in resp.json()["detail"]
+
+
+def test_found_a_nul_in_an_audit_filter_is_a_400(admin: Any) -> None:
+    """What schemathesis found on PostgreSQL: a NUL character in ``?action=`` reached the query and PostgreSQL
+    (whose text cannot hold one) raised, a 500. SQLite took it and found nothing."""
+    resp = admin.get("/api/v1/audit/", {"action": "login\x00", "user": " bob "})
+    assert resp.status_code == 400, resp.content
+    assert admin.get("/api/v1/audit/", {"action": "no-such-action", "user": " bob "}).json()["results"] == []
