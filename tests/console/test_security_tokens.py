@@ -114,8 +114,8 @@ def test_plaintext_authtoken_keys_are_migrated_to_hashes() -> None:
     bob = _bob()
     legacy_key = "0123456789abcdef0123456789abcdef01234567"
     with connection.cursor() as cursor:
-        cursor.execute('CREATE TABLE "authtoken_token" ("key" varchar(40) PRIMARY KEY, "created" timestamp with time zone NOT NULL,'
-                       ' "user_id" integer NOT NULL)')
+        cursor.execute('CREATE TABLE "authtoken_token" ("key" varchar(40) PRIMARY KEY,'
+                       ' "created" timestamp with time zone NOT NULL, "user_id" integer NOT NULL)')
         cursor.execute('INSERT INTO "authtoken_token" VALUES (%s, %s, %s)', [legacy_key, timezone.now(), bob.pk])
     try:
         migration = importlib.import_module("console.migrations.0006_security")
