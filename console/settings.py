@@ -185,6 +185,9 @@ CELERY_TASK_ACKS_LATE = True
 # never blocks the scheduled jobs; results (JSON lines, CSV, trace.json) go to SPARK_RESULTS_DIR/<job id>/.
 CELERY_TASK_ROUTES = {"workers.spark_*": {"queue": "spark"}}
 SPARK_RESULTS_DIR = Path(os.environ.get("SPARK_RESULTS_DIR", BASE_DIR / "var" / "spark-results"))
+# Adaptive execution: a job whose snapshots hold fewer bytes than this runs in the worker process with the same
+# transforms and no Spark (Spark's start-up and scheduling would cost more than the scan); 0 always uses Spark.
+SPARK_LOCAL_THRESHOLD_BYTES = int(os.environ.get("SPARK_LOCAL_THRESHOLD_BYTES", str(64 * 1024 * 1024)))
 # DLQ resend jobs (console/jobs/resend.py) run on the default queue. A run holds its job by a lease renewed after
 # each chunk of DLQ_RESEND_CHUNK dead letters; a lease older than DLQ_RESEND_LEASE_S may be taken over. A copy left
 # by a killed run is looked for from DLQ_RESEND_CLOCK_SKEW_S before its intent (the broker's clock may lag ours).

@@ -7,6 +7,11 @@ Progress: ``progress(info)`` is called from a polling thread (every ``interval``
 
 Cancellation: every Spark job of a run is in the job group ``job_group`` (``sc.setJobGroup``);
 :func:`cancel` (``sc.cancelJobGroup``) from any thread stops it and the run raises :class:`JobCancelled`.
+
+Engines (adaptive execution): ``spark`` is a SparkSession; an :class:`InProcess` instance instead runs the same
+split functions one after another in this process, no Spark at all (the choice for small ranges, see
+:func:`choose_engine`): the same chain check and re-reads, the same progress dicts (one "stage"), and
+:func:`cancel` takes effect before the next split.
 """
 
 from __future__ import annotations
@@ -29,8 +34,35 @@ class JobCancelled(RuntimeError):
     """The job group was cancelled."""
 
 
+ENGINE_SPARK, ENGINE_WORKER = "spark", "worker"
+
+
+class InProcess:
+    """The engine without Spark: splits run in the calling process, in order (see the module docstring)."""
+
+    name = ENGINE_WORKER
+
+    def __init__(self) -> None:
+        self.cancelled: set[str] = set()
+
+
+def engine_name(spark: Any) -> str:
+    """``"worker"`` for :class:`InProcess`, ``"spark"`` for a SparkSession."""
+    return ENGINE_WORKER if isinstance(spark, InProcess) else ENGINE_SPARK
+
+
+def choose_engine(bytes_in_range: int, threshold_bytes: int) -> str:
+    """``"worker"`` when the bytes to read are below ``threshold_bytes`` (Spark's start-up and scheduling would
+    cost more than the scan), else ``"spark"``. A threshold of 0 always picks Spark."""
+    return ENGINE_WORKER if bytes_in_range < threshold_bytes else ENGINE_SPARK
+
+
 def cancel(spark: Any, job_group: str) -> None:
-    """Cancel every running Spark job of ``job_group`` (safe from any thread)."""
+    """Cancel every running Spark job of ``job_group`` (safe from any thread); for :class:`InProcess`, the run
+    stops before its next split."""
+    if isinstance(spark, InProcess):
+        spark.cancelled.add(job_group)
+        return
     spark.sparkContext.cancelJobGroup(job_group)
 
 
@@ -82,6 +114,9 @@ def run_splits(spark: Any, splits: list[Split], fn: SplitFn, *, progress: Progre
     """Run ``fn`` on every split (in :func:`balanced_tasks` groups); re-read segments whose split chain breaks as
     one split.
     Returns ``(stats by split index, rows in segment order, torn tails)``."""
+    if isinstance(spark, InProcess):
+        return _run_in_process(spark, splits, fn, progress, job_group or f"broker_core-{uuid.uuid4().hex[:12]}",
+                               interval)
     sc = spark.sparkContext
     group = job_group or f"broker_core-{uuid.uuid4().hex[:12]}"
     acc = sc.accumulator(0)
@@ -90,18 +125,13 @@ def run_splits(spark: Any, splits: list[Split], fn: SplitFn, *, progress: Progre
     sc.setJobGroup(group, description, interruptOnCancel=True)
     if poller:
         poller.start()
+
+    def reread() -> None:
+        if poller:
+            poller.phase = "reread"
+
     try:
-        results = _run(sc, splits, fn, acc)
-        stats = {st.index: st for st, _ in results}
-        broken = chain_breaks(splits, stats)
-        if broken:
-            if poller:
-                poller.phase = "reread"
-            again = whole_segment_splits(splits, broken, len(splits))
-            results = [r for r, sp in zip(results, _by_index(splits, results), strict=True)
-                       if sp.path not in broken] + _run(sc, again, fn, acc)
-            splits = [s for s in splits if s.path not in broken] + again
-            stats = {st.index: st for st, _ in results}
+        return _with_rereads(splits, lambda batch: _run(sc, batch, fn, acc), reread)
     except Exception as exc:
         if _was_cancelled(exc):
             raise JobCancelled(f"job group {group} was cancelled") from None
@@ -117,6 +147,25 @@ def run_splits(spark: Any, splits: list[Split], fn: SplitFn, *, progress: Progre
             except Exception:  # noqa: BLE001 - see _Poller.run
                 pass
         sc.setLocalProperty("spark.jobGroup.id", None)
+
+
+Results = list[tuple[SplitStats, list[dict[str, Any]]]]
+
+
+def _with_rereads(splits: list[Split], run: Callable[[list[Split]], Results], on_reread: Callable[[], None]
+                  ) -> tuple[dict[int, SplitStats], list[dict[str, Any]], list[dict[str, Any]]]:
+    """Both engines: ``run`` every split, re-run segments whose split chain breaks as one split each, and
+    return ``(stats by split index, rows in segment order, torn tails)``."""
+    results = run(splits)
+    stats = {st.index: st for st, _ in results}
+    broken = chain_breaks(splits, stats)
+    if broken:
+        on_reread()
+        again = whole_segment_splits(splits, broken, len(splits))
+        results = [r for r, sp in zip(results, _by_index(splits, results), strict=True)
+                   if sp.path not in broken] + run(again)
+        splits = [s for s in splits if s.path not in broken] + again
+        stats = {st.index: st for st, _ in results}
     order = {s.index: (s.path, s.start) for s in splits}
     rows: list[dict[str, Any]] = []
     for _st, part in sorted(results, key=lambda r: order[r[0].index]):
@@ -124,7 +173,51 @@ def run_splits(spark: Any, splits: list[Split], fn: SplitFn, *, progress: Progre
     return stats, rows, merge_torn(splits, stats)
 
 
-def _by_index(splits: list[Split], results: list[tuple[SplitStats, list[dict[str, Any]]]]) -> list[Split]:
+def _run_in_process(engine: InProcess, splits: list[Split], fn: SplitFn, progress: ProgressCallback | None,
+                    group: str, interval: float
+                    ) -> tuple[dict[int, SplitStats], list[dict[str, Any]], list[dict[str, Any]]]:
+    """:func:`run_splits` without Spark: the same split function, chain check and re-read, in this process."""
+    bytes_total = sum(s.end - s.start for s in splits)
+    n = {"done": 0, "total": len(splits), "scanned": 0}
+    phase = "scan"
+    last = time.monotonic()
+
+    def info(final: bool = False) -> dict[str, Any]:
+        frac = 1.0 if final else (n["scanned"] / bytes_total if bytes_total else 0.0)
+        return {"stages": 1, "stages_done": int(final), "tasks_done": n["done"], "tasks_total": n["total"],
+                "tasks_active": 0 if final else 1, "bytes_scanned": n["scanned"], "bytes_total": bytes_total,
+                "fraction": round(min(frac, 1.0), 4), "phase": "done" if final else phase}
+
+    def run(batch: list[Split]) -> Results:
+        nonlocal last
+        out = []
+        if phase == "reread":  # the re-read segments come on top of the splits already counted
+            n["total"] += len(batch)
+        for sp in batch:
+            if group in engine.cancelled:
+                raise JobCancelled(f"job group {group} was cancelled")
+            st, rows = fn(sp)
+            out.append((st, rows))
+            n["done"] += 1
+            n["scanned"] += st.bytes
+            if progress and time.monotonic() - last >= interval:
+                last = time.monotonic()
+                progress(info())
+        return out
+
+    def reread() -> None:
+        nonlocal phase
+        phase = "reread"
+
+    try:
+        return _with_rereads(splits, run, reread)
+    finally:
+        if progress:
+            progress(info(final=True))
+        engine.cancelled.discard(group)
+
+
+def _by_index(splits: list[Split], results: Results) -> list[Split]:
     idx = {s.index: s for s in splits}
     return [idx[st.index] for st, _ in results]
 
@@ -145,7 +238,7 @@ def balanced_tasks(splits: list[Split], tasks: int) -> list[list[Split]]:
     return [sorted(m, key=lambda s: (s.path, s.start)) for _, _, m in sorted(bins, key=lambda b: b[1]) if m]
 
 
-def _run(sc: Any, splits: list[Split], fn: SplitFn, acc: Any) -> list[tuple[SplitStats, list[dict[str, Any]]]]:
+def _run(sc: Any, splits: list[Split], fn: SplitFn, acc: Any) -> Results:
     """One Spark task per group of :func:`balanced_tasks` (``TASKS_PER_CORE`` per core of the context)."""
     if not splits:
         return []

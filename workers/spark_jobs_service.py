@@ -7,6 +7,11 @@ timeline steps carry the broker's name beside the record's coordinates. Results 
 ``settings.SPARK_RESULTS_DIR/<job id>/`` (``results.jsonl`` + ``results.csv`` for a search, ``trace.json`` for a
 trace); the Job row holds the counts and the paths.
 
+Adaptive execution: the snapshots of every target broker are taken first; when they hold fewer bytes than
+``settings.SPARK_LOCAL_THRESHOLD_BYTES`` the job runs in this process with the same transforms and no Spark
+(:class:`spark_jobs.runner.InProcess`; no SparkSession is even built), else on Spark. ``result["engine"]`` says
+which (``"worker"`` or ``"spark"``) and ``result["bytes_in_range"]`` on what size it was chosen.
+
 Progress: the engine's progress callback (its polling thread, every 0.5 s) writes ``progress``/``total`` (tasks
 done / tasks in all the job's Spark stages so far) and ``result["progress"]`` (stages, tasks, bytes scanned,
 fraction over all brokers, phase) to the row. The same callback reads the row's status: ``cancelling`` (set by
@@ -34,7 +39,7 @@ from console import broker_client
 from console.jobs import states as job_states
 from console.jobs.models import Job
 from spark_jobs.output import ResultWriter
-from spark_jobs.runner import JobCancelled, cancel
+from spark_jobs.runner import ENGINE_WORKER, InProcess, JobCancelled, cancel, choose_engine, engine_name
 
 log = logging.getLogger(__name__)
 
@@ -64,8 +69,9 @@ class _Progress:
     """The progress callback of one job: sums the finished Spark runs (brokers, trace passes) with the current
     one, writes it to the row (throttled), and turns a ``cancelling`` row into a Spark cancel."""
 
-    def __init__(self, job_id: int, spark: Any, group: str, brokers: int) -> None:
-        self.job_id, self.spark, self.group, self.brokers = job_id, spark, group, max(brokers, 1)
+    def __init__(self, job_id: int, group: str, brokers: int) -> None:
+        self.job_id, self.group, self.brokers = job_id, group, max(brokers, 1)
+        self.spark: Any = None  # the engine running now (set once chosen): what a cancel goes to
         self.base = {"stages": 0, "stages_done": 0, "tasks_done": 0, "tasks_total": 0, "bytes_scanned": 0,
                      "bytes_total": 0}
         self.current: dict[str, Any] = {}
@@ -108,7 +114,7 @@ class _Progress:
         try:
             self.save(state)
             status = Job.objects.filter(pk=self.job_id).values_list("status", flat=True).first()
-            if status == Job.CANCELLING and not self.cancel_sent:
+            if status == Job.CANCELLING and not self.cancel_sent and self.spark is not None:
                 self.cancel_sent = True
                 cancel(self.spark, self.group)
         finally:
@@ -177,22 +183,23 @@ def _finish(job_id: int, status: str, extra: dict[str, Any], progress: _Progress
 
 def run_job(job_id: int, spark: Any = None, worker: str | None = None) -> dict[str, Any]:
     """Run the pending Spark job ``job_id`` (on the Celery worker named ``worker``, recorded in the job's result
-    for :func:`fail_orphaned`); returns ``{"job", "status"}`` (or ``skipped``)."""
+    for :func:`fail_orphaned`) on ``spark`` (default: this process's session, built only when the job's size
+    calls for Spark) or in the worker (see the module docstring); returns ``{"job", "status"}`` (or
+    ``skipped``)."""
     job = _claim(job_id, worker)
     if job is None:
         return {"job": job_id, "status": "skipped"}
     progress: _Progress | None = None
     try:
         targets = _targets(job)
-        spark = spark if spark is not None else session()
-        progress = _Progress(job_id, spark, f"console-job-{job_id}", len(targets))
+        progress = _Progress(job_id, f"console-job-{job_id}", len(targets))
         out = results_dir(job_id)
         shutil.rmtree(out, ignore_errors=True)
         out.mkdir(parents=True, exist_ok=True)
         run = _run_search if job.kind == SEARCH_KIND else _run_trace if job.kind == TRACE_KIND else None
         if run is None:
             raise ValueError(f"not a Spark job kind: {job.kind}")
-        summary = run(job, targets, spark, progress, out)
+        summary = run(job, targets, _Engines(spark), progress, out)
         _finish(job_id, Job.DONE, summary, progress)
         return {"job": job_id, "status": Job.DONE}
     except JobCancelled:
@@ -204,27 +211,57 @@ def run_job(job_id: int, spark: Any = None, worker: str | None = None) -> dict[s
         return {"job": job_id, "status": Job.FAILED}
 
 
+class _Engines:
+    """Picks the engine for a job's size (``settings.SPARK_LOCAL_THRESHOLD_BYTES``); the SparkSession is built
+    only when Spark is picked."""
+
+    def __init__(self, spark: Any = None) -> None:
+        self.spark = spark
+
+    def pick(self, bytes_in_range: int) -> Any:
+        if choose_engine(bytes_in_range, int(settings.SPARK_LOCAL_THRESHOLD_BYTES)) == ENGINE_WORKER:
+            return InProcess()
+        if self.spark is None:
+            self.spark = session()
+        return self.spark
+
+
+def _bytes_in_range(manifest: dict[str, Any]) -> int:
+    return int(manifest.get("totalBytes") or sum(int(s["bound"]) for s in manifest.get("segments", [])))
+
+
 def _each_broker(targets: dict[str, str], begin_ms: int | None, end_ms: int | None, progress: _Progress,
-                 fn: Any) -> None:
-    """``fn(name, manifest)`` per broker over a snapshot of its store-time range, released afterwards."""
+                 engines: _Engines, fn: Any) -> dict[str, Any]:
+    """Snapshots of every broker's store-time range, then ``fn(name, manifest, engine)`` per broker on the engine
+    their total size calls for; every snapshot is released afterwards. Returns ``{"engine", "bytes_in_range"}``."""
     admin = broker_client.admin()
-    for name, addr in targets.items():
-        if progress.cancel_requested():
-            raise JobCancelled("cancelled before the next broker")
-        progress.start_broker(name)
-        progress.save(progress.state())
-        manifest = admin.snapshot_segments(addr, begin_ms=begin_ms, end_ms=end_ms)
-        try:
-            fn(name, manifest)
-        finally:
+    manifests: dict[str, dict[str, Any]] = {}
+    try:
+        for name, addr in targets.items():
+            if progress.cancel_requested():
+                raise JobCancelled("cancelled before the next broker")
+            manifests[name] = admin.snapshot_segments(addr, begin_ms=begin_ms, end_ms=end_ms)
+        size = sum(_bytes_in_range(m) for m in manifests.values())
+        engine = engines.pick(size)
+        progress.spark = engine
+        for name, manifest in manifests.items():
+            if progress.cancel_requested():
+                raise JobCancelled("cancelled before the next broker")
+            progress.start_broker(name)
+            progress.save(progress.state())
+            fn(name, manifest, engine)
+            progress.end_broker()
+        return {"engine": engine_name(engine), "bytes_in_range": size}
+    finally:
+        for name, manifest in manifests.items():
             try:
-                admin.release_snapshot(addr, manifest["snapshotId"])
+                admin.release_snapshot(targets[name], manifest["snapshotId"])
             except (ConnectionError, TimeoutError, OSError) as exc:  # the broker's TTL removes it anyway
                 log.warning("could not release snapshot %s on %s: %s", manifest.get("snapshotId"), name, exc)
-        progress.end_broker()
 
 
-def _run_search(job: Job, targets: dict[str, str], spark: Any, progress: _Progress, out: Path) -> dict[str, Any]:
+def _run_search(job: Job, targets: dict[str, str], engines: _Engines, progress: _Progress,
+                out: Path) -> dict[str, Any]:
     from spark_jobs.jobs.search import run_search
 
     spec = dict(job.params["spec"])
@@ -237,8 +274,8 @@ def _run_search(job: Job, targets: dict[str, str], spark: Any, progress: _Progre
     jsonl_path, csv_path = out / "results.jsonl", out / "results.csv"
     with ResultWriter(jsonl_path, csv_path, extra_columns=("broker",)) as writer:
 
-        def one(name: str, manifest: dict[str, Any]) -> None:
-            res = run_search(spark, manifest, spec, progress=progress, job_group=progress.group)
+        def one(name: str, manifest: dict[str, Any], engine: Any) -> None:
+            res = run_search(engine, manifest, spec, progress=progress, job_group=progress.group)
             keep = res.rows[:max(0, limit - totals["rows"])]
             for row in keep:
                 writer.write(row, broker=name)
@@ -247,8 +284,8 @@ def _run_search(job: Job, targets: dict[str, str], spark: Any, progress: _Progre
                 totals[k] += int(getattr(res, k))
             totals["rows"] += len(keep)
 
-        _each_broker(targets, spec.get("begin_ms"), spec.get("end_ms"), progress, one)
-    return {**totals, "truncated": totals["rows"] < totals["matched"], "limit": limit, "brokers": per_broker,
+        chosen = _each_broker(targets, spec.get("begin_ms"), spec.get("end_ms"), progress, engines, one)
+    return {**totals, **chosen, "truncated": totals["rows"] < totals["matched"], "limit": limit, "brokers": per_broker,
             "files": {"jsonl": str(jsonl_path), "csv": str(csv_path)},
             "elapsed_s": round(time.monotonic() - t0, 3)}
 
@@ -258,7 +295,8 @@ _RECORD_FIELDS = ("topic", "queue_id", "queue_offset", "phy_offset", "store_size
                   "pos")
 
 
-def _run_trace(job: Job, targets: dict[str, str], spark: Any, progress: _Progress, out: Path) -> dict[str, Any]:
+def _run_trace(job: Job, targets: dict[str, str], engines: _Engines, progress: _Progress,
+               out: Path) -> dict[str, Any]:
     from spark_jobs.jobs.trace import LIFECYCLE, run_trace, summarize_groups
 
     rank = {t: i for i, t in enumerate(LIFECYCLE)}
@@ -271,8 +309,8 @@ def _run_trace(job: Job, targets: dict[str, str], spark: Any, progress: _Progres
     totals = {"scanned": 0, "bytes_scanned": 0, "passes": 0, "events": 0}
     t0 = time.monotonic()
 
-    def one(name: str, manifest: dict[str, Any]) -> None:
-        res = run_trace(spark, manifest, msg_id=p.get("msg_id") or None, key=p.get("key") or None,
+    def one(name: str, manifest: dict[str, Any], engine: Any) -> None:
+        res = run_trace(engine, manifest, msg_id=p.get("msg_id") or None, key=p.get("key") or None,
                         begin_ms=p.get("begin_ms"), end_ms=p.get("end_ms"), progress=progress,
                         job_group=progress.group)
         timeline.extend({**step, "broker": step.get("broker") or name} for step in res.timeline)
@@ -286,11 +324,11 @@ def _run_trace(job: Job, targets: dict[str, str], spark: Any, progress: _Progres
                             "scanned": res.scanned, "passes": res.passes, "torn": res.torn,
                             "snapshot": manifest.get("snapshotId")}
 
-    _each_broker(targets, p.get("begin_ms"), p.get("end_ms"), progress, one)
+    chosen = _each_broker(targets, p.get("begin_ms"), p.get("end_ms"), progress, engines, one)
     timeline.sort(key=lambda s: (s["timestamp"], s["depth"], rank.get(s["type"], len(rank))))
     groups = summarize_groups(timeline)
     path = out / "trace.json"
     path.write_text(json.dumps({"msg_id": p.get("msg_id"), "key": p.get("key"), "ids": ids, "timeline": timeline,
                                 "groups": groups, "records": records}, default=str, ensure_ascii=False))
-    return {**totals, "steps": len(timeline), "records": len(records), "ids": ids, "groups": sorted(groups),
+    return {**totals, **chosen, "steps": len(timeline), "records": len(records), "ids": ids, "groups": sorted(groups),
             "brokers": per_broker, "files": {"trace": str(path)}, "elapsed_s": round(time.monotonic() - t0, 3)}

@@ -31,7 +31,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("transactional_db
 
 @pytest.fixture(autouse=True)
 def _results_dir(settings, tmp_path: Path) -> Path:  # type: ignore[no-untyped-def]
+    """Results in the test's temp dir; every job here on Spark, however small (test_spark_engine.py tests the
+    adaptive choice)."""
     settings.SPARK_RESULTS_DIR = tmp_path / "spark-results"
+    settings.SPARK_LOCAL_THRESHOLD_BYTES = 0
     return settings.SPARK_RESULTS_DIR
 
 
@@ -61,7 +64,7 @@ def test_search_job_over_every_broker(spark: Any, cluster: Cluster, sdk_admin: A
     assert run_job(job.pk, spark=spark, worker="spark@test") == {"job": job.pk, "status": "done"}
     job.refresh_from_db()
     r = job.result
-    assert r["worker"] == "spark@test"
+    assert r["worker"] == "spark@test" and r["engine"] == "spark"
     assert job.status == Job.DONE and job.finished is not None
     assert r["scanned"] == 120 and r["matched"] == 12 and r["rows"] == 12 and r["truncated"] is False
     assert set(r["brokers"]) == {"broker-a", "broker-r"}
