@@ -60,8 +60,8 @@ class BrokerHA:
 
     async def start(self, host: str, listen_port: int) -> None:
         port = self.config.ha_listen_port
-        if port < 0:
-            port = listen_port + 1 if listen_port > 0 else 0
+        if port < 0:  # RocketMQ's listenPort + 1; a broker on an ephemeral port (listenPort 0) takes any free one
+            port = listen_port + 1 if self.config.listen_port > 0 else 0
         await self.service.start(host, port)
         self.ctl.store.add_arrival_listener(lambda batch: self.service.notify())
         if self.is_slave:

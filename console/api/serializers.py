@@ -13,7 +13,7 @@ from broker_core.protocol.filter import SubscriptionParseError, parse_subscripti
 from broker_core.protocol.sql92 import Sql92Error, compile_sql92
 from broker_core.protocol.validation import group_error, topic_error
 from console.selectors.groups import ResetTarget
-from console.selectors.messages import MESSAGE_ID
+from console.selectors.messages import OFFSET_MSG_ID
 from console.services.messages import MAX_BODY_BYTES, OutgoingMessage
 
 PERMS = (2, 4, 6)  # write only, read only, read-write (RocketMQ's PermName)
@@ -178,7 +178,7 @@ class AckSerializer(serializers.Serializer):
 
 
 def _offset_id(value: str) -> str:
-    if not MESSAGE_ID.match(value):
+    if not OFFSET_MSG_ID.match(value):
         raise serializers.ValidationError(f"{value!r} is not an offset message id (32 hex characters)")
     return value.upper()
 

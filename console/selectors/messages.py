@@ -18,7 +18,9 @@ from broker_core.protocol.sql92 import Selector, compile_sql92
 from console import broker_client
 from console.errors import bad_request, not_found
 
-MESSAGE_ID = re.compile(r"^[0-9A-Fa-f]{32}$")
+# 4.x unique and offset ids are 32 hex characters; RocketMQ 5 clients' ids are version "01" + 32
+MESSAGE_ID = re.compile(r"^(?:01)?[0-9A-Fa-f]{32}$")
+OFFSET_MSG_ID = re.compile(r"^[0-9A-Fa-f]{32}$")  # broker address + CommitLog offset
 # Properties the JSON already shows as fields.
 SHOWN_PROPERTIES = {"TAGS", "KEYS", "UNIQ_KEY"}
 
@@ -55,9 +57,11 @@ def message_json(msg: MessageExt, with_body: bool) -> dict[str, Any]:
 
 
 def check_message_id(msg_id: str) -> None:
-    """Raise a 400 unless ``msg_id`` is 32 hex characters (both id kinds are)."""
+    """Raise a 400 unless ``msg_id`` is 32 hex characters (4.x unique and offset ids) or 34 starting ``01``
+    (RocketMQ 5 ids)."""
     if not MESSAGE_ID.match(msg_id):
-        raise bad_request("invalid_message_id", f"a message id is 32 hex characters, got {msg_id!r}")
+        raise bad_request("invalid_message_id",
+                          f"a message id is 32 hex characters (34 for a RocketMQ 5 id), got {msg_id!r}")
 
 
 def _broker_addrs() -> set[str]:

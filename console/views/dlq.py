@@ -15,7 +15,7 @@ from console.jobs.selectors import get_job, job_json
 from console.models import Job
 from console.roles import OPERATOR, VIEWER, has_role
 from console.selectors.dlq import list_dlqs
-from console.selectors.messages import MESSAGE_ID
+from console.selectors.messages import OFFSET_MSG_ID
 from console.selectors.ui_dlq import EXPORT_LIMIT, as_csv, as_json_lines, export_rows
 from console.selectors.ui_messages import dead_letter_rows
 from console.services.messages import resend_dead_letters
@@ -28,7 +28,7 @@ EXPORT_FORMATS = {"jsonl": "application/x-ndjson; charset=utf-8", "csv": "text/c
 
 def _selected(request: HttpRequest) -> list[str]:
     data = request.POST if request.method == "POST" else request.GET
-    return list(dict.fromkeys(i.upper() for i in data.getlist("offset_msg_id") if MESSAGE_ID.match(i)))
+    return list(dict.fromkeys(i.upper() for i in data.getlist("offset_msg_id") if OFFSET_MSG_ID.match(i)))
 
 
 

@@ -14,7 +14,7 @@ from django.utils import timezone
 from broker_core.protocol.sql92 import Sql92Error, compile_sql92
 from broker_core.protocol.validation import group_error, topic_error
 from console.api.serializers import PERMS
-from console.selectors.messages import MESSAGE_ID
+from console.selectors.messages import MESSAGE_ID, OFFSET_MSG_ID
 from console.selectors.ui_messages import SYSTEM_PROPERTIES
 from console.services.messages import MAX_BODY_BYTES, OutgoingMessage
 
@@ -61,7 +61,7 @@ class SendMessageForm(forms.Form):
 
     def clean_reproduced_from(self) -> str:
         value = self.cleaned_data.get("reproduced_from", "").strip()
-        if value and not MESSAGE_ID.match(value):
+        if value and not OFFSET_MSG_ID.match(value):
             raise forms.ValidationError("not a message id")
         return value.upper()
 
@@ -108,14 +108,14 @@ class SendMessageForm(forms.Form):
 class MessageSearchForm(forms.Form):
     """Either ``msg_id`` (an offset id, or a unique id together with ``topic``) or ``topic`` + ``key``."""
 
-    msg_id = forms.CharField(required=False, max_length=32, label="Message id")
+    msg_id = forms.CharField(required=False, max_length=34, label="Message id")
     topic = forms.CharField(required=False, max_length=127, validators=[_topic])
     key = forms.CharField(required=False, max_length=255)
 
     def clean_msg_id(self) -> str:
         value = self.cleaned_data.get("msg_id", "").strip()
         if value and not MESSAGE_ID.match(value):
-            raise forms.ValidationError("a message id is 32 hex characters")
+            raise forms.ValidationError("a message id is 32 hex characters (34 for a RocketMQ 5 id)")
         return value.upper()
 
     def clean(self) -> dict[str, Any]:

@@ -37,7 +37,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """A name server and one broker, ``broker-a``, for the whole console suite."""
     c = Cluster(tmp_path_factory.mktemp("console-cluster"))
     try:
-        yield c.add_brokers_registered({"broker-a": "enablePropertyFilter=true\n"})  # SQL92 receive and pulls
+        # SQL92 receive and pulls; RocketMQ 5 gRPC for the official client's tests
+        yield c.add_brokers_registered({"broker-a": "enablePropertyFilter=true\ngrpcListenPort=0\n"})
     finally:
         broker_client.reset()
         c.close()

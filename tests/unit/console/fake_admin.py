@@ -25,6 +25,9 @@ class FakeAdmin:
     def topic_list(self) -> list[str]:
         return sorted(self.topics)
 
+    def auto_created_topics(self) -> set[str]:
+        return set()  # every topic here was created through the admin API
+
     def topic_route(self, topic: str) -> dict[str, Any]:
         held = self.topics.get(topic)
         if not held:
