@@ -11,7 +11,6 @@ from console.api.serializers import MessageSearchSerializer
 from console.roles import VIEWER
 from console.selectors import messages as selectors
 from console.selectors import tracking
-from console.selectors.topics import check_topic_name
 
 
 class MessageDetailView(RoleAPIView):
@@ -21,11 +20,7 @@ class MessageDetailView(RoleAPIView):
 
     @extend_schema(parameters=[OpenApiParameter("topic", str, description="the topic of a unique message id")])
     def get(self, request: Request, msg_id: str) -> Response:
-        topic = request.query_params.get("topic")
-        if topic:
-            msg = selectors.message_by_unique_id(check_topic_name(topic), msg_id)
-        else:
-            msg = selectors.message_by_offset_id(msg_id)
+        msg = selectors.find_message(msg_id, request.query_params.get("topic"))
         return Response(selectors.message_json(msg, can_read_bodies(request)))
 
 
@@ -38,11 +33,7 @@ class MessageConsumptionView(RoleAPIView):
 
     @extend_schema(parameters=[OpenApiParameter("topic", str, description="the topic of a unique message id")])
     def get(self, request: Request, msg_id: str) -> Response:
-        topic = request.query_params.get("topic")
-        if topic:
-            msg = selectors.message_by_unique_id(check_topic_name(topic), msg_id)
-        else:
-            msg = selectors.message_by_offset_id(msg_id)
+        msg = selectors.find_message(msg_id, request.query_params.get("topic"))
         return Response({"message": selectors.message_json(msg, False), "groups": tracking.consumption_status(msg)})
 
 

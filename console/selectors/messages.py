@@ -15,6 +15,7 @@ from broker_core.client import MessageExt, MessageQueue, PullStatus
 from broker_core.codec.errors import CodecError
 from broker_core.codec.message_id import decode_offset_msg_id
 from broker_core.protocol.sql92 import Selector, compile_sql92
+from broker_core.protocol.validation import topic_error
 from console import broker_client
 from console.errors import bad_request, not_found
 
@@ -90,6 +91,21 @@ def message_by_unique_id(topic: str, msg_id: str) -> MessageExt:
     if not found:
         raise not_found(f"no message {msg_id} in topic {topic}")
     return found[0]
+
+
+def check_topic_name(name: str) -> str:
+    """``name``, or a 400 ``invalid_topic`` saying what is wrong with it."""
+    err = topic_error(name)
+    if err:
+        raise bad_request("invalid_topic", err)
+    return name
+
+
+def find_message(msg_id: str, topic: str | None) -> MessageExt:
+    """A unique message id with its ``topic``, or an offset message id without one (400/404 as above)."""
+    if topic:
+        return message_by_unique_id(check_topic_name(topic), msg_id)
+    return message_by_offset_id(msg_id)
 
 
 def messages_by_key(topic: str, key: str, limit: int, begin_ms: int = 0,

@@ -10,11 +10,10 @@ from broker_core.protocol.validation import (
     DLQ_GROUP_TOPIC_PREFIX,
     RETRY_GROUP_TOPIC_PREFIX,
     SYSTEM_TOPICS,
-    topic_error,
 )
 from console import broker_client
-from console.errors import bad_request, not_found
-from console.selectors.messages import iso_ms
+from console.errors import not_found
+from console.selectors.messages import check_topic_name, iso_ms
 
 NORMAL, RETRY, DLQ, SYSTEM = "normal", "retry", "dlq", "system"
 TOPIC_TYPES = (NORMAL, RETRY, DLQ, SYSTEM)
@@ -60,14 +59,6 @@ def topic_stats(name: str) -> list[dict[str, Any]]:
     return [{"broker_name": r["brokerName"], "queue_id": r["queueId"], "min_offset": r["minOffset"],
              "max_offset": r["maxOffset"], "last_update": iso_ms(r.get("lastUpdateTimestamp", 0))}
             for r in broker_client.admin().topic_stats(check_topic_name(name))]
-
-
-def check_topic_name(name: str) -> str:
-    """``name``, or a 400 ``invalid_topic`` saying what is wrong with it."""
-    err = topic_error(name)
-    if err:
-        raise bad_request("invalid_topic", err)
-    return name
 
 
 def find_topic(name: str) -> dict[str, Any] | None:

@@ -13,7 +13,6 @@ from django.views.decorators.http import require_http_methods
 from console.roles import OPERATOR, VIEWER, has_role
 from console.selectors import messages as selectors
 from console.selectors import tracking
-from console.selectors.topics import check_topic_name
 from console.selectors.ui_messages import body_views, reproduce_topic
 from console.views.base import page
 from console.views.forms import BrowseForm, MessageSearchForm
@@ -41,11 +40,7 @@ def message_search(request: HttpRequest) -> HttpResponse:
 @page(VIEWER)
 @require_http_methods(["GET"])
 def message_detail(request: HttpRequest, msg_id: str) -> HttpResponse:
-    topic = request.GET.get("topic", "").strip()
-    if topic:
-        msg = selectors.message_by_unique_id(check_topic_name(topic), msg_id)
-    else:
-        msg = selectors.message_by_offset_id(msg_id)
+    msg = selectors.find_message(msg_id, request.GET.get("topic", "").strip())
     can_read = has_role(request.user, OPERATOR)
     data = selectors.message_json(msg, with_body=False)
     return render(request, "console/message_detail.html", {
