@@ -25,19 +25,24 @@ class AlertRule(models.Model):
     DLQ_GROWTH = "dlq_growth"
     DISK_RATIO = "disk_ratio"
     BROKER_MISSING = "broker_missing"
+    REPLICATION_LAG_BYTES = "replication_lag_bytes"
+    REPLICATION_LAG_SECONDS = "replication_lag_seconds"
     KINDS = [
         (GROUP_LAG_MESSAGES, "group lag (messages)"),
         (GROUP_LAG_SECONDS, "group lag (seconds behind)"),
         (DLQ_GROWTH, "DLQ growth (messages over the window)"),
         (DISK_RATIO, "broker disk use (ratio 0..1)"),
         (BROKER_MISSING, "broker missing from the name server"),
+        (REPLICATION_LAG_BYTES, "replication lag of a broker group's worst slave (bytes)"),
+        (REPLICATION_LAG_SECONDS, "replication lag of a broker group's worst slave (seconds behind)"),
     ]
     GROUP_KINDS = (GROUP_LAG_MESSAGES, GROUP_LAG_SECONDS, DLQ_GROWTH)
-    BROKER_KINDS = (DISK_RATIO, BROKER_MISSING)
+    BROKER_KINDS = (DISK_RATIO, BROKER_MISSING, REPLICATION_LAG_BYTES, REPLICATION_LAG_SECONDS)
 
     name = models.CharField(max_length=100, unique=True)
     kind = models.CharField(max_length=32, choices=KINDS)
-    # a consumer group (lag, DLQ kinds) or broker name (disk, broker kinds); shell-style globs; "*" = all
+    # a consumer group (lag, DLQ kinds) or broker name (disk, broker, replication kinds); shell-style globs;
+    # "*" = all
     target = models.CharField(max_length=255, default="*")
     threshold = models.FloatField(default=0)
     for_evaluations = models.PositiveSmallIntegerField(default=1)

@@ -26,7 +26,8 @@ from console.alerts.webhook_guard import WebhookRefused, post_json
 
 FIRING, REPEAT, RESOLVED = "firing", "repeat", "resolved"
 UNITS = {AlertRule.GROUP_LAG_MESSAGES: "messages", AlertRule.GROUP_LAG_SECONDS: "s",
-         AlertRule.DLQ_GROWTH: "dead letters", AlertRule.DISK_RATIO: "", AlertRule.BROKER_MISSING: ""}
+         AlertRule.DLQ_GROWTH: "dead letters", AlertRule.DISK_RATIO: "", AlertRule.BROKER_MISSING: "",
+         AlertRule.REPLICATION_LAG_BYTES: "bytes", AlertRule.REPLICATION_LAG_SECONDS: "s"}
 
 
 def _iso(value: Any) -> str | None:
@@ -41,7 +42,8 @@ def summary(alert: Alert) -> str:
     if alert.kind == AlertRule.DISK_RATIO:
         return f"disk use of broker {subject} is {value if value is None else f'{value:.1%}'} (>= {threshold:.1%})"
     what = {AlertRule.GROUP_LAG_MESSAGES: "lag", AlertRule.GROUP_LAG_SECONDS: "lag",
-            AlertRule.DLQ_GROWTH: "DLQ growth"}.get(alert.kind, alert.kind)
+            AlertRule.DLQ_GROWTH: "DLQ growth", AlertRule.REPLICATION_LAG_BYTES: "replication lag of broker group",
+            AlertRule.REPLICATION_LAG_SECONDS: "replication lag of broker group"}.get(alert.kind, alert.kind)
     shown = "unknown" if value is None else f"{value:g}"
     return f"{what} of {subject} is {shown} {UNITS.get(alert.kind, '')} (>= {threshold:g})".replace("  ", " ")
 

@@ -30,8 +30,10 @@ def check_threshold(kind: str, threshold: float) -> str | None:
         return "a disk_ratio threshold is a ratio in (0, 1], e.g. 0.85"
     if kind in (AlertRule.GROUP_LAG_MESSAGES, AlertRule.DLQ_GROWTH) and threshold < 1:
         return "a lag or DLQ growth threshold is at least 1 message"
-    if kind == AlertRule.GROUP_LAG_SECONDS and threshold <= 0:
+    if kind in (AlertRule.GROUP_LAG_SECONDS, AlertRule.REPLICATION_LAG_SECONDS) and threshold <= 0:
         return "a lag threshold in seconds must be above 0"
+    if kind == AlertRule.REPLICATION_LAG_BYTES and threshold < 1:
+        return "a replication lag threshold is at least 1 byte"
     return None
 
 

@@ -9,6 +9,8 @@ What a rule observes (a value per subject; the condition holds when ``value >= t
 | `dlq_growth`         | `group`        | DLQ size now minus the oldest sampled size within ``window_minutes``  |
 | `disk_ratio`         | broker         | the newest of the last ``disk_check`` run's ratio and ``BrokerSample`` |
 | `broker_missing`     | broker         | 1 when the name server has no master of the broker, else 0            |
+| `replication_lag_bytes` | broker   | the worst slave's lag in bytes of the broker group (read now)         |
+| `replication_lag_seconds` | broker | the worst slave's time behind (read now)                              |
 
 ``target`` picks subjects by group (lag, DLQ) or broker name, as a shell-style glob (``*`` = all). A
 ``broker_missing`` rule on ``*`` expects every broker that ran a job or was sampled in the last day.
@@ -27,7 +29,9 @@ State changes per (rule, subject), one evaluation at a time (the task holds a lo
    the condition clears once. Alerts of a disabled rule are resolved without notifying.
 
 Sampled data older than :data:`STALE_AFTER` counts as unknown. A name server that cannot be reached makes a
-``broker_missing`` rule's evaluation an error (reported, state unchanged), never a "missing".
+``broker_missing`` rule's evaluation an error (reported, state unchanged), never a "missing". The replication
+kinds read the brokers when evaluated (no sampled history): a group without slaves or HA connections is not a
+subject; a group whose master does not answer, or whose slaves' lag is not known, is unknown.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ from console import broker_client
 from console.alerts import notifications
 from console.alerts.models import Alert, AlertRule
 from console.monitoring.models import RAW_BUCKET, BrokerSample, JobRun, LagSample
+from console.selectors.replication import broker_groups
 
 STALE_AFTER = timedelta(minutes=10)
 BATCH_SPREAD = timedelta(seconds=30)  # samples this close to the newest one belong to the same sampling
@@ -160,9 +165,20 @@ def _observe_missing(rule: AlertRule, now: datetime) -> Observed:
     return {b: (0.0 if b in registered else 1.0) for b in sorted(expected)}
 
 
+def _observe_replication(rule: AlertRule, now: datetime) -> Observed:
+    key = "worst_lag_seconds" if rule.kind == AlertRule.REPLICATION_LAG_SECONDS else "worst_lag_bytes"
+    out: Observed = {}
+    for g in broker_groups():
+        if matches(rule.target, g["name"]) and (g["slaves"] or g["connections"]):
+            value = g[key] if g["master"]["up"] else None
+            out[g["name"]] = None if value is None else float(value)
+    return out
+
+
 OBSERVERS = {AlertRule.GROUP_LAG_MESSAGES: _observe_lag, AlertRule.GROUP_LAG_SECONDS: _observe_lag,
              AlertRule.DLQ_GROWTH: _observe_dlq_growth, AlertRule.DISK_RATIO: _observe_disk,
-             AlertRule.BROKER_MISSING: _observe_missing}
+             AlertRule.BROKER_MISSING: _observe_missing, AlertRule.REPLICATION_LAG_BYTES: _observe_replication,
+             AlertRule.REPLICATION_LAG_SECONDS: _observe_replication}
 
 
 def observe(rule: AlertRule, now: datetime | None = None) -> Observed | None:

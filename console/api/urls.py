@@ -8,6 +8,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 from console.api import (
     alerts,
     audit,
+    cluster,
     dlq,
     groups,
     jobs,
@@ -20,6 +21,7 @@ from console.api import (
 )
 
 urlpatterns = [
+    path("cluster/brokers/", cluster.ClusterBrokersView.as_view(), name="cluster-brokers"),
     path("topics/", topics.TopicListView.as_view(), name="topic-list"),
     path("topics/<str:name>/", topics.TopicDetailView.as_view(), name="topic-detail"),
     path("topics/<str:name>/route/", topics.TopicRouteView.as_view(), name="topic-route"),

@@ -6,7 +6,7 @@ from collections import Counter
 from typing import Any
 
 from console import broker_client
-from console.selectors.health import UNREACHABLE
+from console.selectors.replication import UNREACHABLE
 from console.selectors.topics import TOPIC_TYPES, list_topics
 
 # Runtime keys worth a column when the broker reports them.

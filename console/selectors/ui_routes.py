@@ -1,5 +1,5 @@
-"""Reads for the cluster / routes page: the name server's brokers (with their cluster) and every topic's route
-(per broker: read/write queues and permission)."""
+"""Reads for the cluster / routes page: every topic's route (per broker: read/write queues and permission); the
+broker groups come from :mod:`console.selectors.replication`."""
 
 from __future__ import annotations
 
@@ -11,15 +11,6 @@ from console import broker_client
 from console.selectors.topics import list_topics
 
 PERM_NAMES = {6: "read-write", 4: "read only", 2: "write only", 0: "none"}
-
-
-def cluster_brokers() -> list[dict[str, Any]]:
-    """``[{"name", "cluster", "addrs": [(broker id, addr)]}]`` sorted by name, from the name server's cluster info."""
-    info = broker_client.admin().cluster_info()
-    cluster_of = {b: c for c, names in info.get("clusterAddrTable", {}).items() for b in names}
-    return [{"name": name, "cluster": cluster_of.get(name, data.get("cluster", "-")),
-             "addrs": sorted(data.get("brokerAddrs", {}).items())}
-            for name, data in sorted(info.get("brokerAddrTable", {}).items())]
 
 
 def topic_routes(search: str = "", kind: str = "") -> list[dict[str, Any]]:

@@ -1,4 +1,4 @@
-"""The cluster / routes page: the name server's brokers and each topic's route."""
+"""The cluster / routes page: the broker groups (master, slaves, replication lag) and each topic's route."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ from django.shortcuts import render
 from django.views.decorators.http import require_http_methods
 
 from console.roles import VIEWER
+from console.selectors.replication import broker_groups
 from console.selectors.topics import TOPIC_TYPES
-from console.selectors.ui_routes import cluster_brokers, topic_routes
+from console.selectors.ui_routes import topic_routes
 from console.views.base import page
 
 
@@ -19,5 +20,5 @@ def cluster(request: HttpRequest) -> HttpResponse:
     kind = request.GET.get("type", "")
     if kind not in TOPIC_TYPES:
         kind = ""
-    return render(request, "console/cluster.html", {"brokers": cluster_brokers(), "routes": topic_routes(search, kind),
+    return render(request, "console/cluster.html", {"brokers": broker_groups(), "routes": topic_routes(search, kind),
                                                     "search": search, "kind": kind, "types": TOPIC_TYPES})
