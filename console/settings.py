@@ -188,6 +188,9 @@ SPARK_RESULTS_DIR = Path(os.environ.get("SPARK_RESULTS_DIR", BASE_DIR / "var" / 
 # Adaptive execution: a job whose snapshots hold fewer bytes than this runs in the worker process with the same
 # transforms and no Spark (Spark's start-up and scheduling would cost more than the scan); 0 always uses Spark.
 SPARK_LOCAL_THRESHOLD_BYTES = int(os.environ.get("SPARK_LOCAL_THRESHOLD_BYTES", str(64 * 1024 * 1024)))
+# Segment reads: "auto" opens a snapshot's files where they are visible and fetches them from the broker over the
+# network (READ_SNAPSHOT_SEGMENT) where not; "network" always fetches (a Spark cluster on other hosts).
+SPARK_SEGMENT_READS = os.environ.get("SPARK_SEGMENT_READS", "auto")
 # DLQ resend jobs (console/jobs/resend.py) run on the default queue. A run holds its job by a lease renewed after
 # each chunk of DLQ_RESEND_CHUNK dead letters; a lease older than DLQ_RESEND_LEASE_S may be taken over. A copy left
 # by a killed run is looked for from DLQ_RESEND_CLOCK_SKEW_S before its intent (the broker's clock may lag ours).

@@ -24,7 +24,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from spark_jobs.segments import Split, SplitStats, chain_breaks, merge_torn, whole_segment_splits
+from spark_jobs.segments import Split, SplitStats, chain_breaks, merge_torn, prefetch, whole_segment_splits
 
 ProgressCallback = Callable[[dict[str, Any]], None]
 SplitFn = Callable[[Split], tuple[SplitStats, list[dict[str, Any]]]]
@@ -193,9 +193,11 @@ def _run_in_process(engine: InProcess, splits: list[Split], fn: SplitFn, progres
         out = []
         if phase == "reread":  # the re-read segments come on top of the splits already counted
             n["total"] += len(batch)
-        for sp in batch:
+        for i, sp in enumerate(batch):
             if group in engine.cancelled:
                 raise JobCancelled(f"job group {group} was cancelled")
+            if i + 1 < len(batch):
+                prefetch(batch[i + 1])
             st, rows = fn(sp)
             out.append((st, rows))
             n["done"] += 1
@@ -245,7 +247,9 @@ def _run(sc: Any, splits: list[Split], fn: SplitFn, acc: Any) -> Results:
 
     def part(it):  # type: ignore[no-untyped-def]  # a pyspark mapPartitions function (no stubs)
         for group in it:
-            for sp in group:
+            for i, sp in enumerate(group):
+                if i + 1 < len(group):
+                    prefetch(group[i + 1])  # fetched over the network (when it is) while this one is walked
                 st, rows = fn(sp)
                 acc.add(st.bytes)
                 yield st, rows

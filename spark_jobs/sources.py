@@ -1,7 +1,8 @@
 """A DataFrame over snapshot segments: one row per CommitLog record, decoded by ``broker_core.codec``.
 
 Work is split by segment and byte range (``spark_jobs.segments``); each Spark task maps its segment read-only up
-to the published bound, walks the records it owns and decodes them with the codec's ``decode_record`` (the
+to the published bound (or fetches its range from the broker when it cannot open the file:
+``segments.over_split``), walks the records it owns and decodes them with the codec's ``decode_record`` (the
 function the broker's own reads use). Blank records end a sealed segment; a torn tail (a record whose magic or
 lengths are wrong, or that runs past the bound) ends the walk and is reported, never decoded. Before building
 rows a first pass checks the split chain (see ``segments.chain_breaks``) and re-plans any segment whose
@@ -21,7 +22,7 @@ from spark_jobs.segments import (
     chain_breaks,
     decode_at,
     finish,
-    open_segment,
+    over_split,
     plan_splits,
     record_row,
     walk,
@@ -41,10 +42,10 @@ RECORD_SCHEMA = ", ".join(f"{name} {kind}" for name, kind in COLUMNS)
 
 def read_split(split: Split) -> tuple[SplitStats, list[dict[str, Any]]]:
     """Every record the split owns, as row dicts, and the split's stats (a torn record ends the walk)."""
-    stats = SplitStats(split.index, split.segment)
-    rows: list[dict[str, Any]] = []
-    buf = open_segment(split.path, split.bound)
-    try:
+
+    def body(buf: Any) -> tuple[SplitStats, list[dict[str, Any]]]:
+        stats = SplitStats(split.index, split.segment)
+        rows: list[dict[str, Any]] = []
         for pos in walk(buf, split, stats):
             try:
                 rec = decode_at(buf, pos, split, check_crc=True)
@@ -56,19 +57,18 @@ def read_split(split: Split) -> tuple[SplitStats, list[dict[str, Any]]]:
         stats.scanned = len(rows)
         stats.records = len(rows)
         return stats, rows
-    finally:
-        buf.close()
+
+    return over_split(split, body)
 
 
 def _chain_pass(split: Split) -> SplitStats:
-    stats = SplitStats(split.index, split.segment)
-    buf = open_segment(split.path, split.bound)
-    try:
+    def body(buf: Any) -> tuple[SplitStats, None]:
+        stats = SplitStats(split.index, split.segment)
         for _ in walk(buf, split, stats):
             pass
-        return stats
-    finally:
-        buf.close()
+        return stats, None
+
+    return over_split(split, body)[0]
 
 
 def verified_splits(spark: Any, segments: list[Segment], split_bytes: int = DEFAULT_SPLIT_BYTES) -> list[Split]:

@@ -12,6 +12,10 @@ Adaptive execution: the snapshots of every target broker are taken first; when t
 (:class:`spark_jobs.runner.InProcess`; no SparkSession is even built), else on Spark. ``result["engine"]`` says
 which (``"worker"`` or ``"spark"``) and ``result["bytes_in_range"]`` on what size it was chosen.
 
+Segment reads: an executor (or this process) opens a snapshot's files when it can, and fetches them from the
+broker over the network when it cannot (``spark_jobs.remote``; ``settings.SPARK_SEGMENT_READS="network"``
+always fetches, for a Spark cluster on other hosts where a same-named path could exist).
+
 Progress: the engine's progress callback (its polling thread, every 0.5 s) writes ``progress``/``total`` (tasks
 done / tasks in all the job's Spark stages so far) and ``result["progress"]`` (stages, tasks, bytes scanned,
 fraction over all brokers, phase) to the row. The same callback reads the row's status: ``cancelling`` (set by
@@ -240,7 +244,10 @@ def _each_broker(targets: dict[str, str], begin_ms: int | None, end_ms: int | No
         for name, addr in targets.items():
             if progress.cancel_requested():
                 raise JobCancelled("cancelled before the next broker")
-            manifests[name] = admin.snapshot_segments(addr, begin_ms=begin_ms, end_ms=end_ms)
+            manifest = admin.snapshot_segments(addr, begin_ms=begin_ms, end_ms=end_ms)
+            # executors that cannot open the snapshot's files fetch them from this broker (spark_jobs.remote)
+            manifests[name] = {**manifest, "brokerAddr": addr,
+                               "preferLocal": settings.SPARK_SEGMENT_READS != "network"}
         size = sum(_bytes_in_range(m) for m in manifests.values())
         engine = engines.pick(size)
         progress.spark = engine

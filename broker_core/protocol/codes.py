@@ -7,7 +7,7 @@ import enum
 
 class RequestCode(enum.IntEnum):
     """Codes a request carries. Client -> broker, broker admin and name server codes are RocketMQ 4.9's; the
-    receive/ack codes are RocketMQ 5's; 900-910 are broker_core's own admin operations (store maintenance,
+    receive/ack codes are RocketMQ 5's; 900-911 are broker_core's own admin operations (store maintenance,
     delivery, snapshots), outside every range RocketMQ defines."""
 
     SEND_MESSAGE = 10
@@ -82,6 +82,7 @@ class RequestCode(enum.IntEnum):
     REPORT_CONSUME_TRACE = 908
     SNAPSHOT_SEGMENTS = 909
     RELEASE_SNAPSHOT = 910
+    READ_SNAPSHOT_SEGMENT = 911  # a byte range of a snapshot's segment, for readers on other hosts (Spark)
 
 
 class ResponseCode(enum.IntEnum):

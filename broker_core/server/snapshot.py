@@ -5,6 +5,13 @@
   Answers the manifest (JSON): ``snapshotId``, ``exportDir``, ``segments`` (``path`` absolute, ``fileFromOffset``,
   ``bound``, ``sealed``, ``firstStoreTimestamp``), ``skipped``, ``totalBytes``, ``expiresMs``.
 - RELEASE_SNAPSHOT: header ``snapshotId``; answers ``{"released": bool}``.
+- READ_SNAPSHOT_SEGMENT: header ``snapshotId``, ``segment`` (a ``fileName`` of the manifest), ``offset``,
+  ``length`` (at most :data:`MAX_READ_BYTES`), ``readToken`` (the manifest's); answers the bytes of
+  ``[offset, min(offset + length, bound))`` as the body and ``bound`` in the header. The read goes through the
+  snapshot's hard link (retention-safe) and never past the bound (see ``broker_core.store.snapshot``).
+  NO_PERMISSION for a wrong token, SYSTEM_ERROR for a released or expired snapshot, an unknown segment or a
+  bad range. Readers on other hosts (the Spark executors, ``spark_jobs/remote.py``) use it when they cannot
+  open the snapshot's files.
 
 The broker removes expired snapshots every minute (and before each new one), so a crashed job leaves no
 links behind for longer than its TTL. A TTL is capped at ``snapshotMaxLifetimeMs``, and a snapshot older than
@@ -25,6 +32,7 @@ from broker_core.store import DEFAULT_TTL_MS, SegmentSnapshots
 log = logging.getLogger(__name__)
 
 EXPIRY_INTERVAL_S = 60.0
+MAX_READ_BYTES = 8 * 1024 * 1024  # one answer stays well under the 16 MiB frame limit
 
 
 def _opt_int(header: dict[str, object], name: str) -> int | None:
@@ -104,4 +112,20 @@ class SnapshotProcessor:
                 return cmd.response(ResponseCode.SYSTEM_ERROR, str(exc))
             return cmd.response(ResponseCode.SUCCESS, body=json.dumps({"released": released}).encode())
 
-        return {RequestCode.SNAPSHOT_SEGMENTS: snapshot, RequestCode.RELEASE_SNAPSHOT: release}
+        async def read(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+            h = cmd.header
+            try:
+                offset, length = _opt_int(h, "offset") or 0, _opt_int(h, "length") or 0
+                if length > MAX_READ_BYTES:
+                    raise ValueError(f"length {length} is over {MAX_READ_BYTES}")
+                data, bound = await asyncio.get_running_loop().run_in_executor(
+                    None, snaps.read, str(h.get("snapshotId", "")), str(h.get("segment", "")), offset, length,
+                    str(h.get("readToken", "")))
+            except PermissionError as exc:
+                return cmd.response(ResponseCode.NO_PERMISSION, str(exc))
+            except (LookupError, ValueError, TypeError) as exc:
+                return cmd.response(ResponseCode.SYSTEM_ERROR, str(exc))
+            return cmd.response(ResponseCode.SUCCESS, header={"bound": bound}, body=data)
+
+        return {RequestCode.SNAPSHOT_SEGMENTS: snapshot, RequestCode.RELEASE_SNAPSHOT: release,
+                RequestCode.READ_SNAPSHOT_SEGMENT: read}

@@ -16,6 +16,9 @@ Invariants:
 4. Snapshots live under the store root, so links never cross file systems; ids are ``[A-Za-z0-9_.-]`` names.
 5. Every snapshot expires: ``manifest.json`` holds ``expiresMs`` and :meth:`SegmentSnapshots.clean_expired`
    (called by the broker on a timer and before each new snapshot) removes expired ones.
+6. Network readers (:meth:`SegmentSnapshots.read`, the broker's READ_SNAPSHOT_SEGMENT) read the snapshot's own
+   links, never at or past an entry's ``bound`` (so invariants 1 and 2 hold for them too), and only with the
+   snapshot's ``readToken``: 128 random bits in the manifest, handed to whoever took the snapshot.
 
 Crash behaviour: a snapshot is built in ``<id>.tmp`` and renamed once its manifest is written, so a
 crash leaves either a complete snapshot or a ``.tmp`` directory, which the next cleaning pass removes.
@@ -31,6 +34,7 @@ import json
 import logging
 import os
 import re
+import secrets
 import shutil
 import threading
 import uuid
@@ -167,8 +171,40 @@ class SegmentSnapshots:
         now = self.now_ms()
         return {"snapshotId": sid, "exportDir": str(final), "createdMs": now, "expiresMs": now + ttl_ms,
                 "beginTimestamp": lo_ms, "endTimestamp": hi_ms, "beginOffset": lo_off, "endOffset": hi_off,
-                "storeHost": self.store_host() if self.store_host else "",
+                "storeHost": self.store_host() if self.store_host else "", "readToken": secrets.token_hex(16),
                 "segments": segments, "skipped": skipped, "totalBytes": sum(s["bound"] for s in segments)}
+
+    # ------------------------------------------------------------------ network reads
+    def read(self, snapshot_id: str, segment: str, offset: int, length: int, token: str) -> tuple[bytes, int]:
+        """``(bytes, bound)``: up to ``length`` bytes of ``segment`` (its file name) in snapshot ``snapshot_id``
+        from ``offset``, never at or past the segment's bound (empty at the bound). The snapshot's link is read,
+        so retention deleting the segment meanwhile changes nothing (invariant 2); a read racing a release
+        either completes from its open descriptor or finds no snapshot.
+
+        Raises ``LookupError`` when the snapshot (released or expired) or the segment is not there,
+        ``PermissionError`` for a wrong ``token``, ``ValueError`` for a negative offset or length."""
+        if offset < 0 or length < 0:
+            raise ValueError(f"bad range: offset {offset}, length {length}")
+        path = self._dir_of(snapshot_id)
+        try:
+            manifest = json.loads((path / MANIFEST).read_text())
+        except FileNotFoundError:
+            raise LookupError(f"no snapshot {snapshot_id} (released or expired)") from None
+        if not secrets.compare_digest(str(manifest.get("readToken", "")), token) or not token:
+            raise PermissionError(f"wrong read token for snapshot {snapshot_id}")
+        entry = next((e for e in manifest["segments"] if e.get("fileName") == segment), None)
+        if entry is None:
+            raise LookupError(f"snapshot {snapshot_id} has no segment {segment!r}")
+        bound = int(entry["bound"])
+        n = max(0, min(length, bound - offset))
+        try:
+            fd = os.open(path / segment, os.O_RDONLY)
+        except FileNotFoundError:
+            raise LookupError(f"no snapshot {snapshot_id} (released or expired)") from None
+        try:
+            return (os.pread(fd, n, offset) if n else b""), bound
+        finally:
+            os.close(fd)
 
     # ------------------------------------------------------------------ release and expiry
     def release(self, snapshot_id: str) -> bool:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import struct
 import sys
 import time
 from dataclasses import dataclass, field
@@ -39,9 +40,8 @@ from spark_jobs.segments import (
     DEFAULT_SPLIT_BYTES,
     Segment,
     Split,
-    decode_at,
-    open_segment,
     plan_splits,
+    record_at,
     segments_from_manifest,
 )
 from spark_jobs.transforms.filters import Compiled, SearchSpec
@@ -112,14 +112,10 @@ def _record_at_offset_id(segments: list[Segment], msg_id: str) -> dict[str, Any]
         return None
     for seg in segments:
         if seg.file_from_offset <= phy < seg.file_from_offset + seg.bound:
-            buf = open_segment(seg.path, seg.bound)
             try:
-                split = Split(0, seg.path, seg.file_from_offset, 0, seg.bound, seg.bound)
-                rec = decode_at(buf, phy - seg.file_from_offset, split)
-            except (CodecError, ValueError, IndexError):
+                rec = record_at(seg, phy - seg.file_from_offset)
+            except (CodecError, ValueError, IndexError, struct.error):
                 return None
-            finally:
-                buf.close()
             if rec.commit_log_offset == phy and rec.offset_msg_id == msg_id:
                 return {"uniq_key": rec.uniq_key}
     return None

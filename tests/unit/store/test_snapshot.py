@@ -74,3 +74,27 @@ def test_a_snapshot_outlives_retention_of_its_segments(snaps: SegmentSnapshots) 
     original = snaps.commit_log.mapped_file_queue.first()
     os.unlink(original.path)  # what retention's delete does to the store's name
     assert Path(first["path"]).read_bytes()[:first["bound"]] == before
+
+
+def test_network_reads_stay_within_the_bound_and_need_the_token(snaps: SegmentSnapshots) -> None:
+    """What READ_SNAPSHOT_SEGMENT serves (invariant 6): the link's bytes below the bound, for the token only."""
+    manifest = snaps.take(snapshot_id="net")
+    token = manifest["readToken"]
+    assert len(token) == 32 and snaps.take(snapshot_id="net2")["readToken"] != token
+    active = manifest["segments"][-1]
+    on_disk = Path(active["path"]).read_bytes()
+    assert snaps.read("net", active["fileName"], 0, 1 << 30, token) == (on_disk[:active["bound"]], active["bound"])
+    assert snaps.read("net", active["fileName"], active["bound"] - 10, 100, token)[0] == \
+        on_disk[active["bound"] - 10:active["bound"]]
+    assert snaps.read("net", active["fileName"], active["bound"], 100, token) == (b"", active["bound"])
+    with pytest.raises(PermissionError):
+        snaps.read("net", active["fileName"], 0, 10, "0" * 32)
+    with pytest.raises(PermissionError):
+        snaps.read("net", active["fileName"], 0, 10, "")
+    with pytest.raises(LookupError):
+        snaps.read("net", "00000000000000999999", 0, 10, token)
+    with pytest.raises(ValueError):
+        snaps.read("net", active["fileName"], -1, 10, token)
+    assert snaps.release("net")
+    with pytest.raises(LookupError):
+        snaps.read("net", active["fileName"], 0, 10, token)
