@@ -121,6 +121,11 @@ def segments_from_manifest(manifest: dict[str, Any] | str | os.PathLike[str]) ->
     return [Segment(s["path"], int(s["fileFromOffset"]), int(s["bound"]), remote) for s in doc["segments"]]
 
 
+def segments_of(manifests: Iterable[dict[str, Any] | str | os.PathLike[str]]) -> list[Segment]:
+    """The segments of several snapshots (one per broker), in order."""
+    return [seg for m in manifests for seg in segments_from_manifest(m)]
+
+
 def plan_splits(segments: Iterable[Segment], split_bytes: int = DEFAULT_SPLIT_BYTES) -> list[Split]:
     splits: list[Split] = []
     for seg in segments:

@@ -1,6 +1,7 @@
 """The SparkSession the jobs use, configured from the environment.
 
-- ``SPARK_MASTER``: the master URL (default ``local[*]``; ``spark://host:7077``, ``yarn``, ``k8s://...``).
+- ``SPARK_MASTER``: the master URL (default: ``spark-submit``'s ``--master`` when launched by it, else ``local[*]``;
+  ``spark://host:7077``, ``yarn``, ``k8s://...``).
 - ``SPARK_APP_NAME`` (default ``broker_core-jobs``), ``SPARK_DRIVER_MEMORY``, ``SPARK_EXECUTOR_MEMORY``,
   ``SPARK_EXECUTOR_CORES``, ``SPARK_SQL_SHUFFLE_PARTITIONS``: the usual settings by name.
 - ``SPARK_CONF_<ANYTHING>=key=value``: any other Spark setting, e.g.
@@ -46,13 +47,15 @@ def conf_from_env(env: Mapping[str, str] | None = None) -> tuple[str, dict[str, 
 
 
 def build_code_zip(path: str | os.PathLike[str] | None = None) -> str:
-    """A zip of ``broker_core/__init__.py``, ``broker_core/codec`` and ``spark_jobs``: all executors need."""
+    """A zip of ``broker_core/__init__.py``, ``broker_core/errors.py``, ``broker_core/codec`` and ``spark_jobs``:
+    all executors need (tests/spark/test_standalone_cluster.py runs executors that have nothing else)."""
     if path is None:
         fd, tmp = tempfile.mkstemp(prefix="spark_jobs-", suffix=".zip")
         os.close(fd)
         path = tmp
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
         zf.write(ROOT / "broker_core" / "__init__.py", "broker_core/__init__.py")
+        zf.write(ROOT / "broker_core" / "errors.py", "broker_core/errors.py")  # the codec's CodecError lives here
         for pkg in (ROOT / "broker_core" / "codec", ROOT / "spark_jobs"):
             for f in sorted(pkg.rglob("*.py")):
                 zf.write(f, str(f.relative_to(ROOT)))
@@ -65,16 +68,20 @@ def build_session(app_name: str | None = None, master: str | None = None,
     from pyspark.sql import SparkSession
 
     env_master, env_conf = conf_from_env()
+    # launched by spark-submit (it hands the driver its JVM's port): its --master is the user's choice
+    submitted = bool(os.environ.get("PYSPARK_GATEWAY_PORT")) and not master and not os.environ.get("SPARK_MASTER")
     master = master or env_master
     settings = {**env_conf, **(conf or {})}
-    if master.startswith("local"):
+    if master.startswith("local") and not submitted:
         # local workers must run this interpreter (it has the codec on its path), not whatever python3 is
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    builder = SparkSession.builder.master(master).appName(
-        app_name or os.environ.get("SPARK_APP_NAME") or "broker_core-jobs")
+    builder = SparkSession.builder.appName(app_name or os.environ.get("SPARK_APP_NAME") or "broker_core-jobs")
+    if not submitted:
+        builder = builder.master(master)
     for k, v in settings.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
+    master = str(spark.sparkContext.master)
     if ship_code is None:
         ship_code = os.environ.get("SPARK_SHIP_CODE", "") == "1" or not master.startswith("local")
     if ship_code and not getattr(spark.sparkContext, "_broker_core_shipped", False):

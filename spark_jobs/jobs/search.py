@@ -22,7 +22,14 @@ from typing import Any
 
 from spark_jobs.output import write_csv, write_jsonl
 from spark_jobs.runner import ProgressCallback, run_splits
-from spark_jobs.segments import DEFAULT_SPLIT_BYTES, Segment, Split, plan_splits, segments_from_manifest
+from spark_jobs.segments import (
+    DEFAULT_SPLIT_BYTES,
+    Segment,
+    Split,
+    plan_splits,
+    segments_from_manifest,
+    segments_of,
+)
 from spark_jobs.transforms.filters import Compiled, SearchSpec
 from spark_jobs.transforms.scan import scan_split
 
@@ -111,7 +118,10 @@ def main(argv: list[str] | None = None) -> int:
         description="Full-scan search of CommitLog records in a broker segment snapshot "
                     "(take one with AdminClient.snapshot_segments). Filters are ANDed. Spark settings come from "
                     "SPARK_MASTER (default local[*]) and SPARK_CONF_* (see spark_jobs/session.py).")
-    ap.add_argument("--snapshot", required=True, help="snapshot directory (holding manifest.json) or manifest file")
+    ap.add_argument("--snapshot", required=True, action="append",
+                    help="snapshot directory (holding manifest.json) or manifest file; repeat for several brokers "
+                         "(a manifest with brokerAddr and readToken is read over the network where its files are "
+                         "not visible)")
     ap.add_argument("--topic", action="append", default=[], help="topic to search (repeat; default every topic)")
     ap.add_argument("--begin-ms", type=int, help="store time from (ms, inclusive)")
     ap.add_argument("--end-ms", type=int, help="store time to (ms, inclusive)")
@@ -139,7 +149,8 @@ def main(argv: list[str] | None = None) -> int:
 
     spark = build_session("broker_core-search")
     try:
-        result = run_search(spark, args.snapshot, spec, output_dir=args.out, split_bytes=args.split_mib << 20,
+        result = run_search(spark, segments_of(args.snapshot), spec, output_dir=args.out,
+                            split_bytes=args.split_mib << 20,
                             progress=lambda p: print(json.dumps({"progress": p}), file=sys.stderr))
     finally:
         spark.stop()

@@ -43,6 +43,7 @@ from spark_jobs.segments import (
     plan_splits,
     record_at,
     segments_from_manifest,
+    segments_of,
 )
 from spark_jobs.transforms.filters import Compiled, SearchSpec
 from spark_jobs.transforms.scan import scan_split
@@ -313,7 +314,10 @@ def main(argv: list[str] | None = None) -> int:
         description="Trace a message's lifecycle (produced, stored, delivered/consumed/retried per group, "
                     "dead-lettered, resent) from a broker segment snapshot. Spark settings come from SPARK_MASTER "
                     "(default local[*]) and SPARK_CONF_* (see spark_jobs/session.py).")
-    ap.add_argument("--snapshot", required=True, help="snapshot directory (holding manifest.json) or manifest file")
+    ap.add_argument("--snapshot", required=True, action="append",
+                    help="snapshot directory (holding manifest.json) or manifest file; repeat for several brokers "
+                         "(a manifest with brokerAddr and readToken is read over the network where its files are "
+                         "not visible)")
     ap.add_argument("--msg-id", help="unique key or offset message id")
     ap.add_argument("--key", help="a KEYS value")
     ap.add_argument("--begin-ms", type=int)
@@ -327,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
 
     spark = build_session("broker_core-trace")
     try:
-        result = run_trace(spark, args.snapshot, args.msg_id, args.key, args.begin_ms, args.end_ms,
+        result = run_trace(spark, segments_of(args.snapshot), args.msg_id, args.key, args.begin_ms, args.end_ms,
                            output_dir=args.out, follow=args.follow)
     finally:
         spark.stop()
