@@ -155,7 +155,7 @@ def fetch_into(remote: Remote, segment: str, offset: int, view: memoryview) -> N
 
 class RemoteWindow:
     """The bytes ``[lo, hi)`` of a snapshot segment, fetched from the broker, at their own offsets in a mapping
-    of ``bound`` bytes (the rest reads as zeros and is never relied on: see ``segments.over_split``)."""
+    of ``bound`` bytes (the rest reads as zeros and is never relied on: see ``split_io.over_split``)."""
 
     def __init__(self, remote: Remote, segment: str, bound: int, lo: int, hi: int) -> None:
         self.remote, self.segment, self.bound = remote, segment, bound

@@ -24,7 +24,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from spark_jobs.segments import Split, SplitStats, chain_breaks, merge_torn, prefetch, whole_segment_splits
+from spark_jobs.segments import Split, SplitStats, chain_breaks, merge_torn, whole_segment_splits
+from spark_jobs.split_io import prefetch
 
 ProgressCallback = Callable[[dict[str, Any]], None]
 SplitFn = Callable[[Split], tuple[SplitStats, list[dict[str, Any]]]]

@@ -2,7 +2,7 @@
 
 Work is split by segment and byte range (``spark_jobs.segments``); each Spark task maps its segment read-only up
 to the published bound (or fetches its range from the broker when it cannot open the file:
-``segments.over_split``), walks the records it owns and decodes them with the codec's ``decode_record`` (the
+``split_io.over_split``), walks the records it owns and decodes them with the codec's ``decode_record`` (the
 function the broker's own reads use). Blank records end a sealed segment; a torn tail (a record whose magic or
 lengths are wrong, or that runs past the bound) ends the walk and is reported, never decoded. Before building
 rows a first pass checks the split chain (see ``segments.chain_breaks``) and re-plans any segment whose
@@ -22,12 +22,12 @@ from spark_jobs.segments import (
     chain_breaks,
     decode_at,
     finish,
-    over_split,
     plan_splits,
     record_row,
     walk,
     whole_segment_splits,
 )
+from spark_jobs.split_io import over_split
 
 COLUMNS = [
     ("topic", "string"), ("queue_id", "int"), ("queue_offset", "long"), ("phy_offset", "long"),

@@ -41,10 +41,10 @@ from spark_jobs.segments import (
     Segment,
     Split,
     plan_splits,
-    record_at,
     segments_from_manifest,
     segments_of,
 )
+from spark_jobs.split_io import record_at
 from spark_jobs.transforms.filters import Compiled, SearchSpec
 from spark_jobs.transforms.scan import scan_split
 

@@ -26,7 +26,8 @@ from broker_core.codec.message import (
     MESSAGE_MAGIC_CODE,
     MessageRecord,
 )
-from spark_jobs.segments import Split, SplitStats, decode_at, finish, over_split, record_row, sync
+from spark_jobs.segments import Split, SplitStats, decode_at, finish, record_row, sync
+from spark_jobs.split_io import over_split
 from spark_jobs.transforms.filters import Compiled
 
 _INF = 1 << 62

@@ -15,7 +15,7 @@ import pytest
 from broker_core.client import AdminClient, Message, Producer
 from broker_core.protocol import RequestCode, ResponseCode
 from broker_core.protocol.acl import SessionCredentials
-from spark_jobs import segments as segments_module
+from spark_jobs import split_io
 from spark_jobs.jobs.search import run_search
 from spark_jobs.remote import Remote, RemoteReadError, RemoteWindow
 from spark_jobs.runner import InProcess
@@ -65,11 +65,11 @@ def test_networked_reads_give_the_local_rows_and_stop_at_the_bound(spark: Any, c
         local = run_search(spark, manifest, spec, split_bytes=20_000)
         networked = run_search(spark, _networked(manifest, addr), spec, split_bytes=20_000)
         in_worker = run_search(InProcess(), _networked(manifest, addr), spec, split_bytes=20_000)
-        tail, segments_module.TAIL_BYTES = segments_module.TAIL_BYTES, 0  # windows end at the split: widened
+        tail, split_io.TAIL_BYTES = split_io.TAIL_BYTES, 0  # windows end at the split: widened
         try:
             widened = run_search(InProcess(), _networked(manifest, addr), spec, split_bytes=20_000)
         finally:
-            segments_module.TAIL_BYTES = tail
+            split_io.TAIL_BYTES = tail
         assert sorted(r["offset_msg_id"] for r in local.rows) == sorted(ids)
         for res in (networked, in_worker, widened):
             assert [(r["segment"], r["pos"], r["body"]) for r in res.rows] == [

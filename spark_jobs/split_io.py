@@ -1,0 +1,130 @@
+"""Where a split's bytes come from: the snapshot's file, mapped, or the broker over the network.
+
+:func:`over_split` runs a walk (``spark_jobs.segments``) over a split's bytes: the snapshot's file, mapped, when
+this host can open it; otherwise (or always, with ``prefer_local`` off) the broker's READ_SNAPSHOT_SEGMENT through
+:mod:`spark_jobs.remote`: the split's range plus :data:`TAIL_BYTES` is fetched, the walk runs over it, and when
+the walk stopped at bytes not fetched yet (its last record, or the next record's header, past the window) the
+window is widened and the split walked again. A record larger than the tail that starts a split can make sync
+miss it: the chain check then re-reads that segment whole, as for any chain break.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from broker_core.codec.message import FIXED_OVERHEAD, HEADER_SIZE, SIZE_MAGIC, MessageRecord
+from spark_jobs.segments import STOP_END, Segment, Split, SplitStats, decode_at, open_segment
+
+TAIL_BYTES = 1024 * 1024  # fetched past a split's end for its last record (widened when that is not enough)
+
+T = TypeVar("T")
+
+
+def reads_locally(remote: Any, path: str) -> bool:
+    """Whether this host reads ``path`` itself: no broker to ask, or it prefers the file and can open it."""
+    return remote is None or (remote.prefer_local and os.access(path, os.R_OK))
+
+
+def over_split(split: Split, body: Callable[[Any], tuple[SplitStats, T]]) -> tuple[SplitStats, T]:
+    """``body(buf)`` over the split's segment bytes (``buf`` indexed by segment offset; see the module
+    docstring for where they come from). ``body`` must not close ``buf``."""
+    if reads_locally(split.remote, split.path):
+        buf = open_segment(split.path, split.bound)
+        try:
+            return body(buf)
+        finally:
+            buf.close()
+    win = _window(split)
+    try:
+        while True:
+            stats, out = body(win.buf)
+            wanted = _fetch_more(win.buf, win.hi, split, stats)
+            if wanted is None:
+                return stats, out
+            win.extend(wanted)
+    finally:
+        win.close()
+
+
+_prefetched: dict[tuple[str, int, int], tuple[threading.Thread, list[Any]]] = {}
+PREFETCH_MAX = 2  # windows fetched ahead and not yet walked, per process (each up to a split's bytes)
+
+
+def prefetch(split: Split) -> None:
+    """Start fetching ``split``'s window in a background thread (on its own connection) when it will be fetched
+    at all, for the :func:`over_split` that comes next: the walk of one split overlaps the network read of the
+    next. The runner calls it for the next split of a task."""
+    key = (split.path, split.start, split.end)
+    if reads_locally(split.remote, split.path) or key in _prefetched:
+        return
+    from spark_jobs.remote import RemoteWindow
+
+    while len(_prefetched) >= PREFETCH_MAX:  # never walked (a cancelled task): dropped
+        old_thread, old_box = _prefetched.pop(next(iter(_prefetched)))
+        old_thread.join()
+        if old_box and isinstance(old_box[0], RemoteWindow):
+            old_box[0].close()
+    box: list[Any] = []
+
+    def load() -> None:
+        try:
+            box.append(RemoteWindow(split.remote, split.segment, split.bound, split.start, split.end + TAIL_BYTES))
+        except Exception as exc:  # noqa: BLE001 - handed to the walk, which fetches again and raises its own
+            box.append(exc)
+
+    thread = threading.Thread(target=load, name=f"prefetch-{split.segment}", daemon=True)
+    thread.start()
+    _prefetched[key] = (thread, box)
+
+
+def _window(split: Split) -> Any:
+    """The split's window: the prefetched one when there is one that worked, else fetched now."""
+    from spark_jobs.remote import RemoteWindow
+
+    entry = _prefetched.pop((split.path, split.start, split.end), None)
+    if entry is not None:
+        entry[0].join()
+        if entry[1] and isinstance(entry[1][0], RemoteWindow):
+            return entry[1][0]
+    return RemoteWindow(split.remote, split.segment, split.bound, split.start, split.end + TAIL_BYTES)
+
+
+def _fetch_more(buf: Any, hi: int, split: Split, stats: SplitStats) -> int | None:
+    """Where the window must reach for the walk that gave ``stats`` to be the one the whole file gives, or
+    None when it already is: the walk's stop (the next record's header and the record) must be fetched, and a
+    STOP_END verdict looks at every byte to the bound."""
+    if hi >= split.bound or stats.first < 0:
+        return None  # no first record in the window: the chain check re-reads the segment whole if it matters
+    pos = stats.last_end  # every answer below is past ``hi``: each round fetches more, up to the bound
+    if pos + HEADER_SIZE > hi:
+        return pos + HEADER_SIZE + TAIL_BYTES
+    total = SIZE_MAGIC.unpack_from(buf, pos)[0]
+    if FIXED_OVERHEAD <= total and pos + total > hi:
+        return pos + total + TAIL_BYTES
+    if stats.stop == STOP_END:
+        return split.bound
+    return None
+
+
+def record_at(seg: Segment, pos: int) -> MessageRecord:
+    """The record at ``pos`` of ``seg`` (from the file, or fetched: its header, then the rest), checked by the
+    codec; raises ``CodecError`` (or ``ValueError``/``IndexError``) when there is none."""
+    split = Split(0, seg.path, seg.file_from_offset, 0, seg.bound, seg.bound, seg.remote)
+    if reads_locally(seg.remote, seg.path):
+        buf = open_segment(seg.path, seg.bound)
+        try:
+            return decode_at(buf, pos, split)
+        finally:
+            buf.close()
+    from spark_jobs.remote import RemoteWindow
+
+    win = RemoteWindow(seg.remote, seg.name, seg.bound, pos, pos + HEADER_SIZE)
+    try:
+        total = SIZE_MAGIC.unpack_from(win.buf, pos)[0]
+        win.extend(pos + max(total, 0))
+        return decode_at(win.buf, pos, split)
+    finally:
+        win.close()
