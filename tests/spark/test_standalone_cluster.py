@@ -146,26 +146,67 @@ class StandaloneCluster:
                 p.wait()
 
 
-def test_search_and_trace_on_a_standalone_cluster_equal_local_mode(spark: Any, brokers: Cluster,
-                                                                   tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def planted(brokers: Cluster) -> dict[str, Any]:
+    """A topic per broker, 300 messages each (~330 KiB: 5-6 segments of 64 KiB), every 25th with a needle; one
+    message of broker-y carries the traced key."""
     reason = _why_not()
     if reason:
         pytest.skip(reason)
     with AdminClient(brokers.namesrv) as admin, Producer("standalone-pg", brokers.namesrv) as producer:
-        topics = {}
-        for name in BROKERS:
-            topics[name] = f"Standalone-{name}"
-            admin.create_topic(topics[name], 2, 2, brokers=[name])
+        topics = {name: f"Standalone-{name}" for name in BROKERS}
+        for name, topic in topics.items():
+            admin.create_topic(topic, 2, 2, brokers=[name])
         wait_until(lambda: set(topics.values()) <= set(admin.topic_list()), timeout=30, what="the routes")
         traced = None
         for name, topic in topics.items():
-            for i in range(300):  # ~330 KiB per broker: 5-6 segments of 64 KiB
+            for i in range(300):
                 body = (f"needle-{name}-{i}" if i % 25 == 7 else f"plain-{i}") + "." * 1000
-                sent = producer.send(Message(topic, body.encode(), keys="the-traced-key" if (
-                    name == "broker-y" and i == 150) else f"k{i}"))
-                if name == "broker-y" and i == 150:
+                key = "the-traced-key" if (name, i) == ("broker-y", 150) else f"k{i}"
+                sent = producer.send(Message(topic, body.encode(), keys=key))
+                if key == "the-traced-key":
                     traced = sent
-        assert traced is not None
+    assert traced is not None
+    return {"topics": topics, "traced": traced}
+
+
+@pytest.fixture(scope="module")
+def spark_cluster(brokers: Cluster, planted: dict[str, Any],
+                  tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneCluster]:
+    cluster = StandaloneCluster(tmp_path_factory.mktemp("spark-standalone-cluster"),
+                                [brokers.brokers[name].store_dir for name in BROKERS])
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+
+
+def _executors_on_both_workers(cluster: StandaloneCluster, apps_before: int) -> None:
+    """Every application since ``apps_before`` ran executors on both workers (their work dirs: app-*/<id>/)."""
+    status = cluster._status() or {}
+    apps = sorted(a["id"] for a in status.get("completedapps", []) + status.get("activeapps", []))
+    assert len(apps) > apps_before, json.dumps({k: v for k, v in status.items() if k != "workers"})
+    for i in range(2):
+        assert set(apps) <= {d.name for d in (cluster.tmp / f"worker-{i}").glob("app-*")}, cluster.logs()
+
+
+def _apps(cluster: StandaloneCluster) -> int:
+    status = cluster._status() or {}
+    return len(status.get("completedapps", []) + status.get("activeapps", []))
+
+
+def _local(spark: Any, manifests: list[dict[str, Any]]) -> tuple[Any, Any]:
+    """Local mode over the snapshots, from the files (this process sees them): the search and the trace."""
+    local = run_search(spark, segments_of(manifests), SearchSpec(body_contains="needle-"), split_bytes=1 << 20)
+    return local, run_trace(spark, segments_of(manifests), key="the-traced-key")
+
+
+def test_spark_submitted_search_and_trace_equal_local_mode(spark: Any, brokers: Cluster, planted: dict[str, Any],
+                                                          spark_cluster: StandaloneCluster,
+                                                          tmp_path: Path) -> None:
+    """``spark-submit`` of the job scripts, as a user would, over one snapshot manifest per broker."""
+    before = _apps(spark_cluster)
+    with AdminClient(brokers.namesrv) as admin:
         manifests = []
         for name in BROKERS:
             addr = brokers.brokers[name].addr
@@ -173,42 +214,89 @@ def test_search_and_trace_on_a_standalone_cluster_equal_local_mode(spark: Any, b
             assert len(manifest["segments"]) >= 4
             manifests.append({**manifest, "brokerAddr": addr})
         try:
-            # local mode over the same snapshots, from the files (this process sees them)
-            spec = SearchSpec(body_contains="needle-")
-            local = run_search(spark, segments_of(manifests), spec, split_bytes=1 << 20)
-            local_trace = run_trace(spark, segments_of(manifests), key="the-traced-key")
-            files = []
+            local, local_trace = _local(spark, manifests)
+            args = []
             for i, m in enumerate(manifests):
-                files.append(tmp_path / f"manifest-{i}.json")
-                files[-1].write_text(json.dumps(m))
-            snapshot_args = [a for f in files for a in ("--snapshot", str(f))]
-            hidden = [brokers.brokers[name].store_dir for name in BROKERS]
-            cluster = StandaloneCluster(tmp_path / "spark", hidden)
-            try:
-                searched = cluster.submit("search.py", *snapshot_args, "--body-contains", "needle-",
-                                          "--split-mib", "1", "--out", str(tmp_path / "search"))
-                cluster.submit("trace.py", *snapshot_args, "--key", "the-traced-key",
-                               "--out", str(tmp_path / "trace"))
-                # both applications ran executors on both workers (their work dirs: app-*/<executor id>/)
-                status = cluster._status() or {}
-                apps = [a["id"] for a in status.get("completedapps", []) + status.get("activeapps", [])]
-                assert len(apps) == 2, json.dumps({k: v for k, v in status.items() if k != "workers"})
-                for i in range(2):
-                    assert sorted(d.name for d in (tmp_path / "spark" / f"worker-{i}").glob("app-*")) == sorted(apps)
-            except AssertionError:
-                print(cluster.logs())
-                raise
-            finally:
-                cluster.close()
+                (tmp_path / f"manifest-{i}.json").write_text(json.dumps(m))
+                args += ["--snapshot", str(tmp_path / f"manifest-{i}.json")]
+            searched = spark_cluster.submit("search.py", *args, "--body-contains", "needle-", "--split-mib", "1",
+                                            "--out", str(tmp_path / "search"))
+            spark_cluster.submit("trace.py", *args, "--key", "the-traced-key", "--out", str(tmp_path / "trace"))
         finally:
             for name, m in zip(BROKERS, manifests, strict=True):
                 admin.release_snapshot(brokers.brokers[name].addr, m["snapshotId"])
+    _executors_on_both_workers(spark_cluster, before)
     rows = [json.loads(line) for line in (tmp_path / "search" / "results.jsonl").read_text().splitlines()]
     assert searched["matched"] == local.matched == 2 * 12 == len(rows)
     assert searched["scanned"] == local.scanned and searched["bytes_scanned"] == local.bytes_scanned
     assert [(r["segment"], r["pos"], r["offset_msg_id"]) for r in rows] == [
         (r["segment"], r["pos"], r["offset_msg_id"]) for r in local.rows]
     trace = json.loads((tmp_path / "trace" / "trace.json").read_text())
-    assert traced.msg_id in trace["ids"] and trace["ids"] == local_trace.ids
+    assert planted["traced"].msg_id in trace["ids"] and trace["ids"] == local_trace.ids
     assert trace["timeline"] == json.loads(json.dumps(local_trace.timeline, default=str))
     assert {s["type"] for s in trace["timeline"]} >= {"produced", "stored"}
+
+
+CONSOLE_JOBS = """
+import json, django
+django.setup()
+from django.core.management import call_command
+call_command("migrate", verbosity=0, interactive=False)
+from console.jobs import spark as console_jobs
+from console.jobs.models import Job
+from workers.spark_jobs_service import run_job
+
+search = Job.objects.create(kind=console_jobs.SEARCH_KIND, target="t", params={
+    "spec": console_jobs.check_search_spec({"body_contains": "needle-"}), "brokers": []})
+trace = Job.objects.create(kind=console_jobs.TRACE_KIND, target="t", params={
+    "msg_id": None, "key": "the-traced-key", "begin_ms": None, "end_ms": None, "brokers": []})
+out = {}
+for job in (search, trace):
+    out[job.kind] = {"run": run_job(job.pk, worker="spark@cluster-test")}
+    job.refresh_from_db()
+    out[job.kind]["result"] = job.result
+print(json.dumps(out))
+"""
+
+
+def test_the_console_spark_jobs_on_the_cluster_equal_local_mode(spark: Any, brokers: Cluster,
+                                                                planted: dict[str, Any],
+                                                                spark_cluster: StandaloneCluster,
+                                                                tmp_path: Path) -> None:
+    """What the Spark page's search and trace run (``workers.spark_jobs_service.run_job``, in a process of its own
+    with ``SPARK_MASTER`` on the cluster, the threshold at 0 so Spark runs): the job snapshots both brokers through
+    the SDK and its executors fetch over the network; the Job rows' results equal local mode's."""
+    before = _apps(spark_cluster)
+    env = {**spark_cluster.env, "PYTHONPATH": str(ROOT), "DJANGO_SETTINGS_MODULE": "console.settings",
+           "DJANGO_DB_PATH": str(tmp_path / "console.sqlite3"), "BROKER_CORE_NAMESRV": brokers.namesrv,
+           "SPARK_RESULTS_DIR": str(tmp_path / "results"), "SPARK_MASTER": spark_cluster.url,
+           "SPARK_LOCAL_THRESHOLD_BYTES": "0", "SPARK_SEGMENT_READS": "network", "SPARK_DRIVER_MEMORY": "512m",
+           "SPARK_CONF_UI": "spark.ui.enabled=false", "SPARK_CONF_EXEC": "spark.executor.memory=512m",
+           "SPARK_CONF_CORES": "spark.cores.max=2"}
+    env.pop("DATABASE_URL", None)
+    out = subprocess.run([sys.executable, "-c", CONSOLE_JOBS], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-5000:]
+    jobs = json.loads(out.stdout.strip().splitlines()[-1])
+    _executors_on_both_workers(spark_cluster, before)
+    search, trace = jobs["spark.search"], jobs["spark.trace"]
+    assert search["run"]["status"] == trace["run"]["status"] == "done", jobs
+    assert search["result"]["engine"] == trace["result"]["engine"] == "spark"
+    # local mode over snapshots of the same, unchanged data
+    with AdminClient(brokers.namesrv) as admin:
+        manifests = [admin.snapshot_segments(brokers.brokers[name].addr) for name in BROKERS]
+        try:
+            local, local_trace = _local(spark, manifests)
+        finally:
+            for name, m in zip(BROKERS, manifests, strict=True):
+                admin.release_snapshot(brokers.brokers[name].addr, m["snapshotId"])
+    rows = [json.loads(line) for line in Path(search["result"]["files"]["jsonl"]).read_text().splitlines()]
+    assert search["result"]["matched"] == local.matched == len(rows) == 24
+    assert search["result"]["scanned"] == local.scanned
+    assert sorted((r["segment"], r["pos"], r["offset_msg_id"]) for r in rows) == sorted(
+        (r["segment"], r["pos"], r["offset_msg_id"]) for r in local.rows)
+    assert {r["broker"] for r in rows} == set(BROKERS)
+    timeline = json.loads(Path(trace["result"]["files"]["trace"]).read_text())["timeline"]
+    assert trace["result"]["ids"] == local_trace.ids
+    assert [(s["type"], s["msgId"], s["timestamp"]) for s in timeline] == [
+        (s["type"], s["msgId"], s["timestamp"]) for s in local_trace.timeline]
