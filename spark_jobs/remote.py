@@ -11,10 +11,10 @@ admin's, possibly ACL-signed, SNAPSHOT_SEGMENTS). The broker lets 911 through it
 token, so executors hold no account secret: what leaks with a split is read access to one snapshot until it is
 released or expires (at most ``snapshotMaxLifetimeMs``).
 
-:class:`RemoteWindow` keeps the fetched bytes at their segment offsets in an anonymous, sparse mapping the size
-of the segment's bound, so the record walk and the codec read it exactly as they read a mapped file; pages
-never fetched cost no memory. Requests are pipelined (``PIPELINE`` chunks of ``CHUNK_BYTES`` in flight) and each
-answer's body is received straight into the mapping.
+:class:`RemoteWindow` keeps the fetched bytes of a split's range in an anonymous mapping reused from window to
+window (a fresh one costs a page fault and a zeroed page per 4 KiB, as much again as receiving the bytes); the
+walk reads it through a split shifted to the window's start (``split_io.over_split``). Requests are pipelined
+(``PIPELINE`` chunks of ``CHUNK_BYTES`` in flight) and each answer's body is received straight into the mapping.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from broker_core.codec.wire import (
 READ_SNAPSHOT_SEGMENT = 911  # RequestCode.READ_SNAPSHOT_SEGMENT (broker_core.protocol is off limits here)
 LANGUAGE_PYTHON = 3  # LanguageCode.PYTHON's ordinal
 VERSION = 409  # MQVersion V4_9_8, what the SDK announces
-CHUNK_BYTES = int(os.environ.get("SPARK_JOBS_REMOTE_CHUNK_BYTES", str(1024 * 1024)))  # <= the broker's 8 MiB
+CHUNK_BYTES = int(os.environ.get("SPARK_JOBS_REMOTE_CHUNK_BYTES", str(4 * 1024 * 1024)))  # <= the broker's 8 MiB
 PIPELINE = 4
 TIMEOUT_S = float(os.environ.get("SPARK_JOBS_REMOTE_TIMEOUT_S", "60"))
 
@@ -87,9 +87,11 @@ class _Connection:
         return bytes(buf)
 
     def _into(self, view: memoryview) -> None:
+        # MSG_WAITALL: one call (the GIL released throughout) per answer, not one per arriving segment; a prefetch
+        # thread then rarely waits for the GIL the walking thread holds
         got = 0
         while got < len(view):
-            n = self.sock.recv_into(view[got:])
+            n = self.sock.recv_into(view[got:], 0, socket.MSG_WAITALL)
             if n == 0:
                 raise RemoteReadError("the broker closed the connection")
             got += n
@@ -153,26 +155,62 @@ def fetch_into(remote: Remote, segment: str, offset: int, view: memoryview) -> N
             from exc
 
 
+_pool: list[Any] = []
+_pool_lock = threading.Lock()
+POOL_MAX = 3  # the window being walked, the one being prefetched, a spare: reused, so their pages fault in once
+
+
+def _take(size: int) -> Any:
+    with _pool_lock:
+        fits = [b for b in _pool if len(b) >= size]
+        if fits:
+            buf = min(fits, key=len)
+            _pool.remove(buf)
+            return buf
+    return mmap.mmap(-1, max(size, 1))
+
+
+def _give_back(buf: Any) -> None:
+    with _pool_lock:
+        if len(_pool) < POOL_MAX:
+            _pool.append(buf)
+            return
+    buf.close()
+
+
 class RemoteWindow:
-    """The bytes ``[lo, hi)`` of a snapshot segment, fetched from the broker, at their own offsets in a mapping
-    of ``bound`` bytes (the rest reads as zeros and is never relied on: see ``split_io.over_split``)."""
+    """The bytes ``[lo, hi)`` of a snapshot segment, fetched from the broker: ``buf[0]`` is the segment's byte
+    ``lo``. ``buf`` is a reused anonymous mapping at least ``hi - lo`` long; what lies past ``hi - lo`` is left
+    over from earlier windows and never relied on (see ``split_io.over_split``)."""
 
     def __init__(self, remote: Remote, segment: str, bound: int, lo: int, hi: int) -> None:
         self.remote, self.segment, self.bound = remote, segment, bound
-        self.buf: Any = mmap.mmap(-1, max(bound, 1))
         self.lo = self.hi = lo
-        self.extend(hi)
+        self.buf: Any = _take(min(hi, bound) - lo)
+        try:
+            self.extend(hi)
+        except BaseException:
+            self.close()
+            raise
 
     def extend(self, hi: int) -> None:
         """Fetch up to ``hi`` (capped at the bound)."""
         hi = min(hi, self.bound)
-        if hi > self.hi:
-            view = memoryview(self.buf)
-            try:
-                fetch_into(self.remote, self.segment, self.hi, view[self.hi:hi])
-            finally:
-                view.release()
-            self.hi = hi
+        if hi <= self.hi:
+            return
+        if hi - self.lo > len(self.buf):  # a bigger mapping, with what was fetched so far
+            bigger = _take(hi - self.lo)
+            bigger[:self.hi - self.lo] = self.buf[:self.hi - self.lo]
+            _give_back(self.buf)
+            self.buf = bigger
+        view = memoryview(self.buf)
+        try:
+            fetch_into(self.remote, self.segment, self.hi, view[self.hi - self.lo:hi - self.lo])
+        finally:
+            view.release()
+        self.hi = hi
 
     def close(self) -> None:
-        self.buf.close()
+        if self.buf is not None:
+            _give_back(self.buf)
+            self.buf = None

@@ -43,17 +43,17 @@ RECORD_SCHEMA = ", ".join(f"{name} {kind}" for name, kind in COLUMNS)
 def read_split(split: Split) -> tuple[SplitStats, list[dict[str, Any]]]:
     """Every record the split owns, as row dicts, and the split's stats (a torn record ends the walk)."""
 
-    def body(buf: Any) -> tuple[SplitStats, list[dict[str, Any]]]:
-        stats = SplitStats(split.index, split.segment)
+    def body(buf: Any, sp: Split) -> tuple[SplitStats, list[dict[str, Any]]]:
+        stats = SplitStats(sp.index, sp.segment)
         rows: list[dict[str, Any]] = []
-        for pos in walk(buf, split, stats):
+        for pos in walk(buf, sp, stats):
             try:
-                rec = decode_at(buf, pos, split, check_crc=True)
+                rec = decode_at(buf, pos, sp, check_crc=True)
             except CodecError:
                 stats.last_end = pos
-                finish(buf, split, stats, pos)
+                finish(buf, sp, stats, pos)
                 break
-            rows.append(record_row(rec, split, pos))
+            rows.append(record_row(rec, sp, pos))
         stats.scanned = len(rows)
         stats.records = len(rows)
         return stats, rows
@@ -62,9 +62,9 @@ def read_split(split: Split) -> tuple[SplitStats, list[dict[str, Any]]]:
 
 
 def _chain_pass(split: Split) -> SplitStats:
-    def body(buf: Any) -> tuple[SplitStats, None]:
-        stats = SplitStats(split.index, split.segment)
-        for _ in walk(buf, split, stats):
+    def body(buf: Any, sp: Split) -> tuple[SplitStats, None]:
+        stats = SplitStats(sp.index, sp.segment)
+        for _ in walk(buf, sp, stats):
             pass
         return stats, None
 

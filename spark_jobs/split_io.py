@@ -11,8 +11,10 @@ miss it: the chain check then re-reads that segment whole, as for any chain brea
 from __future__ import annotations
 
 import os
+import struct
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from broker_core.codec.message import FIXED_OVERHEAD, HEADER_SIZE, SIZE_MAGIC, MessageRecord
@@ -28,25 +30,48 @@ def reads_locally(remote: Any, path: str) -> bool:
     return remote is None or (remote.prefer_local and os.access(path, os.R_OK))
 
 
-def over_split(split: Split, body: Callable[[Any], tuple[SplitStats, T]]) -> tuple[SplitStats, T]:
-    """``body(buf)`` over the split's segment bytes (``buf`` indexed by segment offset; see the module
-    docstring for where they come from). ``body`` must not close ``buf``."""
+def over_split(split: Split, body: Callable[[Any, Split], tuple[SplitStats, T]]) -> tuple[SplitStats, T]:
+    """``body(buf, split)`` over the split's segment bytes (see the module docstring for where they come from);
+    ``body`` reads ``buf`` at the positions of the split it is given and must not close it. Fetched bytes come as
+    a window starting at byte ``lo`` of the segment, walked through the split shifted by ``lo`` (positions and
+    bound less ``lo``, ``file_from_offset`` plus ``lo``: every check of a record against its physical offset holds
+    as in the file); the stats and the rows' ``pos`` are shifted back."""
     if reads_locally(split.remote, split.path):
         buf = open_segment(split.path, split.bound)
         try:
-            return body(buf)
+            return body(buf, split)
         finally:
             buf.close()
     win = _window(split)
     try:
         while True:
-            stats, out = body(win.buf)
-            wanted = _fetch_more(win.buf, win.hi, split, stats)
+            lo = win.lo
+            shifted = replace(split, file_from_offset=split.file_from_offset + lo, start=split.start - lo,
+                              end=split.end - lo, bound=split.bound - lo)
+            try:
+                stats, out = body(win.buf, shifted)
+            except (IndexError, struct.error):  # read past the mapping: a record runs past what was fetched
+                if win.hi >= split.bound:
+                    raise
+                win.extend(win.hi + max(TAIL_BYTES, win.hi - lo))
+                continue
+            wanted = _fetch_more(win.buf, win.hi - lo, shifted, stats)
             if wanted is None:
-                return stats, out
-            win.extend(wanted)
+                return _shift_back(stats, out, lo)
+            win.extend(wanted + lo)
     finally:
         win.close()
+
+
+def _shift_back(stats: SplitStats, out: T, lo: int) -> tuple[SplitStats, T]:
+    if lo:
+        stats.first += lo if stats.first >= 0 else 0
+        stats.last_end += lo if stats.last_end >= 0 else 0
+        if stats.torn:
+            stats.torn["pos"] += lo
+        for row in out if isinstance(out, list) else ():
+            row["pos"] += lo
+    return stats, out
 
 
 _prefetched: dict[tuple[str, int, int], tuple[threading.Thread, list[Any]]] = {}
@@ -123,8 +148,9 @@ def record_at(seg: Segment, pos: int) -> MessageRecord:
 
     win = RemoteWindow(seg.remote, seg.name, seg.bound, pos, pos + HEADER_SIZE)
     try:
-        total = SIZE_MAGIC.unpack_from(win.buf, pos)[0]
+        total = SIZE_MAGIC.unpack_from(win.buf, 0)[0]
         win.extend(pos + max(total, 0))
-        return decode_at(win.buf, pos, split)
+        return decode_at(win.buf, 0, replace(split, file_from_offset=split.file_from_offset + pos,
+                                              start=0, end=split.end - pos, bound=split.bound - pos))
     finally:
         win.close()

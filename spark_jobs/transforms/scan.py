@@ -38,7 +38,7 @@ def scan_split(split: Split, matcher: Compiled, *, limit: int | None = None,
                any_of: tuple[bytes, ...] = ()) -> tuple[SplitStats, list[dict[str, Any]]]:
     """Scan one split; returns its stats (``extra["matched"]``) and the matching rows (at most ``limit``).
     ``accept`` replaces the matcher's exact check; ``any_of``: at least one must occur in the record's bytes."""
-    return over_split(split, lambda buf: _scan(buf, split, matcher, limit, accept, any_of))
+    return over_split(split, lambda buf, sp: _scan(buf, sp, matcher, limit, accept, any_of))
 
 
 def _scan(buf: Any, split: Split, matcher: Compiled, limit: int | None,

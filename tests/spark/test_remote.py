@@ -17,7 +17,7 @@ from broker_core.protocol import RequestCode, ResponseCode
 from broker_core.protocol.acl import SessionCredentials
 from spark_jobs import split_io
 from spark_jobs.jobs.search import run_search
-from spark_jobs.remote import Remote, RemoteReadError, RemoteWindow
+from spark_jobs.remote import Remote, RemoteReadError, RemoteWindow, _connection
 from spark_jobs.runner import InProcess
 from spark_jobs.segments import segments_from_manifest
 from spark_jobs.sources import read_split
@@ -82,9 +82,14 @@ def test_networked_reads_give_the_local_rows_and_stop_at_the_bound(spark: Any, c
         try:
             assert win.hi == active["bound"]
             assert bytes(win.buf[:win.hi]) == Path(active["path"]).read_bytes()[:active["bound"]]
-            assert Path(active["path"]).stat().st_size > 0 and not any(win.buf[win.hi:win.hi + 4096])
         finally:
             win.close()
+        on_disk = Path(active["path"]).read_bytes()
+        assert any(on_disk[active["bound"]:])  # the messages sent after the snapshot are in the linked inode
+        conn = _connection(addr)  # asked for 100 bytes from 10 before the bound, the broker answers 10
+        tail = memoryview(bytearray(10))
+        conn.receive({conn.send(remote, active["fileName"], active["bound"] - 10, 100): tail})
+        assert bytes(tail) == on_disk[active["bound"] - 10:active["bound"]]
     finally:
         admin.release_snapshot(addr, manifest["snapshotId"])
 
