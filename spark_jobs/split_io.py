@@ -63,6 +63,12 @@ def over_split(split: Split, body: Callable[[Any, Split], tuple[SplitStats, T]])
         win.close()
 
 
+def _window_lo(split: Split) -> int:
+    """Where a split's window starts: one byte before a split inside the segment, so that the shifted split
+    still starts past 0 (``sync`` takes a split starting at 0 for the segment's start, a record boundary)."""
+    return split.start - 1 if split.start > 0 else 0
+
+
 def _shift_back(stats: SplitStats, out: T, lo: int) -> tuple[SplitStats, T]:
     if lo:
         stats.first += lo if stats.first >= 0 else 0
@@ -96,7 +102,8 @@ def prefetch(split: Split) -> None:
 
     def load() -> None:
         try:
-            box.append(RemoteWindow(split.remote, split.segment, split.bound, split.start, split.end + TAIL_BYTES))
+            box.append(RemoteWindow(split.remote, split.segment, split.bound, _window_lo(split),
+                                    split.end + TAIL_BYTES))
         except Exception as exc:  # noqa: BLE001 - handed to the walk, which fetches again and raises its own
             box.append(exc)
 
@@ -114,7 +121,7 @@ def _window(split: Split) -> Any:
         entry[0].join()
         if entry[1] and isinstance(entry[1][0], RemoteWindow):
             return entry[1][0]
-    return RemoteWindow(split.remote, split.segment, split.bound, split.start, split.end + TAIL_BYTES)
+    return RemoteWindow(split.remote, split.segment, split.bound, _window_lo(split), split.end + TAIL_BYTES)
 
 
 def _fetch_more(buf: Any, hi: int, split: Split, stats: SplitStats) -> int | None:

@@ -75,6 +75,7 @@ def test_networked_reads_give_the_local_rows_and_stop_at_the_bound(spark: Any, c
             assert [(r["segment"], r["pos"], r["body"]) for r in res.rows] == [
                 (r["segment"], r["pos"], r["body"]) for r in local.rows]
             assert (res.scanned, res.bytes_scanned, res.torn) == (local.scanned, local.bytes_scanned, local.torn)
+            assert res.splits == local.splits > len(manifest["segments"])  # mid-segment splits synced, no re-read
         # the active segment, whole: what the broker sends ends at the bound although the file has grown
         active = manifest["segments"][-1]
         remote = Remote(addr, manifest["snapshotId"], manifest["readToken"], prefer_local=False)
