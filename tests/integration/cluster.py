@@ -96,6 +96,9 @@ class BrokerProcess:
         conf.write_text(f"brokerName={self.name}\nmapedFileSizeCommitLog=4194304\nmaxHashSlotNum=10000\n"
                         f"maxIndexNum=40000\nmapedFileSizeConsumeQueue=60000\nwarmMapedFileEnable=false\n"
                         f"registerNameServerPeriod=1000\n"
+                        # any free HA port: a restart on the same listen port would otherwise need listen+1, which
+                        # another process's ephemeral socket may hold
+                        f"haListenPort=0\n"
                         + self.extra_conf)
         args = ["-m", "broker_core", "--store-dir", str(self.store_dir), "--listen", f"127.0.0.1:{port}",
                 "--namesrv", self.namesrv, "--config", str(conf)]
