@@ -26,19 +26,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         c.close()
 
 
-@pytest.fixture(scope="module")
-def admin(cluster: Cluster) -> Iterator[AdminClient]:
-    with AdminClient(cluster.namesrv) as a:
-        yield a
-
-
-@pytest.fixture(scope="module")
-def producer(cluster: Cluster) -> Iterator[Producer]:
-    p = Producer("sdk-producer", cluster.namesrv).start()
-    yield p
-    p.shutdown()
-
-
 def test_sdk_sends_official_simple_consumer_receives_and_acks(cluster: Cluster, admin: AdminClient,
                                                               producer: Producer) -> None:
     admin.create_topic("GRecv", 2, 2, brokers=["broker-a"])

@@ -14,9 +14,10 @@ from collections.abc import Iterator
 import grpc
 import pytest
 
-from broker_core.client import AdminClient, MessageExt, PullConsumer, PullStatus
+from broker_core.client import AdminClient
 from broker_core.grpc.stubs import pb, service_pb2_grpc, svc
 from tests.compat.grpc_cluster import create_group, endpoint, grpc_cluster, official
+from tests.compat.test_cpp_client import sdk_pull_all
 from tests.conftest import ROOT
 from tests.integration.cluster import Cluster, wait_until
 
@@ -32,29 +33,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         yield c
     finally:
         c.close()
-
-
-@pytest.fixture(scope="module")
-def admin(cluster: Cluster) -> Iterator[AdminClient]:
-    with AdminClient(cluster.namesrv) as a:
-        yield a
-
-
-def sdk_pull_all(cluster: Cluster, topic: str) -> list[MessageExt]:
-    pc = PullConsumer("sdk-reader", cluster.namesrv).start()
-    try:
-        out: list[MessageExt] = []
-        for mq in pc.fetch_queues(topic):
-            offset = 0
-            while True:
-                res = pc.pull(mq, offset, 32)
-                if res.status != PullStatus.FOUND:
-                    break
-                out += res.messages
-                offset = res.next_begin_offset
-        return out
-    finally:
-        pc.shutdown()
 
 
 def test_route_answers_every_broker_with_its_grpc_endpoint(cluster: Cluster, admin: AdminClient) -> None:
