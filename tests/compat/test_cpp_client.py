@@ -20,11 +20,9 @@ from broker_core.client import (
     MessageExt,
     MessageQueue,
     Producer,
-    PullConsumer,
-    PullStatus,
 )
 from tests.conftest import ROOT
-from tests.integration.cluster import Cluster, wait_until
+from tests.integration.cluster import Cluster, read_topic, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -75,21 +73,8 @@ def body_of(m: dict[str, Any]) -> bytes:
 
 
 def sdk_pull_all(cluster: Cluster, topic: str) -> list[MessageExt]:
-    """Every message of ``topic``, each queue pulled from 0 by our SDK."""
-    pc = PullConsumer("sdk-reader", cluster.namesrv).start()
-    try:
-        out: list[MessageExt] = []
-        for mq in pc.fetch_queues(topic):
-            offset = 0
-            while True:
-                res = pc.pull(mq, offset, 32)
-                if res.status != PullStatus.FOUND:
-                    break
-                out += res.messages
-                offset = res.next_begin_offset
-        return out
-    finally:
-        pc.shutdown()
+    """Every message of ``topic``, each queue read in full by our SDK."""
+    return read_topic(cluster.namesrv, topic, "sdk-reader")
 
 
 def test_sync_send_routes_a_new_topic_and_an_existing_one(cluster: Cluster, admin: AdminClient) -> None:

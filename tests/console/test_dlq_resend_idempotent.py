@@ -21,13 +21,13 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from broker_core.client import AdminClient, Message, MessageExt, Producer, PullConsumer, PullStatus, SimpleConsumer
+from broker_core.client import AdminClient, Message, MessageExt, Producer, SimpleConsumer
 from console.jobs import resend as jobs
 from console.jobs import resend_lease
 from console.jobs.models import Job, ResendRecord
 from console.jobs.resend_records import LeaseLost, resend_chunk
 from console.models import AuditEvent
-from tests.integration.cluster import Cluster, wait_until
+from tests.integration.cluster import Cluster, read_topic, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -49,20 +49,8 @@ def dead_letter(cluster: Cluster, admin: AdminClient, topic: str, group: str, ke
 
 def resent_copies(cluster: Cluster, topic: str, dead: MessageExt) -> list[str]:
     """Unique ids of the copies of ``dead`` in ``topic``, reading every queue of the topic in full."""
-    reader = PullConsumer(f"idem-reader-{os.getpid()}", cluster.namesrv).start()
-    found: list[MessageExt] = []
-    try:
-        for mq in reader.fetch_queues(topic):
-            offset, end = reader.min_offset(mq), reader.max_offset(mq)
-            while offset < end:
-                res = reader.pull(mq, offset, 32)
-                if res.status != PullStatus.FOUND:
-                    break
-                found += res.messages
-                offset = max(res.next_begin_offset, offset + 1)
-    finally:
-        reader.shutdown()
-    return sorted(m.msg_id for m in found if m.properties.get("ORIGIN_MESSAGE_ID") == dead.msg_id)
+    return sorted(m.msg_id for m in read_topic(cluster.namesrv, topic, f"idem-reader-{os.getpid()}")
+                  if m.properties.get("ORIGIN_MESSAGE_ID") == dead.msg_id)
 
 
 def resend(client: APIClient, group: str, ids: list[str], **extra: object) -> list[dict[str, object]]:

@@ -14,6 +14,7 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tests.conftest import ROOT
 
@@ -152,3 +153,23 @@ class Cluster:
                 b.kill()
         self.namesrv_proc.send_signal(signal.SIGTERM)
         self.namesrv_proc.wait(timeout=30)
+
+
+def read_topic(namesrv: str, topic: str, group: str = "test-topic-reader") -> list[Any]:
+    """Every message of ``topic`` on every queue, read by our SDK from each queue's min to max offset."""
+    from broker_core.client import PullConsumer, PullStatus
+
+    reader = PullConsumer(group, namesrv).start()
+    found: list[Any] = []
+    try:
+        for mq in reader.fetch_queues(topic):
+            offset, end = reader.min_offset(mq), reader.max_offset(mq)
+            while offset < end:
+                res = reader.pull(mq, offset, 32)
+                if res.status != PullStatus.FOUND:
+                    break
+                found += res.messages
+                offset = max(res.next_begin_offset, offset + 1)
+    finally:
+        reader.shutdown()
+    return found

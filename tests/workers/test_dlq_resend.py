@@ -22,10 +22,10 @@ from typing import Any
 
 import pytest
 
-from broker_core.client import AdminClient, Message, MessageExt, Producer, PullConsumer, PullStatus, SimpleConsumer
+from broker_core.client import AdminClient, Message, MessageExt, Producer, SimpleConsumer
 from broker_core.codec.names import PROPERTY_ORIGIN_MESSAGE_ID
 from tests.conftest import ROOT
-from tests.integration.cluster import Cluster, wait_until
+from tests.integration.cluster import Cluster, read_topic, wait_until
 from tests.workers.conftest import celery_worker, make_topic, manage, worker_env
 from workers.celery import app
 
@@ -98,20 +98,8 @@ def make_dead_letters(cluster: Cluster, admin: AdminClient, producer: Producer, 
 
 def copies(cluster: Cluster, topic: str, origins: set[str]) -> list[MessageExt]:
     """Every message of ``topic`` (read back in full) that is a resent copy of one of ``origins``."""
-    reader = PullConsumer("resend-test-reader", cluster.namesrv).start()
-    found: list[MessageExt] = []
-    try:
-        for mq in reader.fetch_queues(topic):
-            offset, end = reader.min_offset(mq), reader.max_offset(mq)
-            while offset < end:
-                res = reader.pull(mq, offset, 32)
-                if res.status != PullStatus.FOUND:
-                    break
-                found += res.messages
-                offset = max(res.next_begin_offset, offset + 1)
-    finally:
-        reader.shutdown()
-    return [m for m in found if m.properties.get(PROPERTY_ORIGIN_MESSAGE_ID) in origins]
+    return [m for m in read_topic(cluster.namesrv, topic, "resend-test-reader")
+            if m.properties.get(PROPERTY_ORIGIN_MESSAGE_ID) in origins]
 
 
 def test_worker_killed_between_send_and_record_resumes_and_resends_each_dead_letter_once(
