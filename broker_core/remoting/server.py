@@ -19,6 +19,12 @@ the low-water mark (``resume_writing``) the queued requests run, in order, and r
 that never reads its responses costs the broker at most the high-water mark plus one response, plus the
 requests of one read and the awaitables already in flight (at most ``max_inflight``). asyncio's and uvloop's
 transports both implement these limits and callbacks.
+
+File responses (:class:`FileResponse`, ``filesend``): a handler may answer with an open file's range, which the
+kernel sends (``sendfile``) after the frame's header, without copying it into Python. Responses still leave in
+the order they are sent: later ones wait in the connection's outbox until the range is out, and the connection
+stops reading once :data:`MAX_QUEUED` of them wait (a queued file response holds an open descriptor). A file
+response dropped (oneway request, closed connection) closes its descriptor.
 """
 
 from __future__ import annotations
@@ -34,19 +40,25 @@ from typing import Any, Union, cast
 from broker_core.protocol import FrameDecoder, ProtocolError, RemotingCommand, ResponseCode
 from broker_core.protocol.command import DEFAULT_MAX_FRAME_BYTES
 from broker_core.protocol.fields import BadRequest
+from broker_core.remoting.filesend import FileRegion, FileResponse, FileSender
 
-__all__ = ["BadRequest", "Connection", "Handler", "RemotingServer", "Response", "RpcHook"]
+__all__ = ["BadRequest", "Connection", "FileRegion", "FileResponse", "Handler", "RemotingServer", "Response", "RpcHook"]
+
+MAX_QUEUED = 8  # responses waiting behind a file response before the connection stops reading
 
 log = logging.getLogger(__name__)
 
 
-Response = Union[RemotingCommand, None]  # noqa: UP007 - used at runtime in a type alias
+Response = Union[RemotingCommand, FileResponse, None]  # noqa: UP007 - used at runtime in a type alias
 Handler = Callable[[RemotingCommand, "Connection"], Union[Response, Awaitable[Response]]]  # noqa: UP007
 # Runs before every handler (unknown codes too): None lets the request through, a command answers it instead.
 RpcHook = Callable[[RemotingCommand, "Connection"], Response]
 
 
 class Connection:
+    """One client connection. Responses go out in the order :meth:`send` is called: while a file response's
+    region is on its way (``filesend``), later responses wait in ``outbox`` and follow it."""
+
     _ids = itertools.count(1)
 
     def __init__(self, transport: asyncio.Transport) -> None:
@@ -59,18 +71,78 @@ class Connection:
         self.held = 0  # requests held by long polling (pulls and receives), capped per connection
         self.last_activity = 0.0
         self.closed = asyncio.Event()
-        self.paused = False  # unsent output is past the high-water mark: not reading
+        self.transport_full = False  # the transport's unsent output passed the high-water mark (pause_writing)
+        self.reading_paused = False
         self.pauses = 0  # times reading was paused (observability)
         self.backlog: deque[RemotingCommand] = deque()  # decoded while paused, run on resume
+        self.outbox: deque[bytes | FileResponse] = deque()  # waiting behind the file response being sent
+        self.sender: FileSender | None = None
+        self.draining = False
+        self.on_output: Callable[[], None] | None = None  # the protocol's: called when ``paused`` changed
+
+    @property
+    def paused(self) -> bool:
+        """Not reading: the transport's output is past the high-water mark, or :data:`MAX_QUEUED` responses
+        wait behind a file response."""
+        return self.transport_full or len(self.outbox) >= MAX_QUEUED
 
     @property
     def write_buffer_size(self) -> int:
-        """Bytes written but not yet taken by the socket."""
-        return int(self.transport.get_write_buffer_size())
+        """Bytes of responses not yet taken by the socket (the transport's buffer, the file response being sent
+        and those queued behind it)."""
+        queued = sum(len(x) if isinstance(x, bytes) else len(x.head()) + x.region.count for x in self.outbox)
+        return int(self.transport.get_write_buffer_size()) + queued + (self.sender.remaining if self.sender else 0)
 
-    def send(self, cmd: RemotingCommand) -> None:
-        if not self.transport.is_closing():
+    def send(self, cmd: RemotingCommand | FileResponse) -> None:
+        if self.transport.is_closing():
+            if isinstance(cmd, FileResponse):
+                cmd.region.close()
+            return
+        if self.sender is None and not self.outbox and not isinstance(cmd, FileResponse):
             self.transport.write(cmd.encode())
+            return
+        was = self.paused
+        self.outbox.append(cmd if isinstance(cmd, FileResponse) else cmd.encode())
+        self._drain()
+        if self.paused != was and self.on_output is not None:
+            self.on_output()
+
+    def _drain(self) -> None:
+        """Write queued responses in order until a file response must wait for the socket."""
+        self.draining = True
+        try:
+            while self.sender is None and self.outbox and not self.transport.is_closing():
+                item = self.outbox.popleft()
+                if isinstance(item, bytes):
+                    self.transport.write(item)
+                    continue
+                self.sender = FileSender(self.transport, item, self._file_sent)
+                self.sender.pump()  # done at once: _file_sent cleared ``sender`` and the loop goes on
+        finally:
+            self.draining = False
+
+    def _file_sent(self, exc: BaseException | None) -> None:
+        self.sender = None
+        if exc is not None:
+            log.warning("connection %s: a file response failed, closing the connection: %s", self.remote, exc)
+            self.close()
+            return
+        if not self.draining:  # finished from the event loop (the socket took the rest): what waited goes now
+            was = self.paused
+            self._drain()
+            if self.paused != was and self.on_output is not None:
+                self.on_output()
+
+    def abort_output(self) -> None:
+        """The connection is lost: stop the file response being sent and drop the queued ones (their descriptors
+        are closed)."""
+        if self.sender is not None:
+            self.sender.abort()
+            self.sender = None
+        while self.outbox:
+            item = self.outbox.popleft()
+            if isinstance(item, FileResponse):
+                item.region.close()
 
     def close(self) -> None:
         if not self.transport.is_closing():
@@ -87,6 +159,7 @@ class _ServerProtocol(asyncio.Protocol):
         # a stream transport (uvloop's is not an asyncio.Transport subclass, but has the same methods)
         self.conn = Connection(cast(asyncio.Transport, transport))
         self.conn.last_activity = asyncio.get_running_loop().time()
+        self.conn.on_output = self._sync_reading
         if self.server.write_buffer_high > 0:
             self.conn.transport.set_write_buffer_limits(self.server.write_buffer_high, self.server.write_buffer_low)
         self.server.connections.add(self.conn)
@@ -105,31 +178,39 @@ class _ServerProtocol(asyncio.Protocol):
         self._run_backlog()
 
     def _run_backlog(self) -> None:
-        """Dispatch queued requests in order until the output passes the high-water mark (pause_writing)."""
+        """Dispatch queued requests in order until the connection pauses (its output backs up)."""
         conn = self.conn
         assert conn is not None
         while conn.backlog and not conn.paused and not conn.transport.is_closing():
             self.server.dispatch(conn.backlog.popleft(), conn)
 
-    def pause_writing(self) -> None:
+    def _sync_reading(self) -> None:
+        """Pause reading when the connection is paused; otherwise run what was queued, then read again."""
         conn = self.conn
-        if conn is None or conn.paused:
+        if conn is None or conn.transport.is_closing():
             return
-        conn.paused = True
-        conn.pauses += 1
-        if not conn.transport.is_closing():
-            conn.transport.pause_reading()
-        log.debug("%s: %s is not reading its responses (%d bytes unsent): paused reading",
-                  self.server.name, conn.remote, conn.write_buffer_size)
+        if conn.paused:
+            if not conn.reading_paused:
+                conn.reading_paused = True
+                conn.pauses += 1
+                conn.transport.pause_reading()
+                log.debug("%s: %s is not reading its responses (%d bytes unsent): paused reading",
+                          self.server.name, conn.remote, conn.write_buffer_size)
+            return
+        self._run_backlog()
+        if conn.reading_paused and not conn.paused and not conn.transport.is_closing():
+            conn.reading_paused = False
+            conn.transport.resume_reading()
+
+    def pause_writing(self) -> None:
+        if self.conn is not None and not self.conn.transport_full:
+            self.conn.transport_full = True
+            self._sync_reading()
 
     def resume_writing(self) -> None:
-        conn = self.conn
-        if conn is None or not conn.paused:
-            return
-        conn.paused = False
-        self._run_backlog()
-        if not conn.paused and not conn.transport.is_closing():
-            conn.transport.resume_reading()
+        if self.conn is not None and self.conn.transport_full:
+            self.conn.transport_full = False
+            self._sync_reading()
 
     def connection_lost(self, exc: Exception | None) -> None:
         conn = self.conn
@@ -137,6 +218,7 @@ class _ServerProtocol(asyncio.Protocol):
             return
         self.server.connections.discard(conn)
         conn.backlog.clear()
+        conn.abort_output()
         conn.closed.set()
         if self.server.on_close is not None:
             self.server.on_close(conn)
@@ -245,8 +327,8 @@ class RemotingServer:
             task = asyncio.ensure_future(self._finish(cmd, conn, result))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
-        elif result is not None and not cmd.is_oneway:
-            conn.send(result)
+        else:
+            _answer(cmd, conn, result)
 
     async def _finish(self, cmd: RemotingCommand, conn: Connection, pending: Awaitable[Response]) -> None:
         try:
@@ -259,7 +341,16 @@ class RemotingServer:
             except Exception as exc:  # one bad request must not take the server down
                 log.exception("%s: handler for code %d failed", self.name, cmd.code)
                 resp = cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
-            if resp is not None and not cmd.is_oneway:
-                conn.send(resp)
+            _answer(cmd, conn, resp)
         finally:
             conn.inflight -= 1
+
+
+def _answer(cmd: RemotingCommand, conn: Connection, resp: Response) -> None:
+    """Send ``resp`` unless the request was oneway (a file response dropped closes its descriptor)."""
+    if resp is None:
+        return
+    if not cmd.is_oneway:
+        conn.send(resp)
+    elif isinstance(resp, FileResponse):
+        resp.region.close()

@@ -8,10 +8,11 @@
 - READ_SNAPSHOT_SEGMENT: header ``snapshotId``, ``segment`` (a ``fileName`` of the manifest), ``offset``,
   ``length`` (at most :data:`MAX_READ_BYTES`), ``readToken`` (the manifest's); answers the bytes of
   ``[offset, min(offset + length, bound))`` as the body and ``bound`` in the header. The read goes through the
-  snapshot's hard link (retention-safe) and never past the bound (see ``broker_core.store.snapshot``).
-  NO_PERMISSION for a wrong token, SYSTEM_ERROR for a released or expired snapshot, an unknown segment or a
-  bad range. Readers on other hosts (the Spark executors, ``spark_jobs/remote.py``) use it when they cannot
-  open the snapshot's files.
+  snapshot's hard link (retention-safe) and never past the bound (see ``broker_core.store.snapshot``); the range
+  goes out with ``sendfile`` from the link's open descriptor (``broker_core.remoting.filesend``), never copied
+  into Python. NO_PERMISSION for a wrong token, SYSTEM_ERROR for a released or expired snapshot, an unknown
+  segment or a bad range. Readers on other hosts (the Spark executors, ``spark_jobs/remote.py``) use it when
+  they cannot open the snapshot's files.
 
 The broker removes expired snapshots every minute (and before each new one), so a crashed job leaves no
 links behind for longer than its TTL. A TTL is capped at ``snapshotMaxLifetimeMs``, and a snapshot older than
@@ -24,9 +25,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
-from broker_core.remoting.server import Connection, Handler
+from broker_core.remoting.server import Connection, FileRegion, FileResponse, Handler
 from broker_core.store import DEFAULT_TTL_MS, SegmentSnapshots
 
 log = logging.getLogger(__name__)
@@ -112,20 +114,24 @@ class SnapshotProcessor:
                 return cmd.response(ResponseCode.SYSTEM_ERROR, str(exc))
             return cmd.response(ResponseCode.SUCCESS, body=json.dumps({"released": released}).encode())
 
-        async def read(cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        async def read(cmd: RemotingCommand, conn: Connection) -> RemotingCommand | FileResponse:
             h = cmd.header
             try:
                 offset, length = _opt_int(h, "offset") or 0, _opt_int(h, "length") or 0
                 if length > MAX_READ_BYTES:
                     raise ValueError(f"length {length} is over {MAX_READ_BYTES}")
-                data, bound = await asyncio.get_running_loop().run_in_executor(
-                    None, snaps.read, str(h.get("snapshotId", "")), str(h.get("segment", "")), offset, length,
-                    str(h.get("readToken", "")))
+                fd, n, bound = await asyncio.get_running_loop().run_in_executor(
+                    None, snaps.open_range, str(h.get("snapshotId", "")), str(h.get("segment", "")), offset,
+                    length, str(h.get("readToken", "")))
             except PermissionError as exc:
                 return cmd.response(ResponseCode.NO_PERMISSION, str(exc))
             except (LookupError, ValueError, TypeError) as exc:
                 return cmd.response(ResponseCode.SYSTEM_ERROR, str(exc))
-            return cmd.response(ResponseCode.SUCCESS, header={"bound": bound}, body=data)
+            resp = cmd.response(ResponseCode.SUCCESS, header={"bound": bound})
+            if n == 0:
+                os.close(fd)
+                return resp
+            return FileResponse(resp, FileRegion(fd, offset, n))  # the kernel sends the range (sendfile)
 
         return {RequestCode.SNAPSHOT_SEGMENTS: snapshot, RequestCode.RELEASE_SNAPSHOT: release,
                 RequestCode.READ_SNAPSHOT_SEGMENT: read}

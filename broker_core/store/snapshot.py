@@ -16,7 +16,7 @@ Invariants:
 4. Snapshots live under the store root, so links never cross file systems; ids are ``[A-Za-z0-9_.-]`` names.
 5. Every snapshot expires: ``manifest.json`` holds ``expiresMs`` and :meth:`SegmentSnapshots.clean_expired`
    (called by the broker on a timer and before each new snapshot) removes expired ones.
-6. Network readers (:meth:`SegmentSnapshots.read`, the broker's READ_SNAPSHOT_SEGMENT) read the snapshot's own
+6. Network readers (:meth:`SegmentSnapshots.open_range`, the broker's READ_SNAPSHOT_SEGMENT) read the snapshot's own
    links, never at or past an entry's ``bound`` (so invariants 1 and 2 hold for them too), and only with the
    snapshot's ``readToken``: 128 random bits in the manifest, handed to whoever took the snapshot.
 
@@ -176,10 +176,21 @@ class SegmentSnapshots:
 
     # ------------------------------------------------------------------ network reads
     def read(self, snapshot_id: str, segment: str, offset: int, length: int, token: str) -> tuple[bytes, int]:
-        """``(bytes, bound)``: up to ``length`` bytes of ``segment`` (its file name) in snapshot ``snapshot_id``
-        from ``offset``, never at or past the segment's bound (empty at the bound). The snapshot's link is read,
-        so retention deleting the segment meanwhile changes nothing (invariant 2); a read racing a release
-        either completes from its open descriptor or finds no snapshot.
+        """``(bytes, bound)``: the bytes :meth:`open_range` designates, read (same checks, same errors)."""
+        fd, n, bound = self.open_range(snapshot_id, segment, offset, length, token)
+        try:
+            return (os.pread(fd, n, offset) if n else b""), bound
+        finally:
+            os.close(fd)
+
+    def open_range(self, snapshot_id: str, segment: str, offset: int, length: int, token: str
+                   ) -> tuple[int, int, int]:
+        """``(fd, n, bound)``: an open descriptor of ``segment`` (its file name) in snapshot ``snapshot_id``, and
+        the ``n`` bytes from ``offset`` (up to ``length``) to read from it, never at or past the segment's bound
+        (0 at the bound). The caller owns ``fd`` and closes it. The descriptor is the snapshot's link, opened
+        now, so retention deleting the segment meanwhile changes nothing (invariant 2) and a read racing a
+        release either completes from its open descriptor or finds no snapshot. (The broker's
+        READ_SNAPSHOT_SEGMENT sends the range with ``sendfile``.)
 
         Raises ``LookupError`` when the snapshot (released or expired) or the segment is not there,
         ``PermissionError`` for a wrong ``token``, ``ValueError`` for a negative offset or length."""
@@ -198,13 +209,10 @@ class SegmentSnapshots:
         bound = int(entry["bound"])
         n = max(0, min(length, bound - offset))
         try:
-            fd = os.open(path / segment, os.O_RDONLY)
+            fd = os.open(path / segment, os.O_RDONLY | os.O_CLOEXEC)
         except FileNotFoundError:
             raise LookupError(f"no snapshot {snapshot_id} (released or expired)") from None
-        try:
-            return (os.pread(fd, n, offset) if n else b""), bound
-        finally:
-            os.close(fd)
+        return fd, n, bound
 
     # ------------------------------------------------------------------ release and expiry
     def release(self, snapshot_id: str) -> bool:
