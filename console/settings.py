@@ -182,9 +182,17 @@ CELERY_TIMEZONE = os.environ.get("TZ", "UTC")
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_TASK_ACKS_LATE = True
 # Spark jobs (search, trace) run on workers consuming the "spark" queue (Procfile's spark worker), so a long scan
-# never blocks the scheduled jobs; results (JSON lines, CSV, trace.json) go to SPARK_RESULTS_DIR/<job id>/.
+# never blocks the scheduled jobs; results (JSON lines, CSV, trace.json) go to SPARK_RESULTS_URI/<job id>/.
 CELERY_TASK_ROUTES = {"workers.spark_*": {"queue": "spark"}}
+# Where the spark workers write the jobs' results: a local path or file:// URI (of the spark worker's host), or any
+# Hadoop filesystem URI (hdfs://, s3a://, ...; written and read through the worker's SparkSession, with
+# SPARK_CONF_* for the filesystem's settings). Only spark workers open it: the console asks one (the
+# workers.spark_results_* tasks) and waits SPARK_RESULTS_TIMEOUT_S for the answer (then a 504). Every spark worker
+# must see the same results (one host, or a shared URI). SPARK_RESULTS_DIR is the older name, still the default.
 SPARK_RESULTS_DIR = Path(os.environ.get("SPARK_RESULTS_DIR", BASE_DIR / "var" / "spark-results"))
+SPARK_RESULTS_URI = os.environ.get("SPARK_RESULTS_URI") or str(SPARK_RESULTS_DIR)
+SPARK_RESULTS_TIMEOUT_S = float(os.environ.get("SPARK_RESULTS_TIMEOUT_S", "30"))
+SPARK_RESULTS_EXPORT_CHUNK_BYTES = int(os.environ.get("SPARK_RESULTS_EXPORT_CHUNK_BYTES", str(1024 * 1024)))
 # Adaptive execution: a job whose snapshots hold fewer bytes than this runs in the worker process with the same
 # transforms and no Spark (Spark's start-up and scheduling would cost more than the scan); 0 always uses Spark.
 SPARK_LOCAL_THRESHOLD_BYTES = int(os.environ.get("SPARK_LOCAL_THRESHOLD_BYTES", str(64 * 1024 * 1024)))

@@ -3,9 +3,11 @@
 For each broker registered with the name server (or the job's ``params["brokers"]``): take a segment snapshot
 of the job's store-time range through the SDK, run :func:`spark_jobs.jobs.search.run_search` /
 :func:`spark_jobs.jobs.trace.run_trace` over its manifest, and release the snapshot in ``finally``. Rows and
-timeline steps carry the broker's name beside the record's coordinates. Results go to
-``settings.SPARK_RESULTS_DIR/<job id>/`` (``results.jsonl`` + ``results.csv`` for a search, ``trace.json`` for a
-trace); the Job row holds the counts and the paths.
+timeline steps carry the broker's name beside the record's coordinates. Results go to the results URI,
+``settings.SPARK_RESULTS_URI/<job id>/`` (``results.jsonl`` + ``results.csv`` for a search, ``trace.json`` for a
+trace; a local path or any Hadoop filesystem URI, see :mod:`workers.spark_results`, which also serves them to the
+console); the Job row holds the counts and where the files are. A run first deletes what an earlier run of the
+same job left there (through the same store).
 
 Adaptive execution: the snapshots of every target broker are taken first; when they hold fewer bytes than
 ``settings.SPARK_LOCAL_THRESHOLD_BYTES`` the job runs in this process with the same transforms and no Spark
@@ -28,12 +30,9 @@ or cancelled does nothing). One SparkSession per worker process, built on first 
 
 from __future__ import annotations
 
-import json
 import logging
-import shutil
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -42,8 +41,8 @@ from django.db import connection
 from console import broker_client
 from console.jobs import states as job_states
 from console.jobs.models import Job
-from spark_jobs.output import ResultWriter
 from spark_jobs.runner import ENGINE_WORKER, InProcess, JobCancelled, cancel, choose_engine, engine_name
+from workers import spark_results
 
 log = logging.getLogger(__name__)
 
@@ -63,10 +62,6 @@ def session() -> Any:
 
             _session = build_session("broker_core-console-jobs")
         return _session
-
-
-def results_dir(job_id: int) -> Path:
-    return Path(settings.SPARK_RESULTS_DIR) / str(job_id)
 
 
 class _Progress:
@@ -197,13 +192,11 @@ def run_job(job_id: int, spark: Any = None, worker: str | None = None) -> dict[s
     try:
         targets = _targets(job)
         progress = _Progress(job_id, f"console-job-{job_id}", len(targets))
-        out = results_dir(job_id)
-        shutil.rmtree(out, ignore_errors=True)
-        out.mkdir(parents=True, exist_ok=True)
+        spark_results.clear(job_id)
         run = _run_search if job.kind == SEARCH_KIND else _run_trace if job.kind == TRACE_KIND else None
         if run is None:
             raise ValueError(f"not a Spark job kind: {job.kind}")
-        summary = run(job, targets, _Engines(spark), progress, out)
+        summary = run(job, targets, _Engines(spark), progress)
         _finish(job_id, Job.DONE, summary, progress)
         return {"job": job_id, "status": Job.DONE}
     except JobCancelled:
@@ -267,8 +260,7 @@ def _each_broker(targets: dict[str, str], begin_ms: int | None, end_ms: int | No
                 log.warning("could not release snapshot %s on %s: %s", manifest.get("snapshotId"), name, exc)
 
 
-def _run_search(job: Job, targets: dict[str, str], engines: _Engines, progress: _Progress,
-                out: Path) -> dict[str, Any]:
+def _run_search(job: Job, targets: dict[str, str], engines: _Engines, progress: _Progress) -> dict[str, Any]:
     from spark_jobs.jobs.search import run_search
 
     spec = dict(job.params["spec"])
@@ -278,8 +270,7 @@ def _run_search(job: Job, targets: dict[str, str], engines: _Engines, progress: 
     per_broker: dict[str, Any] = {}
     totals = {"scanned": 0, "matched": 0, "records_read": 0, "bytes_scanned": 0, "segments": 0, "rows": 0}
     t0 = time.monotonic()
-    jsonl_path, csv_path = out / "results.jsonl", out / "results.csv"
-    with ResultWriter(jsonl_path, csv_path, extra_columns=("broker",)) as writer:
+    with spark_results.search_writer(job.pk) as writer:
 
         def one(name: str, manifest: dict[str, Any], engine: Any) -> None:
             res = run_search(engine, manifest, spec, progress=progress, job_group=progress.group)
@@ -293,7 +284,7 @@ def _run_search(job: Job, targets: dict[str, str], engines: _Engines, progress: 
 
         chosen = _each_broker(targets, spec.get("begin_ms"), spec.get("end_ms"), progress, engines, one)
     return {**totals, **chosen, "truncated": totals["rows"] < totals["matched"], "limit": limit, "brokers": per_broker,
-            "files": {"jsonl": str(jsonl_path), "csv": str(csv_path)},
+            "files": spark_results.search_files(job.pk),
             "elapsed_s": round(time.monotonic() - t0, 3)}
 
 
@@ -302,8 +293,7 @@ _RECORD_FIELDS = ("topic", "queue_id", "queue_offset", "phy_offset", "store_size
                   "pos")
 
 
-def _run_trace(job: Job, targets: dict[str, str], engines: _Engines, progress: _Progress,
-               out: Path) -> dict[str, Any]:
+def _run_trace(job: Job, targets: dict[str, str], engines: _Engines, progress: _Progress) -> dict[str, Any]:
     from spark_jobs.jobs.trace import LIFECYCLE, run_trace, summarize_groups
 
     rank = {t: i for i, t in enumerate(LIFECYCLE)}
@@ -334,8 +324,7 @@ def _run_trace(job: Job, targets: dict[str, str], engines: _Engines, progress: _
     chosen = _each_broker(targets, p.get("begin_ms"), p.get("end_ms"), progress, engines, one)
     timeline.sort(key=lambda s: (s["timestamp"], s["depth"], rank.get(s["type"], len(rank))))
     groups = summarize_groups(timeline)
-    path = out / "trace.json"
-    path.write_text(json.dumps({"msg_id": p.get("msg_id"), "key": p.get("key"), "ids": ids, "timeline": timeline,
-                                "groups": groups, "records": records}, default=str, ensure_ascii=False))
+    path = spark_results.write_trace(job.pk, {"msg_id": p.get("msg_id"), "key": p.get("key"), "ids": ids,
+                                              "timeline": timeline, "groups": groups, "records": records})
     return {**totals, **chosen, "steps": len(timeline), "records": len(records), "ids": ids, "groups": sorted(groups),
-            "brokers": per_broker, "files": {"trace": str(path)}, "elapsed_s": round(time.monotonic() - t0, 3)}
+            "brokers": per_broker, "files": {"trace": path}, "elapsed_s": round(time.monotonic() - t0, 3)}

@@ -3,7 +3,8 @@
 - ``POST /search-jobs/`` (operator): a search spec -> 202 with the pending job; a bad regex, JSON path or hex
   string is a 400. ``GET /search-jobs/{id}/`` (viewer): status, progress (stages, tasks, bytes, fraction) and
   counts. ``GET /search-jobs/{id}/results/?offset=&limit=`` (viewer; bodies for operators): paged rows with the
-  broker and the record's coordinates. ``GET /search-jobs/{id}/export.jsonl`` / ``.csv`` (operator: bodies).
+  broker and the record's coordinates. ``GET /search-jobs/{id}/export.jsonl`` / ``.csv`` (operator: bodies;
+  streamed chunk by chunk from the spark worker).
   ``POST /search-jobs/{id}/cancel/`` (operator).
 - ``POST /trace-jobs/`` (operator): ``msg_id`` or ``key`` (+ ``begin_ms`` / ``end_ms``); ``GET /trace-jobs/{id}/``,
   ``GET /trace-jobs/{id}/results/`` (viewer): the timeline and the per-group summary; ``POST .../cancel/``.
@@ -11,7 +12,7 @@
 
 from __future__ import annotations
 
-from django.http import FileResponse
+from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
@@ -21,7 +22,7 @@ from rest_framework.response import Response
 from console.api.base import RoleAPIView, can_read_bodies, validated
 from console.jobs import spark as service
 from console.jobs.results import (
-    export_file,
+    export_response,
     get_spark_job,
     search_results,
     spark_job_json,
@@ -112,11 +113,8 @@ class SearchJobExportView(RoleAPIView):
 
     @extend_schema(responses={(200, "application/octet-stream"): OpenApiTypes.BINARY},
                    operation_id="search_jobs_export")
-    def get(self, request: Request, job_id: str, fmt: str) -> FileResponse:
-        job = get_spark_job(job_id, service.SEARCH_KIND)
-        path, content_type = export_file(job, fmt)
-        return FileResponse(open(path, "rb"), as_attachment=True, filename=f"search-{job.pk}.{fmt}",
-                            content_type=content_type)
+    def get(self, request: Request, job_id: str, fmt: str) -> StreamingHttpResponse:
+        return export_response(get_spark_job(job_id, service.SEARCH_KIND), fmt)
 
 
 class SearchJobCancelView(RoleAPIView):

@@ -13,6 +13,10 @@ TASK_EVALUATE_ALERTS = "workers.evaluate_alerts"
 TASK_SPARK_SEARCH = "workers.spark_search"
 TASK_SPARK_TRACE = "workers.spark_trace"
 TASK_DLQ_RESEND = "workers.dlq_resend"
+# reads of a Spark job's results, answered by a spark worker (where the results URI is), awaited by the console
+TASK_SPARK_RESULTS_PAGE = "workers.spark_results_page"
+TASK_SPARK_RESULTS_TRACE = "workers.spark_results_trace"
+TASK_SPARK_RESULTS_EXPORT = "workers.spark_results_export"
 
 # Job.kind of the Spark jobs
 SEARCH_KIND = "spark.search"

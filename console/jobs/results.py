@@ -1,25 +1,46 @@
 """Reads of the Spark search/trace jobs: their state, paged results and export files.
 
-Results are files the worker wrote under ``settings.SPARK_RESULTS_DIR/<job id>/`` (the console and the Spark
-worker share that directory): ``results.jsonl`` / ``results.csv`` for a search, ``trace.json`` for a trace.
-Message bodies (``body_text`` / ``body_base64``) are removed for callers who may not read them (viewers).
+Results are files a spark worker wrote under its results URI (``SPARK_RESULTS_URI``: a path on that worker's
+host or a Hadoop filesystem URI, see :mod:`workers.spark_results`): ``results.jsonl`` / ``results.csv`` for a
+search, ``trace.json`` for a trace. The console never opens them (it may run on another host, and has no
+Hadoop client). It asks a spark worker through Celery (the ``workers.spark_results_*`` tasks on the ``spark``
+queue, :func:`console.celery_client.call`) and waits at most ``SPARK_RESULTS_TIMEOUT_S``:
+
+| what went wrong                                  | status | error                 |
+|--------------------------------------------------|--------|-----------------------|
+| no spark worker answered in time                 | 504    | spark_worker_timeout  |
+| Redis (Celery's broker) cannot be reached        | 503    | celery_unavailable    |
+| the read raised on the worker                    | 502    | spark_worker_error    |
+| the worker has no such file (gone, URI changed)  | 404    | not_found             |
+
+An export is streamed: :func:`export_stream` yields the file chunk by chunk (``SPARK_RESULTS_EXPORT_CHUNK_BYTES``
+a request), so no process holds a whole export. Message bodies (``body_text`` / ``body_base64``) are removed for
+callers who may not read them (viewers): the worker is asked for rows without them, and they are removed here too.
 """
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
+import base64
+from collections.abc import Iterator
 from typing import Any
 
 from django.conf import settings
+from django.http import StreamingHttpResponse
 
+from console.celery_client import WorkerFailed, WorkerTimeout, call
 from console.errors import ApiError, not_found
 from console.jobs.models import Job
-from console.jobs.names import SEARCH_KIND, TRACE_KIND
+from console.jobs.names import (
+    SEARCH_KIND,
+    TASK_SPARK_RESULTS_EXPORT,
+    TASK_SPARK_RESULTS_PAGE,
+    TASK_SPARK_RESULTS_TRACE,
+    TRACE_KIND,
+)
 from console.selectors.messages import iso_ms
 
 BODY_FIELDS = ("body_text", "body_base64")
-EXPORTS = {"jsonl": ("results.jsonl", "application/x-ndjson"), "csv": ("results.csv", "text/csv")}
+EXPORTS = {"jsonl": "application/x-ndjson", "csv": "text/csv"}
 
 
 def get_spark_job(job_id: int | str, kind: str) -> Job:
@@ -51,13 +72,30 @@ def spark_job_json(job: Job) -> dict[str, Any]:
     return out
 
 
-def _file(job: Job, name: str) -> Path:
+def _require_done(job: Job) -> None:
     if job.status != Job.DONE:
         raise ApiError(409, "not_ready", f"job {job.pk} is {job.status}; results exist once it is done")
-    path = Path(settings.SPARK_RESULTS_DIR) / str(job.pk) / name
-    if not path.is_file():
-        raise not_found(f"the results of job {job.pk} are gone ({name})")
-    return path
+
+
+def ask_worker(task: str, job: Job, **kwargs: Any) -> dict[str, Any]:
+    """A spark worker's answer to ``task`` about ``job`` (see the module docstring for the errors)."""
+    timeout = float(settings.SPARK_RESULTS_TIMEOUT_S)
+    try:
+        answer = call(task, {"job_id": job.pk, **kwargs}, timeout)
+    except WorkerTimeout:
+        raise ApiError(504, "spark_worker_timeout",
+                       f"no spark worker answered within {timeout:g} s: the results of job {job.pk} are read by a "
+                       "Celery worker consuming the 'spark' queue (is one running, or busy with a long job?)") from None
+    except WorkerFailed as exc:
+        raise ApiError(502, "spark_worker_error", f"the spark worker could not read the results of job {job.pk}: "
+                                                  f"{exc}") from None
+    except ConnectionError as exc:
+        raise ApiError(503, "celery_unavailable", f"cannot ask a spark worker for the results: {exc}") from None
+    if not isinstance(answer, dict):
+        raise ApiError(502, "spark_worker_error", f"unexpected answer from the spark worker: {type(answer).__name__}")
+    if answer.get("missing"):
+        raise not_found(f"the results of job {job.pk} are gone ({answer['missing']})")
+    return answer
 
 
 def strip_body(row: dict[str, Any]) -> dict[str, Any]:
@@ -66,16 +104,9 @@ def strip_body(row: dict[str, Any]) -> dict[str, Any]:
 
 def search_results(job: Job, offset: int, limit: int, with_body: bool) -> dict[str, Any]:
     """Rows ``offset .. offset+limit`` of a finished search, with ``count`` (rows kept) and ``matched``."""
-    path = _file(job, "results.jsonl")
-    rows: list[dict[str, Any]] = []
-    with open(path, encoding="utf-8") as f:
-        for i, line in enumerate(f):
-            if i < offset:
-                continue
-            if len(rows) >= limit:
-                break
-            row = json.loads(line)
-            rows.append(row if with_body else strip_body(row))
+    _require_done(job)
+    answer = ask_worker(TASK_SPARK_RESULTS_PAGE, job, offset=offset, limit=limit, with_body=with_body)
+    rows = [row if with_body else strip_body(row) for row in answer.get("rows", [])]
     summary = job.result or {}
     count = int(summary.get("rows", 0))
     return {"count": count, "matched": summary.get("matched", 0), "scanned": summary.get("scanned", 0),
@@ -83,19 +114,48 @@ def search_results(job: Job, offset: int, limit: int, with_body: bool) -> dict[s
             "next_offset": offset + len(rows) if offset + len(rows) < count else None, "results": rows}
 
 
-def export_file(job: Job, fmt: str) -> tuple[Path, str]:
-    """The path and content type of a finished search's export (``jsonl`` or ``csv``)."""
+def export_stream(job: Job, fmt: str) -> tuple[Iterator[bytes], str, int]:
+    """A finished search's export (``jsonl`` or ``csv``): its chunks, content type and size in bytes. The first
+    chunk is asked for here, so a missing file or an absent worker is an error before any byte is sent; a later
+    chunk that fails ends the stream short of its announced size."""
     if fmt not in EXPORTS:
         raise not_found(f"no export format {fmt!r} (jsonl, csv)")
-    name, content_type = EXPORTS[fmt]
-    return _file(job, name), content_type
+    _require_done(job)
+    length = int(settings.SPARK_RESULTS_EXPORT_CHUNK_BYTES)
+    first = ask_worker(TASK_SPARK_RESULTS_EXPORT, job, fmt=fmt, offset=0, length=length)
+    size = int(first["size"])
+
+    def chunks() -> Iterator[bytes]:
+        answer, offset = first, 0
+        while True:
+            data = base64.b64decode(answer["data"])
+            if data:
+                yield data
+            offset += len(data)
+            if answer["eof"] or offset >= size:
+                return
+            if not data or int(answer["size"]) != size:
+                raise RuntimeError(f"the export of job {job.pk} changed or stopped at byte {offset} of {size}")
+            answer = ask_worker(TASK_SPARK_RESULTS_EXPORT, job, fmt=fmt, offset=offset, length=length)
+
+    return chunks(), EXPORTS[fmt], size
+
+
+def export_response(job: Job, fmt: str) -> StreamingHttpResponse:
+    """The download of :func:`export_stream` (an attachment ``search-<id>.<fmt>`` with its length)."""
+    chunks, content_type, size = export_stream(job, fmt)
+    response = StreamingHttpResponse(chunks, content_type=content_type)
+    response["Content-Length"] = str(size)
+    response["Content-Disposition"] = f'attachment; filename="search-{job.pk}.{fmt}"'
+    return response
 
 
 def trace_results(job: Job) -> dict[str, Any]:
     """A finished trace: ``timeline`` (steps in time order, each with its broker), ``groups`` (per consumer group
     summary), ``ids`` and the message's ``records`` (coordinates, no bodies)."""
-    path = _file(job, "trace.json")
-    return json.loads(path.read_text(encoding="utf-8"))
+    _require_done(job)
+    trace: dict[str, Any] = ask_worker(TASK_SPARK_RESULTS_TRACE, job)["trace"]
+    return trace
 
 
 def trace_lanes(trace: dict[str, Any]) -> list[dict[str, Any]]:
@@ -111,5 +171,5 @@ def trace_lanes(trace: dict[str, Any]) -> list[dict[str, Any]]:
     return [{"group": g, "steps": lanes[g], "summary": groups.get(g)} for g in order]
 
 
-__all__ = ["SEARCH_KIND", "TRACE_KIND", "export_file", "get_spark_job", "search_results", "spark_job_json",
-           "trace_lanes", "trace_results"]
+__all__ = ["SEARCH_KIND", "TRACE_KIND", "ask_worker", "export_response", "export_stream", "get_spark_job",
+           "search_results", "spark_job_json", "trace_lanes", "trace_results"]

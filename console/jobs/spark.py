@@ -2,9 +2,10 @@
 
 A job is a :class:`console.models.Job` (kind ``spark.search`` or ``spark.trace``) created ``pending``; once the
 row is committed its Celery task (``workers.spark_search`` / ``workers.spark_trace``, routed to the ``spark``
-queue) is published by name through :mod:`console.services.schedules_send`, the one console module that
-imports Celery. A worker runs it (:mod:`workers.spark_jobs_service`) and writes progress and results to the row.
-Without a worker the job stays ``pending``; when Redis cannot be reached the job is ``failed`` with that error.
+queue) is published by name through :mod:`console.services.schedules_send` (:mod:`console.celery_client`, the one
+console module that imports Celery). A worker runs it (:mod:`workers.spark_jobs_service`) and writes progress and
+results to the row. Without a worker the job stays ``pending``; when Redis cannot be reached the job is ``failed``
+with that error.
 
 Search specs are checked here with the engine's own compiler (:class:`spark_jobs.transforms.filters.Compiled`,
 pure Python, no Spark): a bad regex, JSON path or hex string is a 400 before anything is queued.

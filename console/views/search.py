@@ -9,13 +9,13 @@ import json
 from typing import Any
 
 from django import forms
-from django.http import FileResponse, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from console.errors import ApiError
 from console.jobs import spark as service
-from console.jobs.results import export_file, get_spark_job, search_results, spark_job_json
+from console.jobs.results import export_response, get_spark_job, search_results, spark_job_json
 from console.models import Job
 from console.roles import OPERATOR, VIEWER, has_role
 from console.selectors.messages import iso_ms
@@ -117,7 +117,11 @@ def search_job(request: HttpRequest, job_id: str) -> HttpResponse:
             offset = max(0, int(request.GET.get("offset", "0")))
         except ValueError:
             offset = 0
-        res = search_results(job, offset, PAGE, has_role(request.user, OPERATOR))
+        try:
+            res = search_results(job, offset, PAGE, has_role(request.user, OPERATOR))
+        except ApiError as exc:  # read on a spark worker: none answering (or the files gone) leaves the job's facts
+            context.update(results_error=str(exc.detail))
+            return render(request, "console/search_job.html", context, status=exc.status_code)
         for row in res["results"]:
             row["stored"] = iso_ms(row.get("store_timestamp") or 0)
         context.update(results=res, prev_offset=max(0, offset - PAGE) if offset else None,
@@ -134,8 +138,5 @@ def search_job_cancel(request: HttpRequest, job_id: str) -> HttpResponse:
 
 @page(OPERATOR)
 @require_http_methods(["GET"])
-def search_job_export(request: HttpRequest, job_id: str, fmt: str) -> FileResponse:
-    job = get_spark_job(job_id, service.SEARCH_KIND)
-    path, content_type = export_file(job, fmt)
-    return FileResponse(open(path, "rb"), as_attachment=True, filename=f"search-{job.pk}.{fmt}",
-                        content_type=content_type)
+def search_job_export(request: HttpRequest, job_id: str, fmt: str) -> StreamingHttpResponse:
+    return export_response(get_spark_job(job_id, service.SEARCH_KIND), fmt)

@@ -104,7 +104,11 @@ def trace_job(request: HttpRequest, job_id: str) -> HttpResponse:
     context: dict[str, Any] = {"job": spark_job_json(job), "can_run": has_role(request.user, OPERATOR),
                                "lanes": None}
     if job.status == Job.DONE:
-        result = trace_results(job)
+        try:
+            result = trace_results(job)
+        except ApiError as exc:  # read on a spark worker: none answering (or the file gone) leaves the job's facts
+            context.update(results_error=str(exc.detail))
+            return render(request, "console/trace_job.html", context, status=exc.status_code)
         context.update(lanes=trace_lanes(result), trace=result)
     return render(request, "console/trace_job.html", context)
 

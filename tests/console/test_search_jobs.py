@@ -1,11 +1,15 @@
-"""Search and trace jobs in the console without a worker: REST (spec checks, roles, paging, bodies per role,
-exports, cancel, a Redis that cannot be reached) and the pages. Finished jobs are arranged as the worker leaves
-them (a Job row + its result files); the real worker path is tests/workers/test_spark_jobs.py and the browser
-test tests/e2e/test_search_page.py."""
+"""Search and trace jobs in the console: REST (spec checks, roles, paging, bodies per role, exports, cancel, a Redis
+that cannot be reached, no spark worker answering) and the pages. Finished jobs are arranged as the worker leaves
+them (a Job row + its result files) in a results directory that only a real ``celery worker -Q spark`` subprocess
+knows (its ``SPARK_RESULTS_URI``): the console's own setting names another, never-created directory, so every
+result the tests see came through the worker. The worker's real run path is tests/workers/test_spark_jobs.py, the
+whole stack tests/workers/test_spark_results.py and the browser test tests/e2e/test_search_page.py."""
 
 from __future__ import annotations
 
 import json
+import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,29 +21,48 @@ from rest_framework.test import APIClient
 
 from broker_core.client import Message, Producer
 from console.models import AuditEvent, Job
+from spark_jobs.output import ResultWriter
 from tests.integration.cluster import Cluster, free_port
+from tests.workers.conftest import spark_results_worker
+from workers.celery import app
 
 OFFSET_ID = "7F00000100002A9F0000000000000000"
 
 
+@pytest.fixture(scope="module")
+def worker_results(tmp_path_factory: pytest.TempPathFactory, redis_url: str, cluster: Cluster) -> Iterator[Path]:
+    """The results directory of the module's spark worker (a real Celery worker process)."""
+    tmp = tmp_path_factory.mktemp("search-jobs-worker")
+    with spark_results_worker(tmp, redis_url, cluster.namesrv, str(tmp / "worker-results"), app):
+        yield tmp / "worker-results"
+
+
 @pytest.fixture(autouse=True)
-def _results_dir(settings, tmp_path: Path) -> Path:  # type: ignore[no-untyped-def]
-    settings.SPARK_RESULTS_DIR = tmp_path / "spark-results"
-    return settings.SPARK_RESULTS_DIR
+def _console_results(settings, tmp_path: Path, redis_url: str) -> None:  # type: ignore[no-untyped-def]
+    """The console on the worker's Redis, its own results setting naming a directory that never exists."""
+    settings.CELERY_BROKER_URL = settings.CELERY_RESULT_BACKEND = redis_url
+    settings.SPARK_RESULTS_URI = settings.SPARK_RESULTS_DIR = str(tmp_path / "the-console-has-no-results")
 
 
-def _done_search(results_dir: Path, rows: int = 7) -> Job:
+def _job_dir(results: Path, job: Job) -> Path:
+    out = results / str(job.pk)
+    shutil.rmtree(out, ignore_errors=True)  # job ids repeat across tests (rolled back): nothing stale
+    out.mkdir(parents=True)
+    return out
+
+
+def _done_search(results: Path, rows: int = 7) -> Job:
+    """A finished search as the worker leaves it: JSON lines, CSV and a row index (every 2nd row: pages seek)."""
     job = Job.objects.create(kind="spark.search", target="body_contains=x", status=Job.DONE,
                              finished=timezone.now(), params={"spec": {"body_contains": "x"}, "brokers": []},
                              progress=4, total=4)
-    out = results_dir / str(job.pk)
-    out.mkdir(parents=True)
-    lines = [json.dumps({"broker": "broker-a", "topic": "T", "queue_id": 0, "queue_offset": i, "phy_offset": i * 100,
-                         "offset_msg_id": OFFSET_ID, "keys": [f"k{i}"], "tags": "t",
-                         "store_timestamp": 1_700_000_000_000, "body_text": f"x{i}", "body_base64": "eA=="})
-             for i in range(rows)]
-    (out / "results.jsonl").write_text("\n".join(lines) + "\n")
-    (out / "results.csv").write_text("broker,topic\n" + "broker-a,T\n" * rows)
+    out = _job_dir(results, job)
+    with ResultWriter(out / "results.jsonl", out / "results.csv", extra_columns=("broker",), index_every=2) as w:
+        for i in range(rows):
+            w.write({"topic": "T", "queue_id": 0, "queue_offset": i, "phy_offset": i * 100, "offset_msg_id": OFFSET_ID,
+                     "keys": [f"k{i}"], "tags": "t", "store_timestamp": 1_700_000_000_000,
+                     "body": f"x{i}".encode()}, broker="broker-a")
+    (out / "results.index.json").write_text(json.dumps(w.row_index()))
     job.result = {"scanned": 100, "matched": rows + 3, "rows": rows, "truncated": True, "records_read": 120,
                   "bytes_scanned": 5000, "segments": 1, "elapsed_s": 0.5,
                   "files": {"jsonl": str(out / "results.jsonl"), "csv": str(out / "results.csv")},
@@ -49,11 +72,10 @@ def _done_search(results_dir: Path, rows: int = 7) -> Job:
     return job
 
 
-def _done_trace(results_dir: Path) -> Job:
+def _done_trace(results: Path) -> Job:
     job = Job.objects.create(kind="spark.trace", target="ABC", status=Job.DONE, finished=timezone.now(),
                              params={"msg_id": "ABC", "key": None}, result={"steps": 3, "scanned": 10, "passes": 2})
-    out = results_dir / str(job.pk)
-    out.mkdir(parents=True)
+    out = _job_dir(results, job)
     rec = {"offset_msg_id": OFFSET_ID, "segment": "0", "pos": 0}
     timeline = [
         {"type": "produced", "timestamp": 1_700_000_000_000, "msgId": "ABC", "depth": 0, "group": "", "topic": "T",
@@ -117,9 +139,9 @@ def test_redis_down_fails_the_job_instead_of_a_5xx(operator: APIClient, settings
     assert job.status == Job.FAILED and "could not queue" in job.result["error"]
 
 
-def test_results_paging_bodies_per_role_and_exports(operator: APIClient, viewer: APIClient,
-                                                    _results_dir: Path) -> None:
-    job = _done_search(_results_dir)
+def test_results_paging_bodies_per_role_and_exports(operator: APIClient, viewer: APIClient, worker_results: Path,
+                                                    settings) -> None:  # type: ignore[no-untyped-def]
+    job = _done_search(worker_results)
     page = operator.get(f"/api/v1/search-jobs/{job.pk}/results/?offset=2&limit=3").json()
     assert (page["count"], page["matched"], page["truncated"], page["next_offset"]) == (7, 10, True, 5)
     assert [r["queue_offset"] for r in page["results"]] == [2, 3, 4]
@@ -130,14 +152,67 @@ def test_results_paging_bodies_per_role_and_exports(operator: APIClient, viewer:
     assert viewer.get(f"/api/v1/search-jobs/{job.pk}/results/?limit=0").status_code == 400
     state = viewer.get(f"/api/v1/search-jobs/{job.pk}/").json()
     assert state["progress"]["percent"] == 100 and state["summary"]["matched"] == 10 and "files" not in state["summary"]
-    csv = operator.get(f"/api/v1/search-jobs/{job.pk}/export.csv")
-    assert csv.status_code == 200 and b"".join(csv.streaming_content).startswith(b"broker,topic")
-    assert operator.get(f"/api/v1/search-jobs/{job.pk}/export.jsonl").status_code == 200
+    assert not Path(settings.SPARK_RESULTS_URI).exists()  # all of it came from the worker's own directory
     assert operator.get(f"/api/v1/search-jobs/{job.pk}/export.xml").status_code == 404
     assert viewer.get(f"/api/v1/search-jobs/{job.pk}/export.csv").status_code == 403
 
 
-def test_cancel(operator: APIClient, viewer: APIClient, _results_dir: Path) -> None:
+def test_exports_stream_the_workers_files_chunk_by_chunk(operator: APIClient, worker_results: Path,
+                                                        settings) -> None:  # type: ignore[no-untyped-def]
+    """Each export is the worker's file byte for byte, asked for 100 bytes at a time (several worker calls)."""
+    settings.SPARK_RESULTS_EXPORT_CHUNK_BYTES = 100
+    job = _done_search(worker_results, rows=40)
+    for fmt, content_type in (("csv", "text/csv"), ("jsonl", "application/x-ndjson")):
+        expected = (worker_results / str(job.pk) / f"results.{fmt}").read_bytes()
+        assert len(expected) > 5 * 100
+        resp = operator.get(f"/api/v1/search-jobs/{job.pk}/export.{fmt}")
+        assert resp.status_code == 200 and resp.streaming and resp["Content-Type"] == content_type
+        assert resp["Content-Length"] == str(len(expected))
+        assert f'filename="search-{job.pk}.{fmt}"' in resp["Content-Disposition"]
+        chunks = list(resp.streaming_content)
+        assert b"".join(chunks) == expected and len(chunks) == -(-len(expected) // 100)
+    assert b"".join(operator.get(f"/api/v1/search-jobs/{job.pk}/export.csv").streaming_content).startswith(
+        b"broker,topic,")
+
+
+def test_results_the_worker_does_not_have_are_404(operator: APIClient, worker_results: Path) -> None:
+    search, trace = _done_search(worker_results), _done_trace(worker_results)
+    shutil.rmtree(worker_results / str(search.pk))
+    shutil.rmtree(worker_results / str(trace.pk))
+    for path in (f"search-jobs/{search.pk}/results/", f"search-jobs/{search.pk}/export.csv",
+                 f"trace-jobs/{trace.pk}/results/"):
+        resp = operator.get(f"/api/v1/{path}")
+        assert resp.status_code == 404 and "are gone" in resp.json()["detail"], (path, resp.content)
+
+
+def test_no_spark_worker_answering_is_a_clear_504(operator: APIClient, worker_results: Path, redis_url: str,
+                                                  settings) -> None:  # type: ignore[no-untyped-def]
+    """Redis answers but no worker consumes this Redis database's ``spark`` queue: after the (short) timeout the
+    API says so with a 504 and the pages show the job with the reason instead of the results."""
+    search, trace = _done_search(worker_results), _done_trace(worker_results)
+    settings.CELERY_BROKER_URL = settings.CELERY_RESULT_BACKEND = redis_url.rsplit("/", 1)[0] + "/15"
+    settings.SPARK_RESULTS_TIMEOUT_S = 1
+    for path in (f"search-jobs/{search.pk}/results/", f"search-jobs/{search.pk}/export.jsonl",
+                 f"trace-jobs/{trace.pk}/results/"):
+        resp = operator.get(f"/api/v1/{path}")
+        assert resp.status_code == 504, (path, resp.content)
+        body = resp.json()
+        assert body["error"] == "spark_worker_timeout", body
+        assert "no spark worker answered within 1 s" in body["detail"] and "'spark' queue" in body["detail"]
+    admin = _page_client("operator")
+    for url in (f"/search/jobs/{search.pk}/", f"/trace/jobs/{trace.pk}/"):
+        html = admin.get(url)
+        assert html.status_code == 504
+        text = html.content.decode()
+        assert 'data-testid="results-error"' in text and "no spark worker answered" in text
+        assert 'data-testid="search-results"' not in text and 'data-testid="trace-lane"' not in text
+    # Redis itself down: a 503 naming Celery's broker
+    settings.CELERY_BROKER_URL = settings.CELERY_RESULT_BACKEND = f"redis://127.0.0.1:{free_port()}/0"
+    resp = operator.get(f"/api/v1/search-jobs/{search.pk}/results/")
+    assert resp.status_code == 503 and resp.json()["error"] == "celery_unavailable", resp.content
+
+
+def test_cancel(operator: APIClient, viewer: APIClient, worker_results: Path) -> None:
     pending = Job.objects.create(kind="spark.search", target="t", params={"spec": {}})
     running = Job.objects.create(kind="spark.trace", target="t", status=Job.RUNNING, params={"key": "k"})
     assert viewer.post(f"/api/v1/search-jobs/{pending.pk}/cancel/").status_code == 403
@@ -145,18 +220,18 @@ def test_cancel(operator: APIClient, viewer: APIClient, _results_dir: Path) -> N
     assert resp.status_code == 200 and resp.json()["status"] == "cancelled" and resp.json()["running"] is False
     resp = operator.post(f"/api/v1/trace-jobs/{running.pk}/cancel/")
     assert resp.json()["status"] == "cancelling" and resp.json()["running"] is True
-    done = _done_search(_results_dir)
+    done = _done_search(worker_results)
     resp = operator.post(f"/api/v1/search-jobs/{done.pk}/cancel/")
     assert resp.status_code == 409 and resp.json()["error"] == "job_ended"
     assert AuditEvent.objects.filter(action="spark.search.cancel").count() == 1
 
 
-def test_trace_jobs(operator: APIClient, viewer: APIClient, _results_dir: Path) -> None:
+def test_trace_jobs(operator: APIClient, viewer: APIClient, worker_results: Path) -> None:
     assert operator.post("/api/v1/trace-jobs/", {}, format="json").status_code == 400
     assert viewer.post("/api/v1/trace-jobs/", {"msg_id": "ABC"}, format="json").status_code == 403
     resp = operator.post("/api/v1/trace-jobs/", {"key": "order-1", "begin_ms": 5}, format="json")
     assert resp.status_code == 202 and resp.json()["params"]["key"] == "order-1"
-    job = _done_trace(_results_dir)
+    job = _done_trace(worker_results)
     res = viewer.get(f"/api/v1/trace-jobs/{job.pk}/results/").json()
     assert [s["type"] for s in res["timeline"]] == ["produced", "retry", "resent"]
     assert res["groups"]["g1"]["deadLettered"] is True and res["ids"] == ["ABC", "DEF"]
@@ -170,7 +245,7 @@ def _page_client(role: str) -> Client:
     return c
 
 
-def test_search_pages(_results_dir: Path) -> None:
+def test_search_pages(worker_results: Path) -> None:
     op, viewer = _page_client("operator"), _page_client("viewer")
     page = viewer.get("/search/")
     assert page.status_code == 200 and b'data-testid="search-form"' not in page.content
@@ -186,7 +261,7 @@ def test_search_pages(_results_dir: Path) -> None:
     pending = op.get(ok["Location"])
     assert b'data-progress-url="/api/v1/search-jobs/' in pending.content and b"progress.js" in pending.content
     assert b'data-testid="cancel"' in pending.content
-    done = _done_search(_results_dir)
+    done = _done_search(worker_results)
     html = viewer.get(f"/search/jobs/{done.pk}/").content.decode()
     assert "10 matched of 100 scanned" in html and f"/messages/{OFFSET_ID}/" in html and "progress.js" not in html
     assert "export.csv" not in html and "x3" not in html  # viewers: no bodies, no exports
@@ -195,7 +270,7 @@ def test_search_pages(_results_dir: Path) -> None:
     assert op.get(f"/search/jobs/{done.pk}/export.jsonl").status_code == 200
 
 
-def test_trace_pages(_results_dir: Path) -> None:
+def test_trace_pages(worker_results: Path) -> None:
     op, viewer = _page_client("operator"), _page_client("viewer")
     page = viewer.get("/trace/?key=order-1")
     assert page.status_code == 200 and b"give the topic" in page.content and b"full-trace" not in page.content
@@ -203,7 +278,7 @@ def test_trace_pages(_results_dir: Path) -> None:
     assert b'data-testid="full-trace"' in page.content
     ok = op.post("/trace/", {"key": "order-1"})
     assert ok.status_code == 302 and Job.objects.get(kind="spark.trace").params["key"] == "order-1"
-    job = _done_trace(_results_dir)
+    job = _done_trace(worker_results)
     html = viewer.get(f"/trace/jobs/{job.pk}/").content.decode()
     assert html.count('data-testid="trace-lane"') == 2 and 'data-type="retry"' in html
     assert "redelivered after 900 ms" in html and "cost 12 ms" in html and "?msg_id=DEF" in html

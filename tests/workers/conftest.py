@@ -119,3 +119,17 @@ def celery_worker(env: dict[str, str], log_path: Path, hostname: str, app: Celer
         yield proc
     finally:
         stop_process(proc)
+
+
+@contextmanager
+def spark_results_worker(tmp: Path, redis_url: str, namesrv: str, results_uri: str, app: Celery,
+                         **extra_env: str) -> Iterator[dict[str, str]]:
+    """A real ``celery worker -Q spark`` (its own migrated SQLite file under ``tmp``) whose results URI is
+    ``results_uri``: the worker that answers the console's ``workers.spark_results_*`` reads. Yields its env."""
+    env = {**worker_env(redis_url, namesrv, tmp / "spark-worker.sqlite3"), "SPARK_RESULTS_URI": results_uri,
+           "SPARK_MASTER": "local[1]", "SPARK_CONF_UI": "spark.ui.enabled=false", "SPARK_DRIVER_MEMORY": "512m",
+           **extra_env}
+    manage(env, "migrate", "--noinput")
+    app.conf.update(broker_url=redis_url, result_backend=redis_url)
+    with celery_worker(env, tmp / "spark-worker.log", f"spark-results-{tmp.name}@localhost", app, queues="spark"):
+        yield env

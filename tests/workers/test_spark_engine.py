@@ -3,15 +3,14 @@ larger one on Spark, with the same results; the job row and the Spark pages say 
 
 The worker engine is checked by handing :func:`run_job` a "SparkSession" that fails on any use: the job can only
 succeed if Spark was never touched. Real brokers (the workers suite's ``broker-a`` and ``broker-r``), the real
-service, the suite's one local SparkSession for the Spark runs.
+service, the suite's one local SparkSession for the Spark runs; the job pages read the results through a real
+spark worker process (``celery worker -Q spark``) that shares the results directory with the runs here.
 """
 
 from __future__ import annotations
 
-import json
 import time
-from collections.abc import Callable
-from pathlib import Path
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -21,7 +20,10 @@ from django.test import Client
 from broker_core.client import AdminClient, Message, Producer
 from console.jobs import spark as console_jobs
 from console.models import Job
-from tests.workers.conftest import make_topic
+from tests.integration.cluster import Cluster
+from tests.workers.conftest import make_topic, spark_results_worker
+from workers import spark_results
+from workers.celery import app
 from workers.spark_jobs_service import run_job
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("transactional_db")]
@@ -34,9 +36,17 @@ class NoSpark:
         raise AssertionError(f"Spark was used ({name}) by a job that should run in the worker")
 
 
+@pytest.fixture(scope="module")
+def worker_results(tmp_path_factory: pytest.TempPathFactory, redis_url: str, cluster: Cluster) -> Iterator[str]:
+    """The results directory of the module's spark worker, which answers the pages' reads."""
+    tmp = tmp_path_factory.mktemp("engine-worker")
+    with spark_results_worker(tmp, redis_url, cluster.namesrv, str(tmp / "results"), app):
+        yield str(tmp / "results")
+
+
 @pytest.fixture(autouse=True)
-def _results_dir(settings, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    settings.SPARK_RESULTS_DIR = tmp_path / "spark-results"
+def _results_dir(settings, worker_results: str) -> None:  # type: ignore[no-untyped-def]
+    settings.SPARK_RESULTS_URI = worker_results  # the runs here write where the worker reads
 
 
 @pytest.fixture
@@ -63,8 +73,7 @@ def _search(planted: dict[str, Any]) -> Job:
 
 
 def _rows(job: Job) -> set[str]:
-    lines = Path(job.result["files"]["jsonl"]).read_text().splitlines()
-    return {f"{r['broker']}/{r['offset_msg_id']}" for r in map(json.loads, lines)}
+    return {f"{r['broker']}/{r['offset_msg_id']}" for r in spark_results.search_page(job.pk, 0, 1000, True)["rows"]}
 
 
 def _page(kind: str, job: Job) -> str:
@@ -85,7 +94,8 @@ def test_a_small_search_runs_in_the_worker_and_a_large_one_on_spark(
     assert small.result["matched"] == 10 and _rows(small) == planted["ids"]
     p = small.result["progress"]
     assert p["fraction"] == 1.0 and p["phase"] == "done" and p["brokers_done"] == 2 and p["bytes_scanned"] > 0
-    assert 'data-engine="worker"' in _page("search", small)
+    html = _page("search", small)  # its rows come from the spark worker process
+    assert 'data-engine="worker"' in html and all(f"/messages/{i.split('/')[1]}/" in html for i in planted["ids"])
 
     settings.SPARK_LOCAL_THRESHOLD_BYTES = 1  # every range is "large" now
     large = _search(planted)
@@ -108,6 +118,6 @@ def test_a_small_trace_runs_in_the_worker_with_the_timeline_spark_gives(
         job.refresh_from_db()
         assert job.result["engine"] == engine
         assert f'data-engine="{engine}"' in _page("trace", job)
-        timelines[engine] = json.loads(Path(job.result["files"]["trace"]).read_text())["timeline"]
+        timelines[engine] = spark_results.trace_document(job.pk)["trace"]["timeline"]
     assert timelines["worker"] == timelines["spark"]
     assert {(s["type"], s["broker"]) for s in timelines["worker"]} >= {("stored", "broker-a"), ("stored", "broker-r")}

@@ -1,13 +1,15 @@
 """The console's Spark jobs run in-process by the real service (:func:`workers.spark_jobs_service.run_job`) with the
 suite's one local SparkSession, against the workers suite's two real brokers (``broker-a``, ``broker-r``):
 snapshots through the SDK, search/trace per broker, progress and counts on the Job row, result files with the
-broker and coordinates of each record, snapshots released, cancel, failures recorded.
+broker and coordinates of each record (read back as the console's read tasks read them,
+:mod:`workers.spark_results`), snapshots released, cancel, failures recorded.
 
 ``transactional_db``: the engine's progress thread writes the row through its own database connection.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
 import time
@@ -23,6 +25,7 @@ from console.jobs import spark as console_jobs
 from console.models import Job
 from tests.integration.cluster import Cluster
 from tests.workers.conftest import make_topic
+from workers import spark_results
 from workers.spark_jobs_service import SEARCH_KIND, TRACE_KIND, fail_orphaned, run_job
 from workers.tasks import spark as spark_tasks
 
@@ -33,9 +36,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("transactional_db
 def _results_dir(settings, tmp_path: Path) -> Path:  # type: ignore[no-untyped-def]
     """Results in the test's temp dir; every job here on Spark, however small (test_spark_engine.py tests the
     adaptive choice)."""
-    settings.SPARK_RESULTS_DIR = tmp_path / "spark-results"
+    settings.SPARK_RESULTS_URI = str(tmp_path / "spark-results")
     settings.SPARK_LOCAL_THRESHOLD_BYTES = 0
-    return settings.SPARK_RESULTS_DIR
+    return Path(settings.SPARK_RESULTS_URI)
 
 
 def _snapshots_left(cluster: Cluster) -> list[str]:
@@ -72,27 +75,34 @@ def test_search_job_over_every_broker(spark: Any, cluster: Cluster, sdk_admin: A
     p = r["progress"]
     assert p["fraction"] == 1.0 and p["phase"] == "done" and p["brokers_done"] == 2 and p["bytes_scanned"] > 0
     assert job.total >= 2 and job.progress == job.total and p["tasks_total"] == job.total
-    rows = [json.loads(line) for line in Path(r["files"]["jsonl"]).read_text().splitlines()]
+    rows = spark_results.search_page(job.pk, 0, 1000, with_body=True)["rows"]
     got = {b: {row["offset_msg_id"] for row in rows if row["broker"] == b} for b in topics}
     assert got == planted
     assert all(row["topic"] == topics[row["broker"]] and "queue_offset" in row and needle in row["body_text"]
                for row in rows)
-    csv_lines = Path(r["files"]["csv"]).read_text().splitlines()
+    csv_lines = base64.b64decode(spark_results.export_chunk(job.pk, "csv", 0, 1 << 20)["data"]).decode().splitlines()
     assert csv_lines[0].startswith("broker,topic,") and len(csv_lines) == 13
-    assert Path(r["files"]["jsonl"]).parent == Path(settings.SPARK_RESULTS_DIR) / str(job.pk)
+    assert r["files"]["jsonl"] == str(Path(settings.SPARK_RESULTS_URI) / str(job.pk) / "results.jsonl")
+    assert [row["offset_msg_id"] for row in spark_results.search_page(job.pk, 10, 5, with_body=False)["rows"]] == [
+        row["offset_msg_id"] for row in rows[10:]]  # a later page; viewers' pages have no bodies
+    assert all("body_text" not in row for row in spark_results.search_page(job.pk, 0, 5, with_body=False)["rows"])
     assert _snapshots_left(cluster) == []
     # a second delivery of the same task does nothing
     assert run_job(job.pk, spark=spark)["status"] == "skipped"
 
 
 def test_search_limit_keeps_exact_counts(spark: Any, cluster: Cluster, sdk_admin: AdminClient,
-                                         producer: Producer, unique: Callable[[str], str]) -> None:
+                                         producer: Producer, unique: Callable[[str], str], _results_dir: Path) -> None:
     topic = make_topic(sdk_admin, unique("Limit"), "broker-a")
     for i in range(20):
         producer.send(Message(topic, b"same body", keys=f"k{i}"))
     job = _job(console_jobs.SEARCH_KIND, {"spec": console_jobs.check_search_spec(
         {"topics": [topic], "body_contains": "same", "limit": 5}), "brokers": ["broker-a"]})
+    stale = _results_dir / str(job.pk) / "left-by-a-crashed-run"  # a job id reused after a crash mid-write
+    stale.parent.mkdir(parents=True)
+    stale.write_text("old")
     run_job(job.pk, spark=spark)
+    assert not stale.exists() and len(spark_results.search_page(job.pk, 0, 100, with_body=True)["rows"]) == 5
     job.refresh_from_db()
     assert (job.status, job.result["matched"], job.result["rows"], job.result["truncated"]) == (
         Job.DONE, 20, 5, True)
@@ -108,7 +118,7 @@ def test_trace_job_by_key_carries_the_broker(spark: Any, cluster: Cluster, sdk_a
                                          "brokers": []})
     assert run_job(job.pk, spark=spark)["status"] == "done"
     job.refresh_from_db()
-    trace = json.loads(Path(job.result["files"]["trace"]).read_text())
+    trace = spark_results.trace_document(job.pk)["trace"]
     types = [(s["type"], s["broker"]) for s in trace["timeline"]]
     assert ("produced", "broker-r") in types and ("stored", "broker-r") in types
     assert sent.msg_id in trace["ids"]
