@@ -33,7 +33,7 @@ def console_url(tmp_path_factory: pytest.TempPathFactory, redis_url: str,
                 cluster: Cluster) -> Iterator[str]:
     tmp = tmp_path_factory.mktemp("search-stack")
     env = {**worker_env(redis_url, cluster.namesrv, tmp / "console.sqlite3"), "DJANGO_SUPERUSER_USERNAME": "admin",
-           "DJANGO_SUPERUSER_PASSWORD": PASSWORD, "DEBUG": "true", "SPARK_RESULTS_DIR": str(tmp / "results"),
+           "DJANGO_SUPERUSER_PASSWORD": PASSWORD, "DEBUG": "true", "SPARK_RESULTS_URI": str(tmp / "results"),
            "SPARK_MASTER": "local[2]", "SPARK_CONF_UI": "spark.ui.enabled=false",
            "SPARK_CONF_PARTITIONS": "spark.sql.shuffle.partitions=2", "SPARK_DRIVER_MEMORY": "1g"}
     manage(env, "migrate", "--noinput")

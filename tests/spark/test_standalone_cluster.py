@@ -269,7 +269,7 @@ def test_the_console_spark_jobs_on_the_cluster_equal_local_mode(spark: Any, brok
     before = _apps(spark_cluster)
     env = {**spark_cluster.env, "PYTHONPATH": str(ROOT), "DJANGO_SETTINGS_MODULE": "console.settings",
            "DJANGO_DB_PATH": str(tmp_path / "console.sqlite3"), "BROKER_CORE_NAMESRV": brokers.namesrv,
-           "SPARK_RESULTS_DIR": str(tmp_path / "results"), "SPARK_MASTER": spark_cluster.url,
+           "SPARK_RESULTS_URI": str(tmp_path / "results"), "SPARK_MASTER": spark_cluster.url,
            "SPARK_LOCAL_THRESHOLD_BYTES": "0", "SPARK_SEGMENT_READS": "network", "SPARK_DRIVER_MEMORY": "512m",
            "SPARK_CONF_UI": "spark.ui.enabled=false", "SPARK_CONF_EXEC": "spark.executor.memory=512m",
            "SPARK_CONF_CORES": "spark.cores.max=2"}
