@@ -24,6 +24,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from broker_core.codec import native as codec_native
 from spark_jobs.segments import Split, SplitStats, chain_breaks, merge_torn, whole_segment_splits
 from spark_jobs.split_io import prefetch
 
@@ -36,6 +37,17 @@ class JobCancelled(RuntimeError):
 
 
 ENGINE_SPARK, ENGINE_WORKER = "spark", "worker"
+
+
+def codec_in_use() -> str:
+    """The codec this process decodes with, ``"native"`` or ``"pure"``: each split records it where it ran (a
+    module function, so a Spark task calls the executor's own, not a value pickled on the driver)."""
+    return codec_native.IMPLEMENTATION
+
+
+def codecs_of(stats: dict[int, SplitStats]) -> list[str]:
+    """The codecs the splits of ``stats`` were decoded with (sorted)."""
+    return sorted({str(s.extra["codec"]) for s in stats.values() if "codec" in s.extra})
 
 
 class InProcess:
@@ -200,6 +212,7 @@ def _run_in_process(engine: InProcess, splits: list[Split], fn: SplitFn, progres
             if i + 1 < len(batch):
                 prefetch(batch[i + 1])
             st, rows = fn(sp)
+            st.extra["codec"] = codec_in_use()
             out.append((st, rows))
             n["done"] += 1
             n["scanned"] += st.bytes
@@ -252,6 +265,7 @@ def _run(sc: Any, splits: list[Split], fn: SplitFn, acc: Any) -> Results:
                 if i + 1 < len(group):
                     prefetch(group[i + 1])  # fetched over the network (when it is) while this one is walked
                 st, rows = fn(sp)
+                st.extra["codec"] = codec_in_use()
                 acc.add(st.bytes)
                 yield st, rows
 

@@ -9,11 +9,18 @@
 - ``SPARK_SHIP_CODE``: ``1`` to ship ``broker_core/codec`` + ``spark_jobs`` to executors as a zip
   (``addPyFile``); on by default for a non-local master. Under ``spark-submit`` pass the zip with
   ``--py-files`` instead (``python -m spark_jobs.session --zip dist/jobs.zip`` builds it).
+
+The codec's C extension cannot be imported from a zip: when it is built here (``make``), shipping the code also
+ships the extension file (``addFile``), which executors find beside the zip (``broker_core/codec/native.py``)
+and load when their Python has the same ABI; others run the pure-Python codec. Under ``spark-submit`` pass it
+with ``--files`` (``--zip`` prints its path on a second line). Each job's summary names the codec its splits
+were decoded with where they ran (``codecs``).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.machinery
 import os
 import sys
 import tempfile
@@ -62,6 +69,13 @@ def build_code_zip(path: str | os.PathLike[str] | None = None) -> str:
     return str(path)
 
 
+def native_extension() -> Path | None:
+    """The codec's extension as built in this checkout for this interpreter (``broker_core/codec/_native`` + its
+    extension suffix), or None when it is not built."""
+    path = ROOT / "broker_core" / "codec" / ("_native" + importlib.machinery.EXTENSION_SUFFIXES[0])
+    return path if path.is_file() else None
+
+
 def build_session(app_name: str | None = None, master: str | None = None,
                   conf: Mapping[str, str] | None = None, ship_code: bool | None = None) -> Any:
     """Get or create the SparkSession (the environment first, then ``master``/``conf`` override it)."""
@@ -86,16 +100,24 @@ def build_session(app_name: str | None = None, master: str | None = None,
         ship_code = os.environ.get("SPARK_SHIP_CODE", "") == "1" or not master.startswith("local")
     if ship_code and not getattr(spark.sparkContext, "_broker_core_shipped", False):
         spark.sparkContext.addPyFile(build_code_zip())
+        extension = native_extension()
+        if extension is not None:  # lands beside the zip on executors (see the module docstring)
+            spark.sparkContext.addFile(str(extension))
         setattr(spark.sparkContext, "_broker_core_shipped", True)  # noqa: B010 (our marker, not a Spark attribute)
     return spark
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m spark_jobs.session",
-                                 description="Build the zip of code executors need (for spark-submit --py-files).")
+                                 description="Build the zip of code executors need (for spark-submit --py-files); "
+                                             "prints its path, then the codec's extension to pass with --files "
+                                             "when it is built.")
     ap.add_argument("--zip", required=True, help="where to write the zip")
     args = ap.parse_args(argv)
     print(build_code_zip(args.zip))
+    extension = native_extension()
+    if extension is not None:
+        print(extension)
     return 0
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from spark_jobs.output import write_csv, write_jsonl
-from spark_jobs.runner import ProgressCallback, run_splits
+from spark_jobs.runner import ProgressCallback, codecs_of, run_splits
 from spark_jobs.segments import (
     DEFAULT_SPLIT_BYTES,
     Segment,
@@ -47,6 +47,7 @@ class SearchResult:
     torn: list[dict[str, Any]] = field(default_factory=list)
     elapsed_s: float = 0.0
     outputs: dict[str, str] = field(default_factory=dict)
+    codecs: list[str] = field(default_factory=list)  # the codec the splits were decoded with where they ran
 
     def summary(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if k != "rows"}
@@ -81,7 +82,7 @@ def run_search(spark: Any, segments: list[Segment] | dict[str, Any] | str, spec:
     result = SearchResult(
         rows=rows, scanned=sum(s.scanned for s in stats.values()), matched=matched,
         records_read=sum(s.records for s in stats.values()), bytes_scanned=sum(s.bytes for s in stats.values()),
-        segments=len(segments), splits=len(stats), truncated=len(rows) < matched, torn=torn)
+        segments=len(segments), splits=len(stats), truncated=len(rows) < matched, torn=torn, codecs=codecs_of(stats))
     if output_dir:
         out = Path(output_dir)
         result.outputs = {"jsonl": write_jsonl(rows, out / "results.jsonl"),

@@ -35,7 +35,7 @@ from broker_core.codec.names import DLQ_GROUP_TOPIC_PREFIX as DLQ_PREFIX
 from broker_core.codec.names import PROPERTY_DLQ_ORIGIN_TOPIC, PROPERTY_DLQ_REASON, SCHEDULE_TOPIC, TRACE_TOPIC
 from broker_core.codec.names import RETRY_GROUP_TOPIC_PREFIX as RETRY_PREFIX
 from spark_jobs.output import jsonable, write_jsonl
-from spark_jobs.runner import ProgressCallback, run_splits
+from spark_jobs.runner import ProgressCallback, codecs_of, run_splits
 from spark_jobs.segments import (
     DEFAULT_SPLIT_BYTES,
     Segment,
@@ -68,6 +68,7 @@ class TraceResult:
     torn: list[dict[str, Any]] = field(default_factory=list)
     elapsed_s: float = 0.0
     outputs: dict[str, str] = field(default_factory=dict)
+    codecs: list[str] = field(default_factory=list)  # the codec the splits were decoded with where they ran
 
     def to_dict(self) -> dict[str, Any]:
         d = dict(self.__dict__)
@@ -146,6 +147,7 @@ def run_trace(spark: Any, segments: list[Segment] | dict[str, Any] | str, msg_id
     wanted: set[str] = set(ids)
     scanned = nbytes = passes = 0
     torn: list[dict[str, Any]] = []
+    codecs: set[str] = set()
     depth_of: dict[str, int] = {i: 0 for i in ids}
     for depth in range(follow + 1):
         todo = frozenset(wanted - done)
@@ -154,6 +156,7 @@ def run_trace(spark: Any, segments: list[Segment] | dict[str, Any] | str, msg_id
         stats, found, torn = run_splits(spark, splits, _TraceFn(spec, todo, keys if depth == 0 else frozenset()),
                                         progress=progress, job_group=job_group, description="broker_core trace")
         passes += 1
+        codecs.update(codecs_of(stats))
         scanned += sum(s.scanned for s in stats.values())
         nbytes += sum(s.bytes for s in stats.values())
         done |= todo
@@ -177,7 +180,7 @@ def run_trace(spark: Any, segments: list[Segment] | dict[str, Any] | str, msg_id
     events = [e for e in (_event(r) for r in rows.values() if r["topic"] == TRACE_TOPIC) if e]
     timeline = build_timeline(records, events, depth_of)
     result = TraceResult(msg_id, key, sorted(depth_of, key=lambda i: (depth_of[i], i)), records, events, timeline,
-                         summarize_groups(timeline), scanned, nbytes, passes, torn)
+                         summarize_groups(timeline), scanned, nbytes, passes, torn, codecs=sorted(codecs))
     result.elapsed_s = round(time.perf_counter() - t0, 3)
     if output_dir:
         out = Path(output_dir)
@@ -335,7 +338,8 @@ def main(argv: list[str] | None = None) -> int:
                            output_dir=args.out, follow=args.follow)
     finally:
         spark.stop()
-    print(json.dumps({"steps": len(result.timeline), "ids": result.ids, "outputs": result.outputs}))
+    print(json.dumps({"steps": len(result.timeline), "ids": result.ids, "outputs": result.outputs,
+                      "codecs": result.codecs}))
     return 0
 
 

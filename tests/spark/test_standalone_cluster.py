@@ -27,9 +27,11 @@ from typing import Any
 import pytest
 
 from broker_core.client import AdminClient, Message, Producer
+from broker_core.codec import native as codec_native
 from spark_jobs.jobs.search import run_search
 from spark_jobs.jobs.trace import run_trace
 from spark_jobs.segments import segments_of
+from spark_jobs.session import native_extension
 from spark_jobs.transforms.filters import SearchSpec
 from tests.conftest import ROOT
 from tests.integration.cluster import Cluster, free_port, wait_until
@@ -221,11 +223,17 @@ def test_spark_submitted_search_and_trace_equal_local_mode(spark: Any, brokers: 
                 args += ["--snapshot", str(tmp_path / f"manifest-{i}.json")]
             searched = spark_cluster.submit("search.py", *args, "--body-contains", "needle-", "--split-mib", "1",
                                             "--out", str(tmp_path / "search"))
-            spark_cluster.submit("trace.py", *args, "--key", "the-traced-key", "--out", str(tmp_path / "trace"))
+            traced = spark_cluster.submit("trace.py", *args, "--key", "the-traced-key", "--out",
+                                          str(tmp_path / "trace"))
         finally:
             for name, m in zip(BROKERS, manifests, strict=True):
                 admin.release_snapshot(brokers.brokers[name].addr, m["snapshotId"])
     _executors_on_both_workers(spark_cluster, before)
+    # the executors decode with the C extension, shipped beside the code zip (addFile), when it is built here and
+    # BROKER_CORE_PURE_PYTHON (which the workers inherit) does not force pure Python
+    pure_forced = os.environ.get(codec_native.PURE_ENV, "") not in ("", "0")
+    expected = "native" if native_extension() is not None and not pure_forced else "pure"
+    assert searched["codecs"] == traced["codecs"] == [expected]
     rows = [json.loads(line) for line in (tmp_path / "search" / "results.jsonl").read_text().splitlines()]
     assert searched["matched"] == local.matched == 2 * 12 == len(rows)
     assert searched["scanned"] == local.scanned and searched["bytes_scanned"] == local.bytes_scanned
