@@ -174,6 +174,19 @@ def decode_command(serialize_type: int, header: bytes | bytearray | memoryview, 
     raise ProtocolError(f"unknown serialize type {serialize_type}")
 
 
+def check_frame_head(length: int, word: int, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> tuple[int, int]:
+    """``(serialize_type, header_length)`` of a frame whose two head words are ``length`` and ``word``;
+    :class:`ProtocolError` when the frame is over ``max_frame_bytes`` or its lengths or type are impossible."""
+    if length + 4 > max_frame_bytes:
+        raise ProtocolError(f"frame of {length + 4} bytes exceeds the limit of {max_frame_bytes}")
+    st, hlen = word >> 24, word & HEADER_LENGTH_MASK
+    if st not in _SERIALIZE_NAMES:
+        raise ProtocolError(f"unknown serialize type {st} in the header word 0x{word:08x}")
+    if length < 4 or hlen > length - 4:
+        raise ProtocolError(f"bad frame lengths: frame {length}, header {hlen}")
+    return st, hlen
+
+
 class FrameDecoder:
     """Accumulates bytes and yields complete commands (``LengthFieldBasedFrameDecoder(max, 0, 4, 0, 4)``)."""
 
@@ -193,13 +206,7 @@ class FrameDecoder:
         n = len(buf)
         while n - pos >= FRAME_HEAD_SIZE:
             length, word = FRAME_HEAD.unpack_from(buf, pos)
-            if length + 4 > self.max_frame_bytes:
-                raise ProtocolError(f"frame of {length + 4} bytes exceeds the limit of {self.max_frame_bytes}")
-            st, hlen = word >> 24, word & HEADER_LENGTH_MASK
-            if st not in _SERIALIZE_NAMES:
-                raise ProtocolError(f"unknown serialize type {st} in the header word 0x{word:08x}")
-            if length < 4 or hlen > length - 4:
-                raise ProtocolError(f"bad frame lengths: frame {length}, header {hlen}")
+            st, hlen = check_frame_head(length, word, self.max_frame_bytes)
             end = pos + 4 + length
             if n < end:
                 break

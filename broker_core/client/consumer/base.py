@@ -130,6 +130,17 @@ class _ConsumerBase:
             if self.offset_store is not None:
                 await self.offset_store.update(mq, commit_offset)
             commit_offset = -1
+        cmd, timeout = self._pull_command(mq, offset, max_nums, sub, suspend_s, commit_offset, sub_version)
+        try:
+            resp = await self.instance.invoke(addr, cmd, timeout)
+        except ConnectionError:
+            self.instance.mark_down(addr)  # the next pull goes to another broker of the group
+            raise
+        return self._pull_result(mq, sub, offset, resp)
+
+    def _pull_command(self, mq: MessageQueue, offset: int, max_nums: int, sub: Subscription, suspend_s: float,
+                      commit_offset: int, sub_version: int) -> tuple[RemotingCommand, float]:
+        """The PULL_MESSAGE request and the client's timeout for it."""
         sys_flag = PULL_SUBSCRIPTION | (PULL_SUSPEND if suspend_s > 0 else 0) | (
             PULL_COMMIT_OFFSET if commit_offset >= 0 else 0)
         header = {"consumerGroup": self.group, "queueOffset": offset, "maxMsgNums": max_nums, "sysFlag": sys_flag,
@@ -137,12 +148,11 @@ class _ConsumerBase:
                   "subscription": sub.expression, "subVersion": sub_version, "expressionType": sub.expression_type}
         # RocketMQ's consumerTimeoutMillisWhenSuspend: a held pull times out on the client after 30 s
         timeout = max(suspend_s + 5.0, CONSUMER_TIMEOUT_WHEN_SUSPEND_S) if suspend_s > 0 else 5.0
-        cmd = RemotingCommand.request(RequestCode.PULL_MESSAGE, {"topic": mq.topic, "queueId": mq.queue_id, **header})
-        try:
-            resp = await self.instance.invoke(addr, cmd, timeout)
-        except ConnectionError:
-            self.instance.mark_down(addr)  # the next pull goes to another broker of the group
-            raise
+        return RemotingCommand.request(RequestCode.PULL_MESSAGE,
+                                       {"topic": mq.topic, "queueId": mq.queue_id, **header}), timeout
+
+    def _pull_result(self, mq: MessageQueue, sub: Subscription, offset: int, resp: RemotingCommand) -> PullResult:
+        """The broker's answer to a pull as a :class:`PullResult`; raises ClientError for an error code."""
         h = resp.header
         if "suggestWhichBrokerId" in h:  # RocketMQ's pullFromWhichNodeTable
             self.pull_from[mq] = int(h["suggestWhichBrokerId"])

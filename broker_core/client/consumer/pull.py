@@ -8,6 +8,7 @@ from broker_core.client.message import ClientError, MessageQueue
 from broker_core.protocol import RequestCode, ResponseCode
 from broker_core.protocol.acl import SessionCredentials
 from broker_core.protocol.filter import parse_subscription
+from broker_core.remoting.blocking import BlockingClient
 from broker_core.remoting.client import run_sync
 
 
@@ -17,6 +18,8 @@ class PullConsumer(_ConsumerBase):
     def __init__(self, group: str, namesrv_addr: str, *, instance: ClientInstance | None = None,
                  credentials: SessionCredentials | None = None, instance_name: str | None = None) -> None:
         super().__init__(group, namesrv_addr, instance, credentials, instance_name)
+        # pull() on the calling thread over a blocking socket (no hop to the client event loop and back)
+        self.blocking = BlockingClient(credentials=self.instance.credentials)
 
     def start(self) -> PullConsumer:
         if self._registered:
@@ -26,6 +29,7 @@ class PullConsumer(_ConsumerBase):
         return self
 
     def shutdown(self) -> None:
+        self.blocking.close()
         if self._registered:
             self._unregister()
             run_sync(self.instance.shutdown())
@@ -35,8 +39,20 @@ class PullConsumer(_ConsumerBase):
 
     def pull(self, mq: MessageQueue, offset: int, max_nums: int = 32, expression: str = "*",
              expression_type: str = "TAG") -> PullResult:
-        """One pull; ``expression`` by tag, or SQL92 over properties with ``expression_type="SQL92"``."""
-        return run_sync(self.apull(mq, offset, max_nums, parse_subscription(mq.topic, expression, expression_type)))
+        """One pull; ``expression`` by tag, or SQL92 over properties with ``expression_type="SQL92"``. Runs on the
+        calling thread over a blocking socket once the topic's route is known (as ``Producer.send``); the first
+        pull of a topic looks the route up through the client event loop."""
+        sub = parse_subscription(mq.topic, expression, expression_type)
+        if mq.topic not in self.instance.routes:
+            return run_sync(self.apull(mq, offset, max_nums, sub))
+        addr, _ = self.instance.find_broker(mq.broker_name, self.pull_from.get(mq, 0))
+        cmd, timeout = self._pull_command(mq, offset, max_nums, sub, 0.0, -1, 0)
+        try:
+            resp = self.blocking.invoke(addr, cmd, timeout)
+        except ConnectionError:
+            self.instance.mark_down(addr)  # the next pull goes to another broker of the group
+            raise
+        return self._pull_result(mq, sub, offset, resp)
 
     def pull_block_if_not_found(self, mq: MessageQueue, offset: int, max_nums: int = 32, expression: str = "*",
                                 timeout: float = BROKER_SUSPEND_MAX_S, expression_type: str = "TAG") -> PullResult:
