@@ -1006,6 +1006,74 @@ static PyObject *py_scan_units(PyObject *self, PyObject *args) {
     return Py_BuildValue("(nLO)", pos, max_phy, stopped ? Py_True : Py_False);
 }
 
+/* pick_units(buf, limit, max_nums, min_phy, tag_hashes, max_bytes, base_offset)
+ *   -> (runs, phys, queue_offsets, end, removed): see codec/consume_queue.py */
+static PyObject *py_pick_units(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t limit, max_nums;
+    long long min_phy, max_bytes, base_offset;
+    PyObject *tags;
+    if (!PyArg_ParseTuple(args, "y*nnLOLL", &view, &limit, &max_nums, &min_phy, &tags, &max_bytes, &base_offset))
+        return NULL;
+    if (tags != Py_None && !PyAnySet_Check(tags)) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_TypeError, "tag_hashes must be a set or None");
+        return NULL;
+    }
+    if (limit > view.len) limit = view.len;
+    const unsigned char *b = (const unsigned char *)view.buf;
+    PyObject *runs = PyList_New(0), *phys = PyList_New(0), *offsets = PyList_New(0);
+    PyObject *res = NULL;
+    if (runs == NULL || phys == NULL || offsets == NULL) goto done;
+    long long total = 0, run_start = -1, run_len = 0, run_end = -1;
+    Py_ssize_t run_first = 0, picked = 0, pos = 0;
+    int removed = 0;
+    while (pos + 20 <= limit && picked < max_nums) {
+        long long phy = rd_i64(b + pos);
+        int32_t size = rd_i32(b + pos + 8);
+        long long tags_code = rd_i64(b + pos + 12);
+        pos += 20;
+        if (size == 0x7FFFFFFF) continue;
+        if (phy < min_phy) { removed = 1; continue; }
+        if (tags != Py_None) {
+            PyObject *code = PyLong_FromLongLong(tags_code);
+            if (code == NULL) goto done;
+            int in = PySet_Contains(tags, code);
+            Py_DECREF(code);
+            if (in < 0) goto done;
+            if (!in) continue;
+        }
+        if (picked > 0 && total + size > max_bytes) { pos -= 20; break; }
+        if (phy != run_end) {
+            if (run_start >= 0) {
+                PyObject *r = Py_BuildValue("(LLn)", run_start, run_len, run_first);
+                if (r == NULL || PyList_Append(runs, r) < 0) { Py_XDECREF(r); goto done; }
+                Py_DECREF(r);
+            }
+            run_start = phy; run_len = 0; run_first = picked;
+        }
+        run_len += size;
+        run_end = phy + size;
+        PyObject *p = PyLong_FromLongLong(phy), *q = PyLong_FromLongLong(base_offset + pos / 20 - 1);
+        if (p == NULL || q == NULL || PyList_Append(phys, p) < 0 || PyList_Append(offsets, q) < 0) {
+            Py_XDECREF(p); Py_XDECREF(q); goto done;
+        }
+        Py_DECREF(p); Py_DECREF(q);
+        total += size;
+        picked++;
+    }
+    if (run_start >= 0) {
+        PyObject *r = Py_BuildValue("(LLn)", run_start, run_len, run_first);
+        if (r == NULL || PyList_Append(runs, r) < 0) { Py_XDECREF(r); goto done; }
+        Py_DECREF(r);
+    }
+    res = Py_BuildValue("(OOOnO)", runs, phys, offsets, pos, removed ? Py_True : Py_False);
+done:
+    Py_XDECREF(runs); Py_XDECREF(phys); Py_XDECREF(offsets);
+    PyBuffer_Release(&view);
+    return res;
+}
+
 /* group_units(batch) -> {(topic, queue_id): [(phy, size, tags_code, queue_offset), ...]}: see
  * codec/consume_queue.py */
 static PyObject *py_group_units(PyObject *self, PyObject *arg) {
@@ -1249,6 +1317,7 @@ static PyMethodDef methods[] = {
     {"check_batch", py_check_batch, METH_VARARGS, "Whether every entry of a batch can be stored."},
     {"parse_dispatch", py_parse_dispatch, METH_VARARGS, "Dispatch tuples of records parsed from a segment."},
     {"scan_units", py_scan_units, METH_VARARGS, "Walk written ConsumeQueue units."},
+    {"pick_units", py_pick_units, METH_VARARGS, "The ConsumeQueue units a pull reads, as runs."},
     {"group_units", py_group_units, METH_O, "ConsumeQueue units of dispatched records, per queue."},
     {"offset_msg_ids", py_offset_msg_ids, METH_VARARGS, "Offset message ids joined by commas."},
     {"scan_records", (PyCFunction)(void (*)(void))py_scan_records, METH_VARARGS | METH_KEYWORDS, "Walk valid records; (end, why)."},

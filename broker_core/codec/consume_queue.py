@@ -53,6 +53,52 @@ def scan_units(buf: bytes | bytearray | memoryview, pos: int, limit: int) -> tup
     return pos, max_phy, False
 
 
+def pick_units(buf: bytes | bytearray | memoryview, limit: int, max_nums: int, min_phy: int,
+               tag_hashes: set[int] | None, max_bytes: int,
+               base_offset: int) -> tuple[list[tuple[int, int, int]], list[int], list[int], int, bool]:
+    """The units a pull reads, walking from byte 0 below ``limit`` (whole units only): at most ``max_nums``,
+    skipping blank pads, units below ``min_phy`` (their records were deleted: ``removed``) and, with
+    ``tag_hashes``, units whose tags code is not in it; stopping before a unit that would take the picked
+    sizes past ``max_bytes`` (the first unit is always taken).
+
+    Returns ``(runs, phys, queue_offsets, end, removed)``: ``phys``/``queue_offsets`` per picked unit (queue
+    offset = ``base_offset`` + unit index); ``runs`` the picked records that sit back to back in the CommitLog,
+    as ``(start_phy, length, first)`` with ``first`` the index of the run's first unit in ``phys`` (a run ends
+    where the next run starts); ``end`` the byte after the last unit looked at (a unit that broke the byte limit
+    was not looked at)."""
+    runs: list[tuple[int, int, int]] = []
+    phys: list[int] = []
+    offsets: list[int] = []
+    unpack = CQ_UNIT.unpack_from
+    removed = False
+    total = 0
+    run_end = -1
+    pos = 0
+    while pos + CQ_STORE_UNIT_SIZE <= limit and len(phys) < max_nums:
+        phy, size, tags_code = unpack(buf, pos)
+        pos += CQ_STORE_UNIT_SIZE
+        if size == BLANK_UNIT_SIZE:
+            continue
+        if phy < min_phy:
+            removed = True
+            continue
+        if tag_hashes is not None and tags_code not in tag_hashes:
+            continue
+        if phys and total + size > max_bytes:
+            pos -= CQ_STORE_UNIT_SIZE
+            break
+        if phy == run_end:
+            start, length, first = runs[-1]
+            runs[-1] = (start, length + size, first)
+        else:
+            runs.append((phy, size, len(phys)))
+        run_end = phy + size
+        phys.append(phy)
+        offsets.append(base_offset + pos // CQ_STORE_UNIT_SIZE - 1)
+        total += size
+    return runs, phys, offsets, pos, removed
+
+
 _TRANSACTION_TYPE_MASK = 0x3 << 2
 _TO_QUEUE = (0, 0x2 << 2)  # not a transaction, or a committed one (prepared and rolled back stay out)
 
@@ -74,7 +120,8 @@ def group_units(batch: list[tuple[Any, ...]]) -> dict[tuple[str, int], list[tupl
 
 
 # the pure functions stay reachable for the native-vs-pure equality tests
-py_scan_units, py_group_units = scan_units, group_units
+py_scan_units, py_group_units, py_pick_units = scan_units, group_units, pick_units
 if NATIVE is not None:
     scan_units = NATIVE.scan_units
+    pick_units = NATIVE.pick_units
     group_units = NATIVE.group_units

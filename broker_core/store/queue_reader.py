@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from broker_core.codec.consume_queue import BLANK_UNIT_SIZE, CQ_STORE_UNIT_SIZE, CQ_UNIT
+from broker_core.codec.consume_queue import BLANK_UNIT_SIZE, CQ_STORE_UNIT_SIZE, pick_units
 from broker_core.codec.message import MessageRecord, decode_record
 from broker_core.store.commit_log import CommitLog
 from broker_core.store.consume_queue import ConsumeQueue
@@ -46,55 +46,27 @@ def read_queue(commit_log: CommitLog, cq: ConsumeQueue, offset: int, max_msg_num
         nxt = (offset // units_per_file + 1) * units_per_file
         return GetMessageResult(GetStatus.OFFSET_FOUND_NULL, nxt, min_off, max_off)
     out = GetMessageResult(GetStatus.NO_MATCHED_MESSAGE, offset, min_off, max_off)
-    min_phy = commit_log.min_offset()
-    total_bytes = 0
-    removed = False
-    picked: list[tuple[int, int, int]] = []  # (phy, size, queue offset)
     try:
         buf = result.buffer
-        limit = min(len(buf), UNIT_SCAN_BYTES)
-        pos = 0
-        while pos + CQ_STORE_UNIT_SIZE <= limit and len(picked) < max_msg_nums:
-            phy, size, tags_code = CQ_UNIT.unpack_from(buf, pos)
-            pos += CQ_STORE_UNIT_SIZE
-            if size == BLANK_UNIT_SIZE:
-                continue
-            if phy < min_phy:
-                removed = True
-                continue
-            if tag_hashes is not None and tags_code not in tag_hashes:
-                continue
-            if picked and total_bytes + size > max_bytes:
-                pos -= CQ_STORE_UNIT_SIZE
-                break
-            picked.append((phy, size, offset + pos // CQ_STORE_UNIT_SIZE - 1))
-            total_bytes += size
-        out.next_begin_offset = offset + pos // CQ_STORE_UNIT_SIZE
+        runs, phys, queue_offsets, end, removed = pick_units(
+            buf, min(len(buf), UNIT_SCAN_BYTES), max_msg_nums, commit_log.min_offset(), tag_hashes, max_bytes, offset)
+        out.next_begin_offset = offset + end // CQ_STORE_UNIT_SIZE
     finally:
         result.release()
-    # Read runs of records that sit back to back in the CommitLog with one copy each.
-    i = 0
-    while i < len(picked):
-        start, size, _ = picked[i]
-        j = i + 1
-        end = start + size
-        while j < len(picked) and picked[j][0] == end:
-            end += picked[j][1]
-            j += 1
-        data = commit_log.get_message_bytes(start, end - start)
+    # Each run of records that sit back to back in the CommitLog is read with one copy.
+    for i, (start, length, first) in enumerate(runs):
+        last = runs[i + 1][2] if i + 1 < len(runs) else len(phys)
+        data = commit_log.get_message_bytes(start, length)
         if data is None:
             removed = True
-            i = j
             continue
         if decode:
             mv = memoryview(data)
-            for phy, _, queue_offset in picked[i:j]:
-                out.messages.append(decode_record(mv, phy - start, base_offset=start, check_crc=False))
-                out.queue_offsets.append(queue_offset)
+            for k in range(first, last):
+                out.messages.append(decode_record(mv, phys[k] - start, base_offset=start, check_crc=False))
         else:
             out.chunks.append(data)  # raw: whole runs, concatenated by the caller
-            out.queue_offsets.extend(q for _, _, q in picked[i:j])
-        i = j
+        out.queue_offsets.extend(queue_offsets[first:last])
     if out.queue_offsets:
         out.status = GetStatus.FOUND
     elif removed:

@@ -321,3 +321,25 @@ def test_scan_units(units: list[tuple[int, int, int]], pos: int, data: st.DataOb
 def test_group_units(batch: list[tuple[Any, ...]]) -> None:
     got = same(consume_queue.py_group_units, native.group_units, batch)
     assert list(got) == list(native.group_units(batch))  # first-seen order too
+
+
+@FAST
+@given(st.lists(st.tuples(st.integers(-5, 1 << 20), st.sampled_from([0, 1, 7, 100, 0x7FFFFFFF]),
+                          st.integers(-3, 3)), max_size=24), st.data())
+def test_pick_units(units: list[tuple[int, int, int]], data: st.DataObject) -> None:
+    # back-to-back records (runs) are likely: half the time a unit starts where the previous one ended
+    if units and data.draw(st.booleans()):
+        phy = units[0][0]
+        chained = []
+        for _, size, tags in units:
+            chained.append((phy, size, tags))
+            phy += size if size != 0x7FFFFFFF else 0
+        units = chained
+    buf = b"".join(consume_queue.encode_unit(*u) for u in units) + b"\0" * data.draw(st.integers(0, 25))
+    limit = data.draw(st.integers(0, len(buf) + 5))
+    tags = data.draw(st.none() | st.sets(st.integers(-3, 3)))
+    args = (buf, limit, data.draw(st.integers(0, 30)), data.draw(st.integers(-1, 1 << 19)), tags,
+            data.draw(st.integers(0, 3000)), data.draw(st.integers(0, 1 << 40)))
+    got = same(consume_queue.py_pick_units, native.pick_units, *args)
+    runs, phys, offsets, _, _ = got
+    assert len(phys) == len(offsets) and [r[2] for r in runs] == sorted({r[2] for r in runs})
