@@ -15,6 +15,8 @@ released or expires (at most ``snapshotMaxLifetimeMs``).
 window (a fresh one costs a page fault and a zeroed page per 4 KiB, as much again as receiving the bytes); the
 walk reads it through a split shifted to the window's start (``split_io.over_split``). Requests are pipelined
 (``PIPELINE`` chunks of ``CHUNK_BYTES`` in flight) and each answer's body is received straight into the mapping.
+Connections are kept per thread and broker; one the broker closed meanwhile (idle past its
+``serverChannelMaxIdleTimeSeconds``) is replaced and the read asked again, once.
 """
 
 from __future__ import annotations
@@ -48,6 +50,10 @@ class RemoteReadError(OSError):
     """The broker refused a read (a released or expired snapshot, a wrong token) or the connection failed."""
 
 
+class _Refused(RemoteReadError):
+    """The broker answered with an error code: asking again on another connection changes nothing."""
+
+
 @dataclass(frozen=True)
 class Remote:
     """Where a snapshot's segments can be fetched from: the broker's address, the snapshot and its read token.
@@ -69,6 +75,7 @@ class _Connection:
         self.sock = socket.create_connection((host, int(port)), timeout=TIMEOUT_S)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 * 1024 * 1024)
+        self.used = False  # answered before: a failure may be the broker closing it as idle
 
     def close(self) -> None:
         self.sock.close()
@@ -93,7 +100,7 @@ class _Connection:
         while got < len(view):
             n = self.sock.recv_into(view[got:], 0, socket.MSG_WAITALL)
             if n == 0:
-                raise RemoteReadError("the broker closed the connection")
+                raise ConnectionResetError("the broker closed the connection")
             got += n
 
     def receive(self, targets: dict[int, memoryview]) -> int:
@@ -108,7 +115,7 @@ class _Connection:
         if code != 0 or target is None or body_len != len(target):
             self._exact(body_len)  # keep the stream in step before failing
             if code != 0:
-                raise RemoteReadError(f"READ_SNAPSHOT_SEGMENT answered {code}: {remark}")
+                raise _Refused(f"READ_SNAPSHOT_SEGMENT answered {code}: {remark}")
             raise RemoteReadError(f"answer {opaque}: {body_len} bytes where {len(target or b'')} were asked")
         self._into(target)
         return int(opaque)
@@ -136,23 +143,34 @@ def _drop(addr: str) -> None:
 
 
 def fetch_into(remote: Remote, segment: str, offset: int, view: memoryview) -> None:
-    """Fill ``view`` with the segment's bytes from ``offset`` (the caller keeps the range within the bound)."""
-    conn = _connection(remote.addr)
+    """Fill ``view`` with the segment's bytes from ``offset`` (the caller keeps the range within the bound). A
+    connection kept from earlier reads that fails (the broker closes connections idle past its idle timeout) is
+    replaced and the read asked again, once; a refusal is raised at once."""
+    for attempt in (1, 2):
+        conn = _connection(remote.addr)
+        try:
+            _fetch(conn, remote, segment, offset, view)
+            conn.used = True
+            return
+        except (OSError, ValueError) as exc:
+            _drop(remote.addr)  # a failed stream is never reused
+            if isinstance(exc, _Refused):
+                raise
+            if conn.used and attempt == 1:
+                continue
+            raise RemoteReadError(f"reading {segment} of snapshot {remote.snapshot_id} from {remote.addr}: "
+                                  f"{exc}") from exc
+
+
+def _fetch(conn: _Connection, remote: Remote, segment: str, offset: int, view: memoryview) -> None:
     pending: dict[int, memoryview] = {}
     pos = 0
-    try:
-        while pos < len(view) or pending:
-            while pos < len(view) and len(pending) < PIPELINE:
-                n = min(CHUNK_BYTES, len(view) - pos)
-                pending[conn.send(remote, segment, offset + pos, n)] = view[pos:pos + n]
-                pos += n
-            pending.pop(conn.receive(pending))
-    except (OSError, ValueError) as exc:
-        _drop(remote.addr)  # a failed stream is never reused
-        if isinstance(exc, RemoteReadError):
-            raise
-        raise RemoteReadError(f"reading {segment} of snapshot {remote.snapshot_id} from {remote.addr}: {exc}") \
-            from exc
+    while pos < len(view) or pending:
+        while pos < len(view) and len(pending) < PIPELINE:
+            n = min(CHUNK_BYTES, len(view) - pos)
+            pending[conn.send(remote, segment, offset + pos, n)] = view[pos:pos + n]
+            pos += n
+        pending.pop(conn.receive(pending))
 
 
 _pool: list[Any] = []

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import os
 import struct
-import threading
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any, TypeVar
 
@@ -37,12 +37,14 @@ def over_split(split: Split, body: Callable[[Any, Split], tuple[SplitStats, T]])
     bound less ``lo``, ``file_from_offset`` plus ``lo``: every check of a record against its physical offset holds
     as in the file); the stats and the rows' ``pos`` are shifted back."""
     if reads_locally(split.remote, split.path):
+        _start_queued()
         buf = open_segment(split.path, split.bound)
         try:
             return body(buf, split)
         finally:
             buf.close()
     win = _window(split)
+    _start_queued()  # the next split's fetch overlaps this walk
     try:
         while True:
             lo = win.lo
@@ -80,47 +82,78 @@ def _shift_back(stats: SplitStats, out: T, lo: int) -> tuple[SplitStats, T]:
     return stats, out
 
 
-_prefetched: dict[tuple[str, int, int], tuple[threading.Thread, list[Any]]] = {}
+_prefetched: dict[tuple[str, int, int], Future[Any]] = {}
+_queued: dict[tuple[str, int, int], Split] = {}  # asked for, started once the split being walked has its bytes
 PREFETCH_MAX = 2  # windows fetched ahead and not yet walked, per process (each up to a split's bytes)
 
 
+def _key(split: Split) -> tuple[str, int, int]:
+    return split.path, split.start, split.end
+
+
 def prefetch(split: Split) -> None:
-    """Start fetching ``split``'s window in a background thread (on its own connection) when it will be fetched
-    at all, for the :func:`over_split` that comes next: the walk of one split overlaps the network read of the
-    next. The runner calls it for the next split of a task."""
-    key = (split.path, split.start, split.end)
-    if reads_locally(split.remote, split.path) or key in _prefetched:
+    """Fetch ``split``'s window in the background (the prefetch thread, on its own connection) when it will be
+    fetched at all, for the :func:`over_split` that comes next: the walk of one split overlaps the network read of
+    the next.
+    The runner calls it for the next split of a task, before walking the current one; the fetch starts once
+    :func:`over_split` has the current split's bytes, so the two never share the link (a task's first window
+    comes at full speed)."""
+    key = _key(split)
+    if reads_locally(split.remote, split.path) or key in _prefetched or key in _queued:
         return
+    _queued[key] = split
+    while len(_queued) > PREFETCH_MAX:
+        _queued.pop(next(iter(_queued)))
+
+
+def _start_queued() -> None:
+    while _queued:
+        _start(_queued.pop(next(iter(_queued))))
+
+
+_executor: ThreadPoolExecutor | None = None
+
+
+def _prefetcher() -> ThreadPoolExecutor:
+    """One thread per process fetches ahead: it lives on, so its connection to each broker does too (a thread
+    per window paid a new connection per split)."""
+    global _executor
+    if _executor is None:
+        _executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="split-prefetch")
+    return _executor
+
+
+def _start(split: Split) -> None:
+    while len(_prefetched) >= PREFETCH_MAX:  # never walked (a cancelled task): dropped
+        _close(_prefetched.pop(next(iter(_prefetched))).result())
+    _prefetched[_key(split)] = _prefetcher().submit(_load, split)
+
+
+def _load(split: Split) -> Any:
+    """The split's window, or the exception fetching it raised (the walk then fetches again and raises its own)."""
     from spark_jobs.remote import RemoteWindow
 
-    while len(_prefetched) >= PREFETCH_MAX:  # never walked (a cancelled task): dropped
-        old_thread, old_box = _prefetched.pop(next(iter(_prefetched)))
-        old_thread.join()
-        if old_box and isinstance(old_box[0], RemoteWindow):
-            old_box[0].close()
-    box: list[Any] = []
+    try:
+        return RemoteWindow(split.remote, split.segment, split.bound, _window_lo(split), split.end + TAIL_BYTES)
+    except Exception as exc:  # noqa: BLE001 - see the docstring
+        return exc
 
-    def load() -> None:
-        try:
-            box.append(RemoteWindow(split.remote, split.segment, split.bound, _window_lo(split),
-                                    split.end + TAIL_BYTES))
-        except Exception as exc:  # noqa: BLE001 - handed to the walk, which fetches again and raises its own
-            box.append(exc)
 
-    thread = threading.Thread(target=load, name=f"prefetch-{split.segment}", daemon=True)
-    thread.start()
-    _prefetched[key] = (thread, box)
+def _close(window: Any) -> None:
+    if not isinstance(window, BaseException):
+        window.close()
 
 
 def _window(split: Split) -> Any:
     """The split's window: the prefetched one when there is one that worked, else fetched now."""
     from spark_jobs.remote import RemoteWindow
 
-    entry = _prefetched.pop((split.path, split.start, split.end), None)
-    if entry is not None:
-        entry[0].join()
-        if entry[1] and isinstance(entry[1][0], RemoteWindow):
-            return entry[1][0]
+    _queued.pop(_key(split), None)  # fetched now, not ahead
+    ahead = _prefetched.pop(_key(split), None)
+    if ahead is not None:
+        window = ahead.result()
+        if not isinstance(window, BaseException):
+            return window
     return RemoteWindow(split.remote, split.segment, split.bound, _window_lo(split), split.end + TAIL_BYTES)
 
 

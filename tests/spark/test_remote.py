@@ -6,6 +6,8 @@ on, an unsigned reader holding the snapshot's token is served while the admin op
 
 from __future__ import annotations
 
+import select
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +25,7 @@ from spark_jobs.segments import segments_from_manifest
 from spark_jobs.sources import read_split
 from spark_jobs.transforms.filters import SearchSpec
 from tests.integration.acl_cluster import AclCluster, call
-from tests.integration.cluster import Cluster
+from tests.integration.cluster import Cluster, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -135,6 +137,41 @@ def test_a_wrong_token_and_a_released_snapshot_are_refused(cluster: Cluster, adm
     assert admin.release_snapshot(addr, manifest["snapshotId"]) is True
     with pytest.raises(RemoteReadError, match="released or expired"):
         RemoteWindow(good, seg["fileName"], seg["bound"], 0, 100)
+
+
+def test_a_connection_the_broker_closed_as_idle_is_replaced(tmp_path: Path) -> None:
+    """Readers keep their connection between reads (a Celery worker's jobs, an executor's tasks); the broker
+    closes one left idle past serverChannelMaxIdleTimeSeconds, and the next read asks again on a new one."""
+    c = Cluster(tmp_path)
+    try:
+        c.add_brokers_registered({"broker-idle": "serverChannelMaxIdleTimeSeconds=1\n"})
+        addr = c.brokers["broker-idle"].addr
+        with AdminClient(c.namesrv) as admin, Producer("idle-remote-pg", c.namesrv) as producer:
+            _fill(admin, producer, "NetIdle", 20)
+            manifest = admin.snapshot_segments(addr)
+        seg = manifest["segments"][-1]
+        remote = Remote(addr, manifest["snapshotId"], manifest["readToken"], prefer_local=False)
+        on_disk = Path(seg["path"]).read_bytes()[:seg["bound"]]
+        assert _read_whole(remote, seg) == on_disk
+        conn = _connection(addr)
+        wait_until(lambda: _closed_by_peer(conn.sock), timeout=60, what="the broker to close the idle connection")
+        assert _read_whole(remote, seg) == on_disk
+        assert _connection(addr) is not conn
+    finally:
+        c.close()
+
+
+def _read_whole(remote: Remote, seg: dict[str, Any]) -> bytes:
+    win = RemoteWindow(remote, seg["fileName"], seg["bound"], 0, seg["bound"])
+    try:
+        return bytes(win.buf[:win.hi])
+    finally:
+        win.close()
+
+
+def _closed_by_peer(sock: socket.socket) -> bool:
+    readable, _, _ = select.select([sock], [], [], 0)
+    return bool(readable) and sock.recv(1, socket.MSG_PEEK) == b""
 
 
 ADMIN = SessionCredentials("remote-admin", "admin-secret")
