@@ -68,7 +68,10 @@ def iter_segment(path: Path, check_crc: bool = True) -> Iterator[tuple[int, obje
             yield pos, rec
             pos += total
     finally:
-        mm.close()
+        try:
+            mm.close()
+        except BufferError:  # a record the caller still holds views the map: it is unmapped when they are gone
+            pass
 
 
 def dump(store: Path, *, records: int, topic: str | None, out: list[dict]) -> None:
