@@ -27,6 +27,8 @@ class ConsoleConfig(AppConfig):
 
     def ready(self) -> None:
         from console import audit_hooks
+        from console.services import tokens
 
         post_migrate.connect(ensure_role_groups, sender=self)
         audit_hooks.connect()
+        tokens.connect()

@@ -231,6 +231,9 @@ AXES_DISABLE_ACCESS_LOG = True  # the console's audit log records every login
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 # API tokens: lifetime of a new token in days (0: never expires).
 CONSOLE_API_TOKEN_TTL_DAYS = int(os.environ.get("CONSOLE_API_TOKEN_TTL_DAYS", "90"))
+# Verified API tokens are kept in each process this many seconds (0: off). Saving or deleting a token or user clears
+# that process's cache at once; other processes see a revocation or deactivation within these seconds.
+CONSOLE_API_TOKEN_CACHE_SECONDS = float(os.environ.get("CONSOLE_API_TOKEN_CACHE_SECONDS", "5"))
 # Alert webhooks may not target loopback, private, link-local or other non-public addresses unless listed here:
 # comma-separated host names, IP addresses or CIDR networks (e.g. "127.0.0.1,10.1.0.0/16,hooks.internal").
 CONSOLE_WEBHOOK_ALLOWED_HOSTS = [h.strip() for h in os.environ.get("CONSOLE_WEBHOOK_ALLOWED_HOSTS", "").split(",")

@@ -6,6 +6,7 @@ import base64
 import binascii
 from typing import Any
 
+from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import serializers
 from rest_framework.validators import ProhibitSurrogateCharactersValidator
 
@@ -70,15 +71,33 @@ class OutgoingMessageSerializer(serializers.Serializer):
     properties = serializers.DictField(child=serializers.CharField(allow_blank=True), required=False)
     delay_level = serializers.IntegerField(min_value=0, max_value=18, default=0)
 
-    def to_internal_value(self, data: Any) -> Any:
-        """Fast path for the commonest message, ``{"body": "<non-empty text>"}`` (optionally with
-        ``"body_encoding": "utf-8"``): the attributes DRF's fields would produce for it, without running six
-        field validations per message (about a third of a 100-message request's time). Anything else takes the
-        full path, so every error is DRF's own."""
+    @staticmethod
+    def _plain(data: Any) -> dict[str, Any] | None:
+        """The attributes DRF's fields would produce for the commonest message, ``{"body": "<non-empty text>"}``
+        (optionally with ``"body_encoding": "utf-8"``), or None for any other input."""
         if (isinstance(data, dict) and isinstance(data.get("body"), str) and data["body"]
                 and data.keys() <= {"body", "body_encoding"} and data.get("body_encoding", "utf-8") == "utf-8"):
             return {"body": data["body"], "body_encoding": "utf-8", "delay_level": 0}
-        return super().to_internal_value(data)
+        return None
+
+    def to_internal_value(self, data: Any) -> Any:
+        """Fast path for a plain message (:meth:`_plain`) without running six field validations per message
+        (about a third of a 100-message request's time). Anything else takes the full path, so every error is
+        DRF's own."""
+        plain = self._plain(data)
+        return plain if plain is not None else super().to_internal_value(data)
+
+    def run_validation(self, data: Any = serializers.empty) -> Any:
+        """A plain message skips DRF's ``run_validators`` as well: this serializer has no validators and no
+        read-only fields, so it did nothing but build (deep-copy) the six bound fields for every request, about a
+        sixth of a one-message produce's time. ``validate`` and its error wrapping are DRF's."""
+        plain = self._plain(data)
+        if plain is None or self.validators:
+            return super().run_validation(data)
+        try:
+            return self.validate(plain)
+        except (serializers.ValidationError, DjangoValidationError) as exc:
+            raise serializers.ValidationError(detail=serializers.as_serializer_error(exc)) from None
 
     def validate(self, attrs: dict[str, Any]) -> OutgoingMessage:
         if attrs["body_encoding"] == "base64":

@@ -106,3 +106,14 @@ def test_other_bodies_take_drf_s_full_path(data: dict) -> None:  # type: ignore[
     fast = OutgoingMessageSerializer(data=data)
     full = OutgoingMessageSerializer(data={**data, "delay_level": 0})
     assert fast.is_valid() == full.is_valid() and fast.errors == full.errors
+
+
+def test_a_plain_body_refused_by_validate_gives_drf_s_errors_nested_as_drf_nests_them() -> None:
+    from console.api.serializers import ProduceSerializer
+    from console.services.messages import MAX_BODY_BYTES
+
+    big = "x" * (MAX_BODY_BYTES + 1)
+    fast = ProduceSerializer(data={"messages": [{"body": "ok"}, {"body": big}]})
+    full = ProduceSerializer(data={"messages": [{"body": "ok", "keys": []}, {"body": big, "keys": []}]})
+    assert not fast.is_valid() and not full.is_valid()
+    assert fast.errors == full.errors and "body" in str(fast.errors)

@@ -77,6 +77,7 @@ def test_an_expired_token_is_refused(admin: APIClient) -> None:
     _, key = tokens.issue(bob)
     assert _client(key).get("/api/v1/topics/").status_code == 200
     ApiToken.objects.filter(user=bob).update(expires=timezone.now() - timedelta(seconds=1))
+    tokens.clear_cache()  # as another process that wrote the row: seen once the cache entry is gone (see below)
     refused = _client(key).get("/api/v1/topics/")
     assert refused.status_code == 401 and "expired" in refused.json()["detail"]
     assert _client(key[:-1] + ("0" if key[-1] != "0" else "1")).get("/api/v1/topics/").status_code == 401
@@ -138,3 +139,61 @@ def test_create_api_token_command_prints_a_working_key(capsys) -> None:  # type:
     call_command("create_api_token", "bob")
     key = capsys.readouterr().out.split()[2]
     assert _client(key).get("/api/v1/topics/").status_code == 200
+
+
+def test_a_verified_token_is_served_from_the_cache_without_a_query(django_assert_num_queries) -> None:  # type: ignore[no-untyped-def]
+    bob = _bob()
+    _, key = tokens.issue(bob)
+    first = tokens.verify(key)  # looked up, last_used written, cached
+    with django_assert_num_queries(0):
+        again = tokens.verify(key, now=first.last_used + timedelta(seconds=30))
+    assert again.pk == first.pk and again.user.username == "bob"
+    assert again is not first and again.user is not first.user  # each use gets its own copies
+    again.user.first_name = "changed by one request"
+    assert tokens.verify(key).user.first_name == ""
+
+
+def test_the_cache_serves_a_revoked_token_only_within_its_seconds(settings, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    settings.CONSOLE_API_TOKEN_CACHE_SECONDS = 5
+    bob = _bob()
+    _, key = tokens.issue(bob)
+    clock = [1000.0]
+    monkeypatch.setattr(tokens.time, "monotonic", lambda: clock[0])
+    tokens.verify(key)
+    with connection.cursor() as cur:  # another process revokes it: no signal reaches this one
+        cur.execute(f"DELETE FROM {ApiToken._meta.db_table} WHERE user_id = %s", [bob.pk])
+    clock[0] += 4.9
+    assert tokens.verify(key).user.username == "bob"  # the documented window
+    clock[0] += 0.2
+    with pytest.raises(tokens.TokenRefused, match="Invalid token"):
+        tokens.verify(key)
+
+
+def test_revocation_and_deactivation_in_this_process_take_effect_at_once(admin: APIClient) -> None:
+    bob = _bob()
+    _, key = tokens.issue(bob)
+    assert _client(key).get("/api/v1/topics/").status_code == 200  # cached now
+    assert admin.delete("/api/v1/users/bob/token/").status_code in (200, 204)
+    assert _client(key).get("/api/v1/topics/").status_code == 401
+    _, key = tokens.issue(bob)
+    assert _client(key).get("/api/v1/topics/").status_code == 200
+    bob.is_active = False
+    bob.save()
+    assert _client(key).get("/api/v1/topics/").status_code == 401
+
+
+def test_a_cached_token_is_still_refused_once_it_expires() -> None:
+    bob = _bob()
+    token, key = tokens.issue(bob, expires_days=1)
+    tokens.verify(key)
+    with pytest.raises(tokens.TokenRefused, match="expired"):
+        tokens.verify(key, now=token.expires + timedelta(seconds=1))
+
+
+def test_the_cache_can_be_turned_off(settings, django_assert_num_queries) -> None:  # type: ignore[no-untyped-def]
+    settings.CONSOLE_API_TOKEN_CACHE_SECONDS = 0
+    bob = _bob()
+    _, key = tokens.issue(bob)
+    first = tokens.verify(key)
+    with django_assert_num_queries(1):
+        tokens.verify(key, now=first.last_used + timedelta(seconds=30))
