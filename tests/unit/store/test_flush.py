@@ -85,9 +85,14 @@ def test_coroutines_awaiting_one_group_commit_are_woken_together(open_store):
 
     flush_module.resolve_futures = counting
     try:
+        early = []
+
         async def writer(i: int) -> tuple[bool, int]:
             results, request = store.put_messages_nowait([MessageInner("S", b"a-%d" % i)])
-            ok = await request.future()
+            fut = request.future()
+            if fut.done():  # the flush thread committed it before the future was asked for: resolved at once
+                early.append(i)
+            ok = await fut
             return ok, results[0].next_offset
 
         async def run() -> list[tuple[bool, int]]:
@@ -98,4 +103,5 @@ def test_coroutines_awaiting_one_group_commit_are_woken_together(open_store):
         flush_module.resolve_futures = real
     assert all(ok for ok, _ in outcomes)
     assert store.commit_log.flushed_where >= max(end for _, end in outcomes)
-    assert sum(calls) == 64 and len([c for c in calls if c]) < 64  # commits served several coroutines each
+    assert sum(calls) + len(early) == 64  # every future resolved once: by a commit's one call, or at once
+    assert len([c for c in calls if c]) < sum(calls)  # commits served several coroutines each
