@@ -93,9 +93,7 @@ def _lookup(key: str, digest: str) -> ApiToken | None:
         with _cache_lock:
             hit = _cache.get(digest)
         if hit is not None and time.monotonic() - hit[0] < ttl:
-            token = copy.copy(hit[1])
-            token.user = copy.copy(hit[1].user)
-            return token
+            return _copied(hit[1])
     match = None
     for token in ApiToken.objects.select_related("user").filter(key_prefix=key[:PREFIX_CHARS]):
         if hmac.compare_digest(token.key_hash, digest):
@@ -104,10 +102,15 @@ def _lookup(key: str, digest: str) -> ApiToken | None:
         with _cache_lock:
             if len(_cache) >= CACHE_MAX:
                 _cache.clear()
-            cached = copy.copy(match)
-            cached.user = copy.copy(match.user)
-            _cache[digest] = (time.monotonic(), cached)
+            _cache[digest] = (time.monotonic(), _copied(match))
     return match
+
+
+def _copied(token: ApiToken) -> ApiToken:
+    """A copy of ``token`` with a copy of its user: the cached rows are never handed out or kept by reference."""
+    out = copy.copy(token)
+    out.user = copy.copy(token.user)
+    return out
 
 
 def verify(key: str, now: datetime | None = None) -> ApiToken:
