@@ -11,6 +11,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -429,14 +430,129 @@ static int record_layout(const unsigned char *b, Py_ssize_t pos, Py_ssize_t end,
 static PyObject *zlib_decompress;  /* zlib.decompress */
 static PyObject *zlib_error;       /* zlib.error */
 
-/* Properties bytes (UTF-8) to a dict, as decode_properties. */
+static int utf8_valid(const unsigned char *p, Py_ssize_t n);
+
+/* Strings seen again and again in pulled properties (names, and values such as CLUSTER's or WAIT's), kept
+ * so that a pull of a thousand records does not build a thousand equal strings: a small direct-mapped cache
+ * keyed by the bytes. Entries hold a reference; only exact byte matches are reused (str objects are
+ * immutable, so sharing one is invisible to callers). */
+#define STR_CACHE_SIZE 64
+#define STR_CACHE_MAX_LEN 48
+static struct { Py_ssize_t len; char bytes[STR_CACHE_MAX_LEN]; PyObject *str; } str_cache[STR_CACHE_SIZE];
+
+static PyObject *cached_utf8(const unsigned char *p, Py_ssize_t n) {
+    if (n > STR_CACHE_MAX_LEN) return PyUnicode_DecodeUTF8((const char *)p, n, NULL);
+    uint32_t h = (uint32_t)n * 2654435761u;
+    for (Py_ssize_t i = 0; i < n; i++) h = (h ^ p[i]) * 16777619u;
+    unsigned slot = (h >> 7) % STR_CACHE_SIZE;
+    if (str_cache[slot].str != NULL && str_cache[slot].len == n && memcmp(str_cache[slot].bytes, p, (size_t)n) == 0)
+        return Py_NewRef(str_cache[slot].str);
+    PyObject *s = PyUnicode_DecodeUTF8((const char *)p, n, NULL);
+    if (s == NULL) return NULL;
+    Py_XSETREF(str_cache[slot].str, Py_NewRef(s));
+    str_cache[slot].len = n;
+    memcpy(str_cache[slot].bytes, p, (size_t)n);
+    return s;
+}
+
+/* Properties bytes (UTF-8) to a dict, as decode_properties: pairs name\x01value\x02, the last of a name wins,
+ * a pair without \x01 skipped. Split on the bytes (0x01 and 0x02 never occur inside a UTF-8 sequence), so
+ * valid UTF-8 gives the same dict as decoding first; anything else goes through decode_properties for its
+ * error. Values of a UNIQ_KEY (unique per message) are not cached. */
 static PyObject *properties_dict(const unsigned char *p, Py_ssize_t n) {
     if (n == 0) return PyDict_New();
-    PyObject *bytes = PyBytes_FromStringAndSize((const char *)p, n);
-    if (bytes == NULL) return NULL;
-    PyObject *d = py_decode_properties(NULL, bytes);
-    Py_DECREF(bytes);
-    return d;
+    if (!utf8_valid(p, n)) {
+        PyObject *bytes = PyBytes_FromStringAndSize((const char *)p, n);
+        if (bytes == NULL) return NULL;
+        PyObject *d = py_decode_properties(NULL, bytes);
+        Py_DECREF(bytes);
+        return d;
+    }
+    PyObject *out = PyDict_New();
+    if (out == NULL) return NULL;
+    Py_ssize_t start = 0;
+    while (start <= n) {
+        const unsigned char *sepp = memchr(p + start, 0x02, (size_t)(n - start));
+        Py_ssize_t stop = sepp ? sepp - p : n;
+        const unsigned char *eqp = stop > start ? memchr(p + start, 0x01, (size_t)(stop - start)) : NULL;
+        if (eqp != NULL) {
+            Py_ssize_t eq = eqp - p;
+            PyObject *name = cached_utf8(p + start, eq - start);
+            int uniq = (eq - start == 8 && memcmp(p + start, "UNIQ_KEY", 8) == 0);
+            PyObject *value = name == NULL ? NULL : uniq
+                ? PyUnicode_DecodeUTF8((const char *)p + eq + 1, stop - eq - 1, NULL)
+                : cached_utf8(p + eq + 1, stop - eq - 1);
+            int rc = value ? PyDict_SetItem(out, name, value) : -1;
+            Py_XDECREF(name);
+            Py_XDECREF(value);
+            if (rc < 0) { Py_DECREF(out); return NULL; }
+        }
+        if (sepp == NULL) break;
+        start = stop + 1;
+    }
+    return out;
+}
+
+/* A factory class may name, in its ``__native_slots__``, the 13 slots the factory's arguments go to (in
+ * argument order) followed by the slot given ``properties.get("UNIQ_KEY")`` and any further slots set to
+ * None: then decode_pulled allocates the object and fills those slots directly, as its __init__ would
+ * (without running it). The class's own tests prove both ways give equal objects. Offsets are looked up once
+ * per class (the member descriptors of its __slots__) and kept while that class object lives. */
+#define NATIVE_SLOTS_MAX 20
+static PyTypeObject *slots_type;       /* the class the offsets below belong to (a strong reference) */
+static Py_ssize_t slots_offsets[NATIVE_SLOTS_MAX];
+static Py_ssize_t slots_count;
+static PyObject *uniq_key_str;
+
+/* 1 with the offsets ready for `factory`, 0 when it has no usable __native_slots__ (call it instead), -1 error */
+static int native_slots_for(PyObject *factory) {
+    if (!PyType_Check(factory)) return 0;
+    PyTypeObject *tp = (PyTypeObject *)factory;
+    if (tp == slots_type) return 1;
+    PyObject *names = PyDict_GetItemString(tp->tp_dict, "__native_slots__");  /* borrowed; own dict only */
+    if (names == NULL || !PyTuple_Check(names)) return 0;
+    Py_ssize_t n = PyTuple_GET_SIZE(names);
+    if (n < 14 || n > NATIVE_SLOTS_MAX || tp->tp_alloc == NULL || tp->tp_new == NULL) return 0;
+    Py_ssize_t offsets[NATIVE_SLOTS_MAX];
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *descr = PyObject_GetAttr(factory, PyTuple_GET_ITEM(names, i));
+        if (descr == NULL) return -1;
+        int ok = Py_IS_TYPE(descr, &PyMemberDescr_Type);
+        if (ok) {
+            PyMemberDef *def = ((PyMemberDescrObject *)descr)->d_member;
+            ok = def->type == T_OBJECT_EX && !(def->flags & READONLY);
+            offsets[i] = def->offset;
+        }
+        Py_DECREF(descr);
+        if (!ok) {
+            PyErr_Format(PyExc_TypeError, "%s.__native_slots__ names a field that is not a writable slot",
+                         tp->tp_name);
+            return -1;
+        }
+    }
+    Py_XSETREF(slots_type, (PyTypeObject *)Py_NewRef(factory));
+    memcpy(slots_offsets, offsets, sizeof(offsets[0]) * (size_t)n);
+    slots_count = n;
+    return 1;
+}
+
+/* A new instance of slots_type with argv[0:13] (new references or borrowed, see `owned`) in its slots. */
+static PyObject *fill_slots(PyObject *const *argv, PyObject *props) {
+    PyTypeObject *tp = slots_type;
+    PyObject *obj = tp->tp_alloc(tp, 0);
+    if (obj == NULL) return NULL;
+    char *base = (char *)obj;
+    for (int i = 0; i < 13; i++) *(PyObject **)(base + slots_offsets[i]) = Py_NewRef(argv[i]);
+    PyObject *uniq = PyDict_GetItemWithError(props, uniq_key_str);  /* borrowed */
+    if (uniq == NULL && PyErr_Occurred()) { Py_DECREF(obj); return NULL; }
+    *(PyObject **)(base + slots_offsets[13]) = Py_NewRef(uniq ? uniq : Py_None);
+    for (Py_ssize_t i = 14; i < slots_count; i++) *(PyObject **)(base + slots_offsets[i]) = Py_NewRef(Py_None);
+    /* Every slot holds an atomic value, a tuple of them or a dict of str: nothing a cycle can run through, so
+     * the object is left out of the cycle collector (as CPython does for such tuples and dicts), which
+     * otherwise walks every message a consumer keeps, again and again. A cycle a caller builds through one
+     * (a message put in its own properties) is not collected. */
+    if (PyObject_GC_IsTracked(obj)) PyObject_GC_UnTrack(obj);
+    return obj;
 }
 
 /* decode_pulled(buf, source, factory, broker_name) -> list: see codec/records.py */
@@ -472,6 +588,8 @@ static PyObject *py_decode_pulled(PyObject *self, PyObject *args) {
     Py_ssize_t valid_end = pos;
     pos = 0;
     Py_CLEAR(last_topic);
+    int fast = valid_end > 0 ? native_slots_for(factory) : 0;
+    if (fast < 0) goto fail;
     while (pos < valid_end) {
         const unsigned char *p = b + pos;
         int32_t total = rd_i32(p);
@@ -511,12 +629,14 @@ static PyObject *py_decode_pulled(PyObject *self, PyObject *args) {
             Py_XDECREF(last_born);
             last_born = Py_BuildValue("(y#i)", (const char *)p + 48, (Py_ssize_t)4, (int)rd_i32(p + 52));
             if (last_born == NULL) { Py_DECREF(body); goto fail; }
+            PyObject_GC_UnTrack(last_born);  /* bytes and int: as the collector would on its first pass */
             last_born_p = p + 48;
         }
         if (last_store == NULL || memcmp(p + 64, last_store_p, 8) != 0) {
             Py_XDECREF(last_store);
             last_store = Py_BuildValue("(y#i)", (const char *)p + 64, (Py_ssize_t)4, (int)rd_i32(p + 68));
             if (last_store == NULL) { Py_DECREF(body); goto fail; }
+            PyObject_GC_UnTrack(last_store);
             last_store_p = p + 64;
         }
         Py_ssize_t pstart = q + 3 + tlen;
@@ -538,7 +658,7 @@ static PyObject *py_decode_pulled(PyObject *self, PyObject *args) {
         argv[12] = PyLong_FromLong(sys_flag);
         PyObject *m = NULL;
         if (argv[2] && argv[3] && argv[4] && argv[5] && argv[6] && argv[9] && argv[12])
-            m = PyObject_Vectorcall(factory, argv, 13, NULL);
+            m = fast ? fill_slots(argv, props) : PyObject_Vectorcall(factory, argv, 13, NULL);
         Py_DECREF(body);
         Py_DECREF(props);
         Py_XDECREF(argv[2]); Py_XDECREF(argv[3]); Py_XDECREF(argv[4]); Py_XDECREF(argv[5]); Py_XDECREF(argv[6]);
@@ -1341,5 +1461,7 @@ PyMODINIT_FUNC PyInit__native(void) {
     zlib_error = PyObject_GetAttrString(zlib, "error");
     Py_DECREF(zlib);
     if (crc32_func == NULL || zlib_decompress == NULL || zlib_error == NULL) return NULL;
+    uniq_key_str = PyUnicode_InternFromString("UNIQ_KEY");
+    if (uniq_key_str == NULL) return NULL;
     return PyModule_Create(&module);
 }

@@ -40,16 +40,17 @@ from typing import Any, Union, cast
 from broker_core.protocol import FrameDecoder, ProtocolError, RemotingCommand, ResponseCode
 from broker_core.protocol.command import DEFAULT_MAX_FRAME_BYTES
 from broker_core.protocol.fields import BadRequest
-from broker_core.remoting.filesend import FileRegion, FileResponse, FileSender
+from broker_core.remoting.filesend import FileRegion, FileResponse, FileSender, GatherResponse
 
-__all__ = ["BadRequest", "Connection", "FileRegion", "FileResponse", "Handler", "RemotingServer", "Response", "RpcHook"]
+__all__ = ["BadRequest", "Connection", "FileRegion", "FileResponse", "GatherResponse", "Handler", "RemotingServer",
+           "Response", "RpcHook"]
 
 MAX_QUEUED = 8  # responses waiting behind a file response before the connection stops reading
 
 log = logging.getLogger(__name__)
 
 
-Response = Union[RemotingCommand, FileResponse, None]  # noqa: UP007 - used at runtime in a type alias
+Response = Union[RemotingCommand, FileResponse, GatherResponse, None]  # noqa: UP007 - used at runtime in a type alias
 Handler = Callable[[RemotingCommand, "Connection"], Union[Response, Awaitable[Response]]]  # noqa: UP007
 # Runs before every handler (unknown codes too): None lets the request through, a command answers it instead.
 RpcHook = Callable[[RemotingCommand, "Connection"], Response]
@@ -93,16 +94,20 @@ class Connection:
         queued = sum(len(x) if isinstance(x, bytes) else len(x.head()) + x.region.count for x in self.outbox)
         return int(self.transport.get_write_buffer_size()) + queued + (self.sender.remaining if self.sender else 0)
 
-    def send(self, cmd: RemotingCommand | FileResponse) -> None:
+    def send(self, cmd: RemotingCommand | FileResponse | GatherResponse) -> None:
         if self.transport.is_closing():
-            if isinstance(cmd, FileResponse):
-                cmd.region.close()
+            _drop(cmd)
             return
-        if self.sender is None and not self.outbox and not isinstance(cmd, FileResponse):
-            self.transport.write(cmd.encode())
-            return
+        if self.sender is None and not self.outbox:
+            if isinstance(cmd, RemotingCommand):
+                self.transport.write(cmd.encode())
+                return
+            if isinstance(cmd, GatherResponse):
+                cmd.write_to(self.transport)
+                return
         was = self.paused
-        self.outbox.append(cmd if isinstance(cmd, FileResponse) else cmd.encode())
+        self.outbox.append(cmd if isinstance(cmd, FileResponse)
+                           else cmd.to_bytes() if isinstance(cmd, GatherResponse) else cmd.encode())
         self._drain()
         if self.paused != was and self.on_output is not None:
             self.on_output()
@@ -346,11 +351,20 @@ class RemotingServer:
             conn.inflight -= 1
 
 
+def _drop(resp: RemotingCommand | FileResponse | GatherResponse) -> None:
+    """A response that will not be sent: a file response's descriptor is closed, a gather response's segments
+    released."""
+    if isinstance(resp, FileResponse):
+        resp.region.close()
+    elif isinstance(resp, GatherResponse):
+        resp.release()
+
+
 def _answer(cmd: RemotingCommand, conn: Connection, resp: Response) -> None:
-    """Send ``resp`` unless the request was oneway (a file response dropped closes its descriptor)."""
+    """Send ``resp`` unless the request was oneway (a dropped response releases what it holds)."""
     if resp is None:
         return
     if not cmd.is_oneway:
         conn.send(resp)
-    elif isinstance(resp, FileResponse):
-        resp.region.close()
+    else:
+        _drop(resp)

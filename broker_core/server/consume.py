@@ -14,7 +14,7 @@ from broker_core.protocol.fields import BadRequest, int_field, str_field
 from broker_core.protocol.filter import EXPRESSION_TAG, SubscriptionParseError, parse_subscription
 from broker_core.protocol.headers import PULL_COMMIT_OFFSET, PULL_SUBSCRIPTION, PULL_SUSPEND
 from broker_core.protocol.validation import group_error, retry_topic, topic_error
-from broker_core.remoting.server import Connection, Handler
+from broker_core.remoting.server import Connection, GatherResponse, Handler, Response
 from broker_core.server.property_filter import filter_records
 from broker_core.server.retry import ensure_topic
 from broker_core.server.state import SubscriptionGroupConfig
@@ -40,7 +40,7 @@ class ConsumerProcessor:
         ctl = self.ctl
         store = ctl.store
 
-        def pull(cmd: RemotingCommand, conn: Connection) -> RemotingCommand | Awaitable[RemotingCommand]:
+        def pull(cmd: RemotingCommand, conn: Connection) -> Response | Awaitable[Response]:
             """PULL_MESSAGE as RocketMQ's ``PullMessageProcessor``: ``sysFlag`` decides whether the request may be
             held (SUSPEND), whether ``commitOffset`` is stored (COMMIT_OFFSET) and whether the request's
             ``subscription`` is used or the one the group registered by heartbeat (SUBSCRIPTION)."""
@@ -104,9 +104,17 @@ class ConsumerProcessor:
             def _offsets(res: GetMessageResult) -> dict[str, int]:
                 return _pull_offsets(res, suggest_broker(ctl, group_cfg, topic, queue_id, res))
 
-            def attempt(final: bool) -> RemotingCommand | None:
-                res = store.get_message(topic, queue_id, offset, max_nums, hashes, decode=False)
+            traced = ctl.tracer.enabled and group != ADMIN_GROUP  # the console browsing is not a delivery
+            # the plain case answers with views of the mapped CommitLog, written without a copy (zero-copy)
+            views = not sub.is_sql92 and not traced
+
+            def attempt(final: bool) -> RemotingCommand | GatherResponse | None:
+                res = store.get_message(topic, queue_id, offset, max_nums, hashes, decode=False, views=views)
                 if res.status is GetStatus.FOUND:
+                    if res.holds:
+                        ctl.stats.get_count += len(res.queue_offsets)
+                        return GatherResponse(cmd.response(ResponseCode.SUCCESS, "FOUND", _offsets(res)),
+                                              res.chunks, res.release)  # type: ignore[arg-type]  # views: memoryviews
                     if sub.is_sql92:
                         body, found = filter_records(res.chunks, sub)
                         if not found:  # every record looked at was filtered out: move on at once
@@ -115,7 +123,7 @@ class ConsumerProcessor:
                     else:
                         body, found = b"".join(res.chunks), len(res.queue_offsets)
                     ctl.stats.get_count += found
-                    if ctl.tracer.enabled and group != ADMIN_GROUP:  # the console browsing is not a delivery
+                    if traced:
                         trace_delivered(ctl, body, group)
                     return cmd.response(ResponseCode.SUCCESS, "FOUND", _offsets(res), body)
                 code = pull_code(res.status, offset)
@@ -123,7 +131,7 @@ class ConsumerProcessor:
                     return None
                 return cmd.response(code, res.error or res.status.name, _offsets(res))
 
-            async def long_poll() -> RemotingCommand:
+            async def long_poll() -> RemotingCommand | GatherResponse:
                 while True:
                     left = deadline - time.monotonic()
                     if left > 0:

@@ -260,6 +260,14 @@ class CommitLog:
             return None
         return mf.read(offset - mf.file_from_offset, size)
 
+    def select_message_bytes(self, offset: int, size: int) -> SelectMappedBufferResult | None:
+        """A held view of ``[offset, offset + size)`` (one segment), without copying; None when it is not
+        there. The caller must ``release()`` it (see :meth:`MappedFile.select`)."""
+        mf = self.mapped_file_queue.find_mapped_file_by_offset(offset)
+        if mf is None:
+            return None
+        return mf.select(offset - mf.file_from_offset, size)
+
     def look_message_by_offset(self, offset: int, size: int | None = None) -> MessageRecord | None:
         """Decode the record at ``offset`` (None when there is none there)."""
         mf = self.mapped_file_queue.find_mapped_file_by_offset(offset)

@@ -314,17 +314,19 @@ class MessageStore(ReplicationMixin):
         tag_hashes: set[int] | None = None,
         max_bytes: int = 4 * 1024 * 1024,
         decode: bool = True,
+        views: bool = False,
     ) -> GetMessageResult:
         """Pull up to ``max_msg_nums`` messages of one queue from logical ``offset``, filtered by tag hash.
-        With ``decode=False`` ``messages`` holds raw bytes: runs of whole records, concatenated (what the
-        server sends); ``queue_offsets`` has one entry per record either way."""
+        With ``decode=False`` ``chunks`` holds raw bytes: runs of whole records, concatenated (what the
+        server sends); ``queue_offsets`` has one entry per record either way. ``views=True`` (with
+        ``decode=False``): the runs are memoryviews of the mapped segments, held until ``result.release()``."""
         if self.reput.reput_from_offset < self.commit_log.max_offset():
             self.reput.do_reput()  # read-your-writes: dispatch what was appended before this pull
         cq = self.consume_queue_table.get((topic, queue_id))
         if cq is None:
             return GetMessageResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0,
                                     error=f"no queue {topic}-{queue_id}")
-        return read_queue(self.commit_log, cq, offset, max_msg_nums, tag_hashes, max_bytes, decode)
+        return read_queue(self.commit_log, cq, offset, max_msg_nums, tag_hashes, max_bytes, decode, views)
 
     def delete_topic(self, topic: str) -> int:
         """Drop a topic's ConsumeQueues (its records stay in the CommitLog until retention removes them).

@@ -24,10 +24,12 @@ UNIT_SCAN_BYTES = 16000  # units examined per pull (upstream)
 
 
 def read_queue(commit_log: CommitLog, cq: ConsumeQueue, offset: int, max_msg_nums: int,
-               tag_hashes: set[int] | None, max_bytes: int, decode: bool) -> GetMessageResult:
+               tag_hashes: set[int] | None, max_bytes: int, decode: bool, views: bool = False) -> GetMessageResult:
     """Up to ``max_msg_nums`` messages (at most ``max_bytes``, one at least) of ``cq`` from logical ``offset``,
     filtered by tag hash, with RocketMQ's statuses for offsets outside the queue. With ``decode=False``
-    ``chunks`` holds runs of whole records as stored; ``queue_offsets`` has one entry per record either way."""
+    ``chunks`` holds runs of whole records as stored; ``queue_offsets`` has one entry per record either way.
+    With ``views=True`` (and ``decode=False``) the runs are memoryviews of the mapped segments, not copies, and
+    the result holds their segments until :meth:`GetMessageResult.release` (RocketMQ's zero-copy transfer)."""
     min_off = cq.get_min_offset_in_queue()
     max_off = cq.get_max_offset_in_queue()
     if max_off == 0:
@@ -56,6 +58,15 @@ def read_queue(commit_log: CommitLog, cq: ConsumeQueue, offset: int, max_msg_num
     # Each run of records that sit back to back in the CommitLog is read with one copy.
     for i, (start, length, first) in enumerate(runs):
         last = runs[i + 1][2] if i + 1 < len(runs) else len(phys)
+        if views and not decode:
+            held = commit_log.select_message_bytes(start, length)
+            if held is None:
+                removed = True
+                continue
+            out.holds.append(held)
+            out.chunks.append(held.buffer)  # type: ignore[arg-type]  # a memoryview: bytes-like, not copied
+            out.queue_offsets.extend(queue_offsets[first:last])
+            continue
         data = commit_log.get_message_bytes(start, length)
         if data is None:
             removed = True

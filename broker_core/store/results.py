@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from broker_core.codec.batch_append import offset_msg_ids
 from broker_core.codec.message import MessageRecord
@@ -23,6 +24,10 @@ class PutStatus(enum.Enum):
     PROPERTIES_SIZE_EXCEEDED = "PROPERTIES_SIZE_EXCEEDED"
     OS_PAGECACHE_BUSY = "OS_PAGECACHE_BUSY"
     UNKNOWN_ERROR = "UNKNOWN_ERROR"
+
+
+class Releasable(Protocol):
+    def release(self) -> None: ...
 
 
 class GetStatus(enum.Enum):
@@ -114,10 +119,19 @@ class GetMessageResult:
     messages: list[MessageRecord] = field(default_factory=list)
     # With ``decode=False``: the record bytes instead, as whole runs of adjacent records (their concatenation is
     # the pull body); ``messages`` stays empty.
-    chunks: list[bytes] = field(default_factory=list)
+    chunks: list[bytes] = field(default_factory=list)  # memoryviews with ``views=True``
     # Queue offsets of the messages (decoded or in ``chunks``), in order.
     queue_offsets: list[int] = field(default_factory=list)
     error: str = ""
+    # With ``views=True``: ``chunks`` are memoryviews of the mapped CommitLog (no copy) and these hold their
+    # segments; :meth:`release` once the bytes are written (views stay valid after: see MappedFile._cleanup).
+    holds: list[Releasable] = field(default_factory=list)
+
+    def release(self) -> None:
+        """Release the segments the views came from (idempotent)."""
+        holds, self.holds = self.holds, []
+        for h in holds:
+            h.release()
 
 
 @dataclass
