@@ -38,7 +38,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Union, cast
 
 from broker_core.protocol import FrameDecoder, ProtocolError, RemotingCommand, ResponseCode
-from broker_core.protocol.command import DEFAULT_MAX_FRAME_BYTES
+from broker_core.protocol.command import DEFAULT_MAX_FRAME_BYTES, FLAG_RESPONSE
 from broker_core.protocol.fields import BadRequest
 from broker_core.remoting.filesend import FileRegion, FileResponse, FileSender, GatherResponse
 
@@ -179,8 +179,17 @@ class _ServerProtocol(asyncio.Protocol):
             log.warning("%s: malformed frame from %s, closing the connection: %s", self.server.name, conn.remote, exc)
             conn.close()
             return
-        conn.backlog.extend(cmd for cmd in commands if not cmd.is_response)
-        self._run_backlog()
+        if conn.backlog or conn.paused:
+            conn.backlog.extend(cmd for cmd in commands if not cmd.is_response)
+            self._run_backlog()
+            return
+        dispatch = self.server.dispatch  # the common case: nothing queued, run the requests as they come
+        for i, cmd in enumerate(commands):
+            if conn.paused or conn.transport.is_closing():
+                conn.backlog.extend(c for c in commands[i:] if not c.is_response)
+                break
+            if not cmd.flags & FLAG_RESPONSE:
+                dispatch(cmd, conn)
 
     def _run_backlog(self) -> None:
         """Dispatch queued requests in order until the connection pauses (its output backs up)."""
@@ -322,7 +331,7 @@ class RemotingServer:
         except Exception as exc:  # one bad request must not take the server down
             log.exception("%s: handler for code %d failed", self.name, cmd.code)
             result = cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
-        if inspect.isawaitable(result):
+        if result is not None and type(result) is not RemotingCommand and inspect.isawaitable(result):
             if conn.inflight >= self.max_inflight:
                 if inspect.iscoroutine(result):
                     result.close()
