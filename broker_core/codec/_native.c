@@ -935,6 +935,76 @@ done:
     return res;
 }
 
+/* encode_batch(entries: list of (flag, body, properties_bytes)) -> bytes: see codec/wire.py. Raises struct.error
+ * as the pure twin's struct packing would (a flag outside int32, properties over 32767 bytes, an entry over
+ * int32), TypeError for an entry that is not such a tuple. */
+static PyObject *struct_error;
+static PyObject *py_encode_batch(PyObject *self, PyObject *arg) {
+    PyObject *seq = PySequence_Fast(arg, "entries must be a sequence");
+    if (seq == NULL) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq), total = 0;
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *e = items[i];
+        if (!PyTuple_Check(e) || PyTuple_GET_SIZE(e) != 3) {
+            PyErr_SetString(PyExc_TypeError, "a batch entry must be a (flag, body, properties) tuple");
+            goto fail;
+        }
+        Py_buffer b, p;
+        if (PyObject_GetBuffer(PyTuple_GET_ITEM(e, 1), &b, PyBUF_SIMPLE) < 0) goto fail;
+        if (PyObject_GetBuffer(PyTuple_GET_ITEM(e, 2), &p, PyBUF_SIMPLE) < 0) { PyBuffer_Release(&b); goto fail; }
+        Py_ssize_t size = 22 + b.len + p.len, plen = p.len;
+        PyBuffer_Release(&b);
+        PyBuffer_Release(&p);
+        int overflow = 0;
+        long long flag = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(e, 0), &overflow);
+        if (flag == -1 && PyErr_Occurred()) {
+            if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+                PyErr_Clear();
+                PyErr_SetString(struct_error, "required argument is not an integer");
+            }
+            goto fail;
+        }
+        if (overflow || flag < INT32_MIN || flag > INT32_MAX || size > INT32_MAX) {
+            PyErr_SetString(struct_error, "'i' format requires -2147483648 <= number <= 2147483647");
+            goto fail;
+        }
+        if (plen > 32767) {
+            PyErr_SetString(struct_error, "'h' format requires -32768 <= number <= 32767");
+            goto fail;
+        }
+        total += size;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, total);
+    if (out == NULL) goto fail;
+    unsigned char *w = (unsigned char *)PyBytes_AS_STRING(out);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *e = items[i];
+        Py_buffer b, p;
+        if (PyObject_GetBuffer(PyTuple_GET_ITEM(e, 1), &b, PyBUF_SIMPLE) < 0) { Py_DECREF(out); goto fail; }
+        if (PyObject_GetBuffer(PyTuple_GET_ITEM(e, 2), &p, PyBUF_SIMPLE) < 0) {
+            PyBuffer_Release(&b); Py_DECREF(out); goto fail;
+        }
+        long long flag = PyLong_AsLongLong(PyTuple_GET_ITEM(e, 0));
+        wr_i32(w, 22 + b.len + p.len);
+        wr_i32(w + 4, 0);
+        wr_i32(w + 8, 0);
+        wr_i32(w + 12, flag);
+        wr_i32(w + 16, b.len);
+        memcpy(w + 20, b.buf, (size_t)b.len);
+        wr_i16(w + 20 + b.len, p.len);
+        memcpy(w + 22 + b.len, p.buf, (size_t)p.len);
+        w += 22 + b.len + p.len;
+        PyBuffer_Release(&b);
+        PyBuffer_Release(&p);
+    }
+    Py_DECREF(seq);
+    return out;
+fail:
+    Py_DECREF(seq);
+    return NULL;
+}
+
 /* check_batch(body, extra_len, topic_len, max_body, segment_size) -> None | (index, status, reason):
  * see codec/batch_append.py */
 static PyObject *py_check_batch(PyObject *self, PyObject *args) {
@@ -1435,6 +1505,7 @@ static PyMethodDef methods[] = {
     {"decode_pulled", py_decode_pulled, METH_VARARGS, "Pulled records to messages through a factory."},
     {"append_batch", py_append_batch, METH_VARARGS, "Write a batch's entries as CommitLog records."},
     {"check_batch", py_check_batch, METH_VARARGS, "Whether every entry of a batch can be stored."},
+    {"encode_batch", py_encode_batch, METH_O, "Entries in RocketMQ's message batch layout."},
     {"parse_dispatch", py_parse_dispatch, METH_VARARGS, "Dispatch tuples of records parsed from a segment."},
     {"scan_units", py_scan_units, METH_VARARGS, "Walk written ConsumeQueue units."},
     {"pick_units", py_pick_units, METH_VARARGS, "The ConsumeQueue units a pull reads, as runs."},
@@ -1463,5 +1534,10 @@ PyMODINIT_FUNC PyInit__native(void) {
     if (crc32_func == NULL || zlib_decompress == NULL || zlib_error == NULL) return NULL;
     uniq_key_str = PyUnicode_InternFromString("UNIQ_KEY");
     if (uniq_key_str == NULL) return NULL;
+    PyObject *structmod = PyImport_ImportModule("struct");
+    if (structmod == NULL) return NULL;
+    struct_error = PyObject_GetAttrString(structmod, "error");
+    Py_DECREF(structmod);
+    if (struct_error == NULL) return NULL;
     return PyModule_Create(&module);
 }

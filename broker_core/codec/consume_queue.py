@@ -56,8 +56,8 @@ def scan_units(buf: bytes | bytearray | memoryview, pos: int, limit: int) -> tup
 def pick_units(buf: bytes | bytearray | memoryview, limit: int, max_nums: int, min_phy: int,
                tag_hashes: set[int] | None, max_bytes: int,
                base_offset: int) -> tuple[list[tuple[int, int, int]], list[int], list[int], int, bool]:
-    """The units a pull reads, walking from byte 0 below ``limit`` (whole units only): at most ``max_nums``,
-    skipping blank pads, units below ``min_phy`` (their records were deleted: ``removed``) and, with
+    """The units a pull reads, walking from byte 0 below ``limit`` (and the buffer's end; whole units only): at
+    most ``max_nums``, skipping blank pads, units below ``min_phy`` (their records were deleted: ``removed``) and, with
     ``tag_hashes``, units whose tags code is not in it; stopping before a unit that would take the picked
     sizes past ``max_bytes`` (the first unit is always taken).
 
@@ -74,6 +74,7 @@ def pick_units(buf: bytes | bytearray | memoryview, limit: int, max_nums: int, m
     total = 0
     run_end = -1
     pos = 0
+    limit = min(limit, len(buf))  # a limit past the buffer stops at its end (as the C twin)
     while pos + CQ_STORE_UNIT_SIZE <= limit and len(phys) < max_nums:
         phy, size, tags_code = unpack(buf, pos)
         pos += CQ_STORE_UNIT_SIZE

@@ -146,7 +146,10 @@ def decode_binary_header(buf: bytes | bytearray | memoryview
 def encode_batch(entries: list[tuple[int, bytes, bytes]]) -> bytes:
     """``entries`` of ``(flag, body, properties_bytes)`` in RocketMQ's batch layout (MAGIC and CRC 0)."""
     parts = []
-    for flag, body, props in entries:
+    for entry in entries:
+        if not isinstance(entry, tuple) or len(entry) != 3:
+            raise TypeError("a batch entry must be a (flag, body, properties) tuple")
+        flag, body, props = entry
         parts.append(BATCH_ENTRY_HEAD.pack(BATCH_ENTRY_FIXED + len(body) + len(props), 0, 0, flag, len(body)))
         parts.append(body)
         parts.append(_I16.pack(len(props)))
@@ -187,9 +190,10 @@ def decode_batch(buf: bytes | memoryview, max_entries: int = 1 << 20) -> list[tu
 
 
 # the pure functions stay reachable for the native-vs-pure equality tests
-py_encode_binary_header, py_decode_binary_header, py_decode_batch = (
-    encode_binary_header, decode_binary_header, decode_batch)
+py_encode_binary_header, py_decode_binary_header, py_decode_batch, py_encode_batch = (
+    encode_binary_header, decode_binary_header, decode_batch, encode_batch)
 if NATIVE is not None:
+    encode_batch = NATIVE.encode_batch
     encode_binary_header = NATIVE.encode_binary_header
     decode_binary_header = NATIVE.decode_binary_header
     decode_batch = NATIVE.decode_batch

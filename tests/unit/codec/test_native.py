@@ -117,6 +117,24 @@ entry = st.tuples(st.integers(-(1 << 31), (1 << 31) - 1), st.binary(max_size=40)
 
 
 @FAST
+@given(st.lists(st.one_of(entry, st.tuples(st.sampled_from([1 << 31, -(1 << 31) - 1, 1 << 70]), st.just(b"b"),
+                                           st.just(b"p")),
+                          st.tuples(st.integers(0, 9), st.just(b""), st.sampled_from([b"x" * 32767, b"x" * 32768])),
+                          st.tuples(st.just(1.5), st.just(b""), st.just(b""))), max_size=8),
+       st.sampled_from([list, tuple]))
+def test_encode_batch(entries: list[tuple[Any, bytes, bytes]], kind: Any) -> None:
+    """Equal bytes, or struct.error for a flag outside int32 (or not an int) or properties over 32767 bytes."""
+    same(wire.py_encode_batch, native.encode_batch, kind(entries))
+    views = [(f, memoryview(b), bytearray(p)) for f, b, p in entries]
+    same(wire.py_encode_batch, native.encode_batch, views)
+
+
+def test_encode_batch_refuses_what_is_not_an_entry() -> None:
+    for bad in ([(0, b"b")], [b"xyz"], [(0, "text", b"")]):
+        same(wire.py_encode_batch, native.encode_batch, bad)
+
+
+@FAST
 @given(st.lists(entry, max_size=8), st.binary(max_size=8), st.integers(0, 30))
 def test_decode_batch(entries: list[tuple[int, bytes, bytes]], junk: bytes, cut: int) -> None:
     good = wire.py_decode_batch.__globals__["encode_batch"](entries)
