@@ -18,6 +18,7 @@ import concurrent.futures
 import itertools
 import time
 import zlib
+from bisect import bisect_right
 from collections.abc import Callable
 from typing import Any
 
@@ -38,6 +39,16 @@ LATENCY_MAX = (50, 100, 550, 1000, 2000, 3000, 15000)
 NOT_AVAILABLE_DURATION = (0, 0, 30000, 60000, 120000, 180000, 600000)
 NO_RETRY = {ResponseCode.MESSAGE_ILLEGAL, ResponseCode.NO_PERMISSION}
 DEFAULT_MAX_MESSAGE_SIZE = 4 * 1024 * 1024
+# Response codes as plain ints (no enum construction or comparison per send): the ones that make a result, by status.
+_SEND_STATUS = {int(ResponseCode.SUCCESS): SendStatus.SEND_OK,
+                int(ResponseCode.FLUSH_DISK_TIMEOUT): SendStatus.FLUSH_DISK_TIMEOUT,
+                int(ResponseCode.FLUSH_SLAVE_TIMEOUT): SendStatus.FLUSH_SLAVE_TIMEOUT,
+                int(ResponseCode.SLAVE_NOT_AVAILABLE): SendStatus.SLAVE_NOT_AVAILABLE}
+_NO_RETRY = frozenset(int(c) for c in NO_RETRY)
+_SEND_MESSAGE_V2 = int(RequestCode.SEND_MESSAGE_V2)
+_QUEUE_NUMS_TEXT = str(DEFAULT_TOPIC_QUEUE_NUMS)
+_BODY_TYPES = (bytes, bytearray)
+_VALID_TOPICS_MAX = 1024  # topic names a producer remembers as valid (the check is a regex)
 
 QueueSelector = Callable[[list[MessageQueue], Message, Any], MessageQueue]
 
@@ -57,13 +68,11 @@ class LatencyFaultTolerance:
     def __init__(self) -> None:
         self.unavailable_until: dict[str, float] = {}
 
-    def update(self, broker: str, latency_ms: float) -> None:
-        duration = 0
-        for limit, dur in zip(reversed(LATENCY_MAX), reversed(NOT_AVAILABLE_DURATION), strict=True):
-            if latency_ms >= limit:
-                duration = dur
-                break
-        self.unavailable_until[broker] = time.monotonic() + duration / 1000
+    def update(self, broker: str, latency_ms: float, now: float | None = None) -> None:
+        """``now``: ``time.monotonic()`` when the caller has it."""
+        i = bisect_right(LATENCY_MAX, latency_ms)  # the duration of the largest limit <= latency_ms, else 0
+        duration = NOT_AVAILABLE_DURATION[i - 1] if i else 0
+        self.unavailable_until[broker] = (time.monotonic() if now is None else now) + duration / 1000
 
     def available(self, broker: str) -> bool:
         return time.monotonic() >= self.unavailable_until.get(broker, 0.0)
@@ -95,6 +104,7 @@ class Producer:
         self.fault = LatencyFaultTolerance() if latency_fault_enable else None
         self.create_topics = create_topics
         self.ids = UniqueIdGenerator()
+        self._valid_topics: set[str] = set()
         self._rr = itertools.count()
         self.blocking = BlockingClient(credentials=self.instance.credentials)
         self.send_hooks: list[SendMessageHook] = []
@@ -138,6 +148,8 @@ class Producer:
              arg: Any = None) -> SendResult:
         """Synchronous send. Runs on the calling thread over a blocking socket when the topic's route is
         known (the common case); otherwise, and for selectors, through the client event loop."""
+        if not self.send_hooks:
+            return self._send_sync(msg, queue, selector, arg)
         return run_send(self.send_hooks, self.group, [msg], lambda: self._send_sync(msg, queue, selector, arg))
 
     def _send_sync(self, msg: Message, queue: MessageQueue | None, selector: QueueSelector | None,
@@ -149,20 +161,29 @@ class Producer:
             queue = selector(route.write_queues, msg, arg)
         props, props_b = self._single(msg)
         body, sys_flag = self._body(msg)
-        cmd_header = send_fields(self.group, msg.topic, sys_flag, msg.flag, props_b.decode())
-        deadline = time.monotonic() + self.send_timeout
+        flag = msg.flag
+        # send_fields' header (same keys, same order) already as the text it is encoded as, so encoding
+        # converts nothing; "e" and "g" are (re)set per attempt, each attempt's command getting its own copy.
+        fields: dict[str, Any] = {
+            "a": self.group, "b": msg.topic, "c": DEFAULT_TOPIC, "d": _QUEUE_NUMS_TEXT, "f": str(sys_flag),
+            "h": str(flag) if type(flag) is int else flag, "i": props_b.decode(), "j": "0", "k": "false",
+            "m": "false"}
+        monotonic = time.monotonic
+        deadline = monotonic() + self.send_timeout
         last_broker: str | None = None
         last_error: Exception | None = None
         for _ in range(1 + (0 if queue is not None else self.retry_times)):
-            left = deadline - time.monotonic()
+            left = deadline - monotonic()
             if left <= 0:
                 break
             route = self.instance.routes.get(msg.topic) or route
             mq = queue or self._pick_from(route.write_queues, msg.topic, last_broker)
             addr = self.instance.broker_addr(mq.broker_name)
-            cmd = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, {
-                **cmd_header, "e": mq.queue_id, "g": int(time.time() * 1000)}, body)
-            started = time.monotonic()
+            qid = mq.queue_id
+            fields["e"] = str(qid) if type(qid) is int else qid
+            fields["g"] = str(int(time.time() * 1000))
+            cmd = RemotingCommand(_SEND_MESSAGE_V2, 0, 0, fields.copy(), body)
+            started = monotonic()
             try:
                 resp = self.blocking.invoke(addr, cmd, left)
             except (ConnectionError, RemotingTimeout) as exc:
@@ -186,11 +207,11 @@ class Producer:
     def _outcome(self, mq: MessageQueue, resp: RemotingCommand, started: float) -> ClientError | None:
         """None when ``resp`` is a result to return; raises for errors not worth a retry."""
         if self.fault is not None:
-            self.fault.update(mq.broker_name, (time.monotonic() - started) * 1000)
-        if resp.code in (ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT, ResponseCode.FLUSH_SLAVE_TIMEOUT,
-                         ResponseCode.SLAVE_NOT_AVAILABLE):
+            now = time.monotonic()
+            self.fault.update(mq.broker_name, (now - started) * 1000, now)
+        if resp.code in _SEND_STATUS:
             return None
-        if resp.code in NO_RETRY:
+        if resp.code in _NO_RETRY:
             raise ClientError(resp.code, resp.remark)
         return ClientError(resp.code, resp.remark)
 
@@ -217,13 +238,17 @@ class Producer:
 
     # ------------------------------------------------------------------ async API (client loop)
     def _check(self, msg: Message) -> None:
-        err = topic_error(msg.topic)
-        if err:
-            raise ClientError(int(ResponseCode.MESSAGE_ILLEGAL), err)
+        topic = msg.topic
+        if type(topic) is not str or topic not in self._valid_topics:
+            err = topic_error(topic)
+            if err:
+                raise ClientError(int(ResponseCode.MESSAGE_ILLEGAL), err)
+            if len(self._valid_topics) < _VALID_TOPICS_MAX:
+                self._valid_topics.add(topic)
         self._check_body(msg)
 
     def _check_body(self, msg: Message) -> None:
-        if not isinstance(msg.body, bytes | bytearray) or not msg.body:
+        if not isinstance(msg.body, _BODY_TYPES) or not msg.body:
             raise ClientError(int(ResponseCode.MESSAGE_ILLEGAL), "message body must be non-empty bytes")
         if len(msg.body) > self.max_message_size:
             raise ClientError(int(ResponseCode.MESSAGE_ILLEGAL),
@@ -306,10 +331,7 @@ class Producer:
     def _result(self, resp: RemotingCommand, mq: MessageQueue, msg_id: str) -> SendResult:
         """As RocketMQ's client: ``msg_id`` is the unique id this producer assigned (a batch: the ids joined
         by commas), ``offset_msg_id`` the broker's ``msgId``, the offset message id."""
-        status = {ResponseCode.SUCCESS: SendStatus.SEND_OK,
-                  ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
-                  ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT}.get(
-                      ResponseCode(resp.code), SendStatus.SLAVE_NOT_AVAILABLE)
+        status = _SEND_STATUS.get(resp.code, SendStatus.SLAVE_NOT_AVAILABLE)
         h = resp.header
         return SendResult(status, msg_id, str(h.get("msgId", "")), int(h.get("queueId", mq.queue_id)),
                           int(h.get("queueOffset", -1)), mq)

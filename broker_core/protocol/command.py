@@ -86,6 +86,15 @@ def stringify_fields(fields: dict[str, Any]) -> dict[str, str]:
     return out
 
 
+def _as_text(fields: dict[str, Any]) -> dict[str, str]:
+    """``fields`` itself when every value is already text (a header built as text, or decoded), else
+    :func:`stringify_fields` of it: for encoding, which only reads it."""
+    for v in fields.values():
+        if type(v) is not str:
+            return stringify_fields(fields)
+    return fields
+
+
 @dataclass(slots=True)
 class RemotingCommand:
     code: int
@@ -109,7 +118,7 @@ class RemotingCommand:
     def encode_header(self) -> tuple[int, bytes]:
         """``(serialize_type, header bytes)``. A code or version that does not fit the binary header's i16
         (RocketMQ 5's 200050-range codes) is sent as JSON, which carries full ints."""
-        ext = stringify_fields(self.header) if self.header else None
+        ext = _as_text(self.header) if self.header else None
         if (self.serialize_type == SERIALIZE_ROCKETMQ and _I16_MIN <= self.code <= _I16_MAX
                 and _I16_MIN <= self.version <= _I16_MAX):
             return SERIALIZE_ROCKETMQ, encode_binary_header(
@@ -199,6 +208,12 @@ class FrameDecoder:
         return len(self._buf)
 
     def feed(self, data: bytes) -> list[RemotingCommand]:
+        if not self._buf and len(data) >= FRAME_HEAD_SIZE:  # nothing held back: one whole frame needs no copy
+            length, word = FRAME_HEAD.unpack_from(data, 0)
+            if len(data) == 4 + length:
+                st, hlen = check_frame_head(length, word, self.max_frame_bytes)
+                end = FRAME_HEAD_SIZE + hlen
+                return [decode_command(st, data[FRAME_HEAD_SIZE:end], data[end:])]
         self._buf += data
         out = []
         buf = self._buf

@@ -3,8 +3,15 @@ the calling thread, so a synchronous send or pull costs no hand-off to the clien
 round trip that dominates one-at-a-time requests). Responses are matched by opaque; anything else
 on the socket (server notifications) is ignored here, since the event-loop transport carries those.
 
-A frame is read by its length: the 8 head bytes, then the rest straight into one buffer of its size
-(``recv_into``), so a pull's megabyte of records is copied once from the kernel, not gathered chunk by chunk.
+The socket stays in blocking mode; the request's deadline is the kernel's ``SO_RCVTIMEO``/``SO_SNDTIMEO``, set
+only when the time left has moved away from the one set (Python's own socket timeout would ``poll()`` before
+every call and switch ``O_NONBLOCK`` with each ``settimeout``). A request is then one ``send`` and, for a small
+answer, one ``recv``.
+
+Reads go into a buffer kept with the socket, as many bytes as the kernel has (one call usually brings the whole
+answer); bytes past the frame (a notification right behind it) stay there for the next read. A frame larger
+than that buffer is read by its length: the rest straight into one buffer of its size (``recv_into`` with
+``MSG_WAITALL``), so a pull's megabyte of records is copied once from the kernel, not gathered chunk by chunk.
 A frame the codec refuses (over the size limit, bad lengths or type) drops the socket: nothing after it on the
 stream could be trusted."""
 
@@ -12,6 +19,7 @@ from __future__ import annotations
 
 import itertools
 import socket
+import struct
 import threading
 import time
 
@@ -21,8 +29,19 @@ from broker_core.protocol.acl import SessionCredentials, sign_command
 from broker_core.protocol.command import check_frame_head, decode_command
 from broker_core.remoting.client import RemotingTimeout, default_serialize_type
 
+READ_BUFFER_SIZE = 64 * 1024  # per socket; frames up to this size are read into it, larger ones by their length
+# The kernel timeout may outlast the deadline by this much before it is set again (each setting is two
+# setsockopt calls; a request's time left shrinks by microseconds from one call to the next).
+TIMEOUT_SLACK = 0.005
+_TIMEVAL = struct.Struct("@ll")  # struct timeval (LP64: tv_sec, tv_usec)
+_MAX_KERNEL_TIMEOUT = 86400.0  # longer waits expire early and are waited again (see _recv)
+_monotonic = time.monotonic
+_unpack_head = FRAME_HEAD.unpack_from
+
 
 class _Socket:
+    __slots__ = ("addr", "buf", "end", "sock", "start", "timeout", "view")
+
     def __init__(self, addr: str, connect_timeout: float) -> None:
         host, _, port = addr.rpartition(":")
         try:
@@ -30,31 +49,115 @@ class _Socket:
         except (OSError, ValueError) as exc:
             raise ConnectionError(f"cannot connect to {addr}: {exc}") from None
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock.settimeout(None)  # blocking; deadlines are the kernel's timeouts (set_deadline)
+        self.timeout = 0.0  # the SO_RCVTIMEO/SO_SNDTIMEO set, 0 for none
         self.addr = addr
-        self.head = bytearray(FRAME_HEAD_SIZE)
+        self.buf = bytearray(READ_BUFFER_SIZE)
+        self.view = memoryview(self.buf)
+        self.start = self.end = 0  # buf[start:end]: bytes received, not yet part of a returned frame
 
-    def recv_into(self, view: memoryview, deadline: float) -> None:
-        """Fill ``view`` from the socket by ``deadline`` (TimeoutError), or ConnectionError if the peer closes."""
-        got, size = 0, len(view)
-        while got < size:
-            left = deadline - time.monotonic()
+    def set_deadline(self, deadline: float) -> None:
+        """Bound the next blocking call by ``deadline``; TimeoutError once it has passed. The kernel timeout is
+        set again only when it would outlast the deadline, or is far shorter than the time left (it would then
+        expire early, and be set again by the caller's next try). (``send`` and ``_recv`` inline this.)"""
+        left = deadline - _monotonic()
+        if left <= 0:
+            raise TimeoutError
+        t = self.timeout
+        if t > left + TIMEOUT_SLACK or t < left * 0.5:
+            self._set_timeout(left)
+
+    def _set_timeout(self, seconds: float) -> None:
+        usec = max(int(min(seconds, _MAX_KERNEL_TIMEOUT) * 1e6), 1)  # at least 1 us: 0 is "never"
+        tv = _TIMEVAL.pack(*divmod(usec, 1_000_000))
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, tv)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, tv)
+        self.timeout = seconds
+
+    def send(self, data: bytes, deadline: float) -> None:
+        """All of ``data`` by ``deadline`` (TimeoutError)."""
+        left = deadline - _monotonic()
+        if left <= 0:
+            raise TimeoutError
+        t = self.timeout
+        if t > left + TIMEOUT_SLACK or t < left * 0.5:
+            self._set_timeout(left)
+        try:
+            sent = self.sock.send(data)
+        except BlockingIOError:  # the kernel timeout expired before anything was taken
+            sent = 0
+        if sent < len(data):
+            with memoryview(data) as view:
+                while sent < len(data):
+                    self.set_deadline(deadline)
+                    try:
+                        sent += self.sock.send(view[sent:])
+                    except BlockingIOError:
+                        pass
+
+    def _recv(self, view: memoryview, deadline: float, flags: int = 0) -> int:
+        """One ``recv_into(view)`` of at least one byte by ``deadline`` (TimeoutError); ConnectionError if the
+        peer closed."""
+        while True:
+            left = deadline - _monotonic()
             if left <= 0:
                 raise TimeoutError
-            self.sock.settimeout(left)
-            n = self.sock.recv_into(view[got:], size - got, socket.MSG_WAITALL)
+            t = self.timeout
+            if t > left + TIMEOUT_SLACK or t < left * 0.5:
+                self._set_timeout(left)
+            try:
+                n = self.sock.recv_into(view, 0, flags)
+            except BlockingIOError:  # SO_RCVTIMEO expired with nothing received: the deadline decides
+                continue
             if n == 0:
                 raise ConnectionError(f"connection to {self.addr} closed")
-            got += n
+            return n
+
+    def _fill(self, need: int, deadline: float) -> int:
+        """At least ``need`` (<= the buffer's size) unread bytes in the buffer; returns where they start."""
+        start, end = self.start, self.end
+        if start + need > len(self.buf):  # move the unread bytes to the front to make room
+            self.buf[:end - start] = self.buf[start:end]
+            start, end = 0, end - start
+            self.start, self.end = start, end
+        view = self.view
+        while end - start < need:
+            end += self._recv(view[end:] if end else view, deadline)
+            self.end = end
+        return start
 
     def read_frame(self, deadline: float) -> RemotingCommand:
         """The next whole command on the socket."""
-        with memoryview(self.head) as head:
-            self.recv_into(head, deadline)
-        length, word = FRAME_HEAD.unpack(self.head)
+        start = self.start
+        if self.end - start < FRAME_HEAD_SIZE:
+            start = self._fill(FRAME_HEAD_SIZE, deadline)
+        length, word = _unpack_head(self.buf, start)
         serialize_type, header_len = check_frame_head(length, word)
+        size = length + 4
+        if self.end - start < size:
+            if size > len(self.buf):
+                return self._read_large(serialize_type, header_len, length, deadline)
+            start = self._fill(size, deadline)
+        view = self.view
+        hstart = start + FRAME_HEAD_SIZE
+        bstart = hstart + header_len
+        stop = start + size
+        header, body = bytes(view[hstart:bstart]), bytes(view[bstart:stop])
+        if stop == self.end:
+            self.start = self.end = 0
+        else:  # the start of the next frame: kept for the next read
+            self.start = stop
+        return decode_command(serialize_type, header, body)
+
+    def _read_large(self, serialize_type: int, header_len: int, length: int, deadline: float) -> RemotingCommand:
+        """A frame over the buffer's size: every buffered byte is its own; the rest is read by its length."""
         rest = bytearray(length - 4)
+        have = self.end - self.start - FRAME_HEAD_SIZE
+        rest[:have] = self.view[self.start + FRAME_HEAD_SIZE:self.end]
+        self.start = self.end = 0
         with memoryview(rest) as view:
-            self.recv_into(view, deadline)
+            while have < len(rest):
+                have += self._recv(view[have:], deadline, socket.MSG_WAITALL)
             header, body = bytes(view[:header_len]), bytes(view[header_len:])
         return decode_command(serialize_type, header, body)
 
@@ -77,10 +180,16 @@ class BlockingClient:
         self._all: list[_Socket] = []
         self._lock = threading.Lock()
 
-    def _socket(self, addr: str) -> _Socket:
-        socks = getattr(self._local, "socks", None)
-        if socks is None:
+    def _socks(self) -> dict[str, _Socket]:
+        """This thread's sockets by address."""
+        try:
+            socks: dict[str, _Socket] = self._local.socks
+        except AttributeError:
             socks = self._local.socks = {}
+        return socks
+
+    def _socket(self, addr: str) -> _Socket:
+        socks = self._socks()
         s = socks.get(addr)
         if s is None:
             s = socks[addr] = _Socket(addr, self.connect_timeout)
@@ -90,31 +199,30 @@ class BlockingClient:
 
     def _drop(self, s: _Socket) -> None:
         s.close()
-        self._local.socks.pop(s.addr, None)
+        self._socks().pop(s.addr, None)
 
     def invoke(self, addr: str, cmd: RemotingCommand, timeout: float = 3.0) -> RemotingCommand:
-        reused = addr in getattr(self._local, "socks", {})
+        s = self._socks().get(addr)
+        reused = s is not None
         try:
-            return self._invoke(addr, cmd, timeout)
+            return self._invoke(s or self._socket(addr), addr, cmd, timeout)
         except ConnectionError:
             if not reused:
                 raise
             # A pooled socket whose peer went away (e.g. a restarted broker): one fresh attempt.
-            return self._invoke(addr, cmd, timeout)
+            return self._invoke(self._socket(addr), addr, cmd, timeout)
 
-    def _invoke(self, addr: str, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
-        s = self._socket(addr)
-        cmd.opaque = next(self._opaque) & 0x7FFFFFFF
+    def _invoke(self, s: _Socket, addr: str, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
+        opaque = cmd.opaque = next(self._opaque) & 0x7FFFFFFF
         cmd.serialize_type = self.serialize_type
         if self.credentials is not None:
             sign_command(cmd, self.credentials)
-        deadline = time.monotonic() + timeout
+        deadline = _monotonic() + timeout
         try:
-            s.sock.settimeout(timeout)
-            s.sock.sendall(cmd.encode())
+            s.send(cmd.encode(), deadline)
             while True:
                 resp = s.read_frame(deadline)
-                if resp.is_response and resp.opaque == cmd.opaque:
+                if resp.opaque == opaque and resp.is_response:
                     return resp
         except TimeoutError:
             self._drop(s)  # a late reply would confuse the next request on this socket

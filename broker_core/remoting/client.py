@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
-from broker_core.codec.wire import SERIALIZE_JSON, SERIALIZE_ROCKETMQ
+from broker_core.codec.wire import FLAG_RESPONSE, SERIALIZE_JSON, SERIALIZE_ROCKETMQ
 from broker_core.protocol import FrameDecoder, ProtocolError, RemotingCommand
 from broker_core.protocol.acl import SessionCredentials, sign_command
 from broker_core.remoting import loops
@@ -73,44 +73,68 @@ def run_sync(coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
     return asyncio.run_coroutine_threadsafe(coro, loop).result(timeout)
 
 
-class _Channel:
-    def __init__(self, addr: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                 on_request: Callable[[str, RemotingCommand], None] | None = None) -> None:
+class _Channel(asyncio.Protocol):
+    """One connection: requests written on the transport, responses matched to their futures by opaque as
+    they are decoded (a protocol, not streams: no reader task, no copy through a StreamReader buffer)."""
+
+    def __init__(self, addr: str, on_request: Callable[[str, RemotingCommand], None] | None = None) -> None:
         self.addr = addr
         self.on_request = on_request
-        self.reader = reader
-        self.writer = writer
+        self.transport: asyncio.Transport | None = None
         self.pending: dict[int, asyncio.Future[RemotingCommand]] = {}
-        self.task = asyncio.ensure_future(self._read())
+        self.decoder = FrameDecoder()
+        self.lost = False
 
     @property
     def alive(self) -> bool:
-        return not self.writer.is_closing() and not self.task.done()
+        return not self.lost and self.transport is not None and not self.transport.is_closing()
 
-    async def _read(self) -> None:
-        decoder = FrameDecoder()
-        err: BaseException = ConnectionError(f"connection to {self.addr} closed")
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  # a stream transport
+
+    def data_received(self, data: bytes) -> None:
         try:
-            while True:
-                data = await self.reader.read(1 << 20)
-                if not data:
-                    break
-                for cmd in decoder.feed(data):
-                    if not cmd.is_response:
-                        if self.on_request is not None:
-                            self.on_request(self.addr, cmd)  # server-initiated (oneway notifications)
-                        continue
-                    fut = self.pending.pop(cmd.opaque, None)
-                    if fut is not None and not fut.done():
-                        fut.set_result(cmd)
-        except (ConnectionError, ProtocolError) as exc:
-            err = ConnectionError(f"connection to {self.addr} failed: {exc}")
-        finally:
-            self.writer.close()
-            for fut in self.pending.values():
-                if not fut.done():
-                    fut.set_exception(err)
-            self.pending.clear()
+            commands = self.decoder.feed(data)
+        except ProtocolError as exc:
+            self._fail(ConnectionError(f"connection to {self.addr} failed: {exc}"))
+            return
+        pending = self.pending
+        for cmd in commands:
+            if not cmd.flags & FLAG_RESPONSE:
+                if self.on_request is not None:
+                    self.on_request(self.addr, cmd)  # server-initiated (oneway notifications)
+                continue
+            fut = pending.pop(cmd.opaque, None)
+            if fut is not None and not fut.done():
+                fut.set_result(cmd)
+
+    def eof_received(self) -> bool:
+        return False  # close the transport: connection_lost fails what waits
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._fail(ConnectionError(f"connection to {self.addr} {'failed: ' + str(exc) if exc else 'closed'}"))
+
+    def _fail(self, err: BaseException) -> None:
+        self.lost = True
+        if self.transport is not None:
+            self.transport.close()
+        pending, self.pending = self.pending, {}
+        for fut in pending.values():
+            if not fut.done():
+                fut.set_exception(err)
+
+    def write(self, data: bytes) -> None:
+        assert self.transport is not None
+        self.transport.write(data)
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+
+def _expire(fut: asyncio.Future[RemotingCommand], error: RemotingTimeout) -> None:
+    if not fut.done():
+        fut.set_exception(error)
 
 
 class RemotingClient:
@@ -137,11 +161,12 @@ class RemotingClient:
             self._connecting[addr] = fut
             try:
                 host, _, port = addr.rpartition(":")
-                reader, writer = await asyncio.wait_for(
-                    asyncio.open_connection(host, int(port), limit=1 << 20), self.connect_timeout)
-                ch = _Channel(addr, reader, writer, self.on_request)
-                self._channels[addr] = ch
-                fut.set_result(ch)
+                loop = asyncio.get_running_loop()
+                _, channel = await asyncio.wait_for(
+                    loop.create_connection(lambda: _Channel(addr, self.on_request), host, int(port)),
+                    self.connect_timeout)
+                self._channels[addr] = channel
+                fut.set_result(channel)
             except (OSError, TimeoutError, ValueError) as exc:
                 fut.set_exception(ConnectionError(f"cannot connect to {addr}: {exc}"))
                 fut.exception()
@@ -155,14 +180,20 @@ class RemotingClient:
         cmd.serialize_type = self.serialize_type
         if self.credentials is not None:
             sign_command(cmd, self.credentials)
-        fut: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[RemotingCommand] = loop.create_future()
         ch.pending[cmd.opaque] = fut
-        ch.writer.write(cmd.encode())
+        ch.write(cmd.encode())
+        # one timer on the future itself (asyncio.wait_for wraps it in a task-like waiter: several times the cost)
+        timer = loop.call_later(timeout, _expire, fut,
+                                RemotingTimeout(f"request {cmd.code} to {addr} timed out after {timeout:.1f}s"))
         try:
-            return await asyncio.wait_for(fut, timeout)
-        except TimeoutError:
+            return await fut
+        except RemotingTimeout:
             ch.pending.pop(cmd.opaque, None)
-            raise RemotingTimeout(f"request {cmd.code} to {addr} timed out after {timeout:.1f}s") from None
+            raise
+        finally:
+            timer.cancel()
 
     async def invoke_oneway(self, addr: str, cmd: RemotingCommand) -> None:
         ch = await self._channel(addr)
@@ -171,7 +202,7 @@ class RemotingClient:
         cmd.flags |= 0x2
         if self.credentials is not None:
             sign_command(cmd, self.credentials)
-        ch.writer.write(cmd.encode())
+        ch.write(cmd.encode())
 
     def invoke_sync(self, addr: str, cmd: RemotingCommand, timeout: float = 3.0) -> RemotingCommand:
         return run_sync(self.invoke(addr, cmd, timeout), timeout + self.connect_timeout + 1)
@@ -179,9 +210,9 @@ class RemotingClient:
     def close_channel(self, addr: str) -> None:
         ch = self._channels.pop(addr, None)
         if ch is not None:
-            ch.writer.close()
+            ch.close()
 
     async def close(self) -> None:
         for ch in list(self._channels.values()):
-            ch.writer.close()
+            ch.close()
         self._channels.clear()

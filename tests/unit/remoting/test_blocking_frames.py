@@ -1,10 +1,13 @@
 """The blocking client's frame reads (broker_core/remoting/blocking.py): a frame read by its length, however the
-peer splits it; a server notification before the answer skipped; a frame the codec refuses drops the socket."""
+peer splits it; a server notification before the answer skipped; a frame the codec refuses drops the socket;
+bytes after a frame kept for the next read; deadlines kept by the kernel timeouts, shorter or longer than the
+last one set."""
 
 from __future__ import annotations
 
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -12,6 +15,7 @@ import pytest
 from broker_core.codec.wire import FRAME_HEAD
 from broker_core.protocol import FrameDecoder, RemotingCommand
 from broker_core.remoting.blocking import BlockingClient
+from broker_core.remoting.client import RemotingTimeout
 
 Serve = Callable[[socket.socket, RemotingCommand], None]
 
@@ -87,4 +91,115 @@ def test_a_peer_closing_mid_frame_is_a_connection_error(server: Callable[[Serve]
     client = BlockingClient()
     with pytest.raises(ConnectionError, match="closed"):
         client.invoke(server(serve), RemotingCommand.request(11, {}), timeout=5)
+    client.close()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The read buffer (several frames per recv, frames split across recvs) and the kernel timeouts (SO_RCVTIMEO).
+
+
+def _answer(req: RemotingCommand, body: bytes = b"x") -> bytes:
+    return req.response(0, "ok", {"queueOffset": 1}, body).encode()
+
+
+def test_a_small_frame_split_across_recv_calls_is_read_whole(server: Callable[[Serve], str]) -> None:
+    def serve(conn: socket.socket, req: RemotingCommand) -> None:
+        data = _answer(req, b"z" * 300)
+        for cut in ((0, 3), (3, 11), (11, 40), (40, len(data))):  # inside the head, the header, the body
+            conn.sendall(data[cut[0]:cut[1]])
+            time.sleep(0.02)
+
+    client = BlockingClient()
+    addr = server(serve)
+    for _ in range(2):
+        resp = client.invoke(addr, RemotingCommand.request(11, {}), timeout=5)
+        assert resp.body == b"z" * 300 and resp.header["queueOffset"] == "1"
+    client.close()
+
+
+def test_bytes_after_a_frame_are_kept_for_the_next_read(server: Callable[[Serve], str]) -> None:
+    """An answer and, in the same write, a notification and the head of another frame: the first read returns the
+    answer, the next ones the notification and the frame completed by a later write; nothing is lost."""
+    def serve(conn: socket.socket, req: RemotingCommand) -> None:
+        note = RemotingCommand.request(40, {"consumerGroup": "g"}).encode()
+        last = req.response(0, "", {}, b"last").encode()
+        conn.sendall(_answer(req) + note + last[:5])
+        time.sleep(0.05)
+        conn.sendall(last[5:])
+
+    client = BlockingClient()
+    addr = server(serve)
+    req = RemotingCommand.request(11, {})
+    assert client.invoke(addr, req, timeout=5).body == b"x"
+    s = client._local.socks[addr]
+    deadline = time.monotonic() + 5
+    note = s.read_frame(deadline)
+    assert note.code == 40 and not note.is_response and note.header == {"consumerGroup": "g"}
+    last = s.read_frame(deadline)
+    assert last.is_response and last.opaque == req.opaque and last.body == b"last"
+    assert s.start == s.end == 0
+    client.close()
+
+
+def test_a_notification_in_the_same_write_as_the_answer_is_skipped_next_time(server: Callable[[Serve], str]) -> None:
+    def serve(conn: socket.socket, req: RemotingCommand) -> None:
+        conn.sendall(_answer(req, b"%d" % req.opaque) + RemotingCommand.request(40, {"consumerGroup": "g"}).encode())
+
+    client = BlockingClient()
+    addr = server(serve)
+    for _ in range(5):
+        req = RemotingCommand.request(11, {})
+        assert client.invoke(addr, req, timeout=5).body == b"%d" % req.opaque
+    client.close()
+
+
+def test_a_large_frame_behind_a_small_one_in_the_buffer_is_read_whole(server: Callable[[Serve], str]) -> None:
+    body = bytes(range(256)) * 1024  # 256 KiB: larger than the read buffer
+
+    def serve(conn: socket.socket, req: RemotingCommand) -> None:
+        data = RemotingCommand.request(40, {"consumerGroup": "g"}).encode() + _answer(req, body)
+        conn.sendall(data[:30000])
+        time.sleep(0.02)
+        conn.sendall(data[30000:])
+
+    client = BlockingClient()
+    addr = server(serve)
+    for _ in range(2):
+        assert client.invoke(addr, RemotingCommand.request(11, {}), timeout=10).body == body
+    client.close()
+
+
+def test_a_timeout_raises_remoting_timeout_and_drops_the_socket(server: Callable[[Serve], str]) -> None:
+    answered = threading.Event()
+
+    def serve(conn: socket.socket, req: RemotingCommand) -> None:
+        if req.header.get("answer") == "no":
+            conn.sendall(_answer(req)[:10])  # part of the answer, then nothing
+            return
+        conn.sendall(_answer(req))
+        answered.set()
+
+    client = BlockingClient()
+    addr = server(serve)
+    assert client.invoke(addr, RemotingCommand.request(11, {}), timeout=3).body == b"x"  # a 3 s kernel timeout
+    started = time.monotonic()
+    with pytest.raises(RemotingTimeout):
+        client.invoke(addr, RemotingCommand.request(11, {"answer": "no"}), timeout=0.3)
+    assert 0.25 <= time.monotonic() - started < 1.5  # the shorter deadline holds, not the 3 s set before
+    assert not client._local.socks  # dropped: a late reply must not answer the next request
+    client.close()
+
+
+def test_a_deadline_longer_than_the_kernel_timeout_set_before_is_waited_for(server: Callable[[Serve], str]) -> None:
+    def serve(conn: socket.socket, req: RemotingCommand) -> None:
+        time.sleep(float(req.header.get("delay", "0")))
+        conn.sendall(_answer(req))
+
+    client = BlockingClient()
+    addr = server(serve)
+    assert client.invoke(addr, RemotingCommand.request(11, {}), timeout=0.1).body == b"x"  # a 0.1 s kernel timeout
+    assert client.invoke(addr, RemotingCommand.request(11, {"delay": "0.4"}), timeout=5).body == b"x"
+    # a kernel timeout kept (1 s, over half the 1.9 s left) expires before the answer: the wait goes on
+    assert client.invoke(addr, RemotingCommand.request(11, {}), timeout=1).body == b"x"
+    assert client.invoke(addr, RemotingCommand.request(11, {"delay": "1.3"}), timeout=1.9).body == b"x"
     client.close()
