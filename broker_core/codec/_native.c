@@ -1427,28 +1427,32 @@ done:
 
 static int check_i16(long v, const char *what) {
     if (v < -32768 || v > 32767) {
-        PyErr_Format(PyExc_OverflowError, "%s %ld does not fit a short", what, v);
+        PyErr_Format(struct_error, "%s %ld does not fit a short", what, v);  /* as struct's 'h' packing */
         return -1;
     }
     return 0;
 }
 
 /* encode_binary_header(code, language, version, opaque, flag, remark, ext_fields) -> bytes */
-static PyObject *py_encode_binary_header(PyObject *self, PyObject *args) {
-    long code, language, version, opaque, flag;
-    PyObject *remark, *ext;
-    if (!PyArg_ParseTuple(args, "lllllOO", &code, &language, &version, &opaque, &flag, &remark, &ext)) return NULL;
+/* The ROCKETMQ binary header of these fields; with `body` (not NULL) the whole frame instead: the length word,
+ * the header word (serialize type 1, header length), the header, the body, in one allocation. */
+static PyObject *binary_header(long code, long language, long version, long opaque, long flag, PyObject *remark,
+                               PyObject *ext, Py_buffer *body) {
     if (check_i16(code, "code") < 0 || check_i16(version, "version") < 0) return NULL;
-    if (language < 0 || language > 255) { PyErr_SetString(PyExc_OverflowError, "language does not fit a byte"); return NULL; }
+    if (language < 0 || language > 255) { PyErr_SetString(struct_error, "language does not fit a byte"); return NULL; }
     if (opaque < INT32_MIN || opaque > INT32_MAX || flag < INT32_MIN || flag > INT32_MAX) {
-        PyErr_SetString(PyExc_OverflowError, "opaque and flag must fit an int");
+        PyErr_SetString(struct_error, "opaque and flag must fit an int");
         return NULL;
     }
     const char *rb = NULL;
     Py_ssize_t rlen = 0;
-    if (remark != Py_None && PyObject_IsTrue(remark)) {
-        rb = PyUnicode_AsUTF8AndSize(remark, &rlen);
-        if (rb == NULL) return NULL;
+    if (remark != Py_None) {
+        int truth = PyObject_IsTrue(remark);
+        if (truth < 0) return NULL;
+        if (truth) {
+            rb = PyUnicode_AsUTF8AndSize(remark, &rlen);
+            if (rb == NULL) return NULL;
+        }
     }
     /* sizes first */
     Py_ssize_t ext_size = 0, pos = 0;
@@ -1463,9 +1467,20 @@ static PyObject *py_encode_binary_header(PyObject *self, PyObject *args) {
             ext_size += 2 + kl + 4 + vl;
         }
     }
-    PyObject *out = PyBytes_FromStringAndSize(NULL, BINARY_HEAD_SIZE + rlen + 4 + ext_size);
+    Py_ssize_t hlen = BINARY_HEAD_SIZE + rlen + 4 + ext_size;
+    Py_ssize_t blen = body ? body->len : 0;
+    if (body && (hlen > 0xFFFFFF || 4 + hlen + blen > INT32_MAX)) {
+        PyErr_SetString(PyExc_OverflowError, "the frame does not fit its length words");
+        return NULL;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, (body ? 8 : 0) + hlen + blen);
     if (out == NULL) return NULL;
     unsigned char *w = (unsigned char *)PyBytes_AS_STRING(out);
+    if (body) {
+        wr_i32(w, 4 + hlen + blen);
+        wr_i32(w + 4, ((int64_t)1 << 24) | hlen);
+        w += 8;
+    }
     wr_i16(w, code);
     w[2] = (unsigned char)language;
     wr_i16(w + 3, version);
@@ -1490,6 +1505,33 @@ static PyObject *py_encode_binary_header(PyObject *self, PyObject *args) {
             w += 4 + vl;
         }
     }
+    if (blen) memcpy(w, body->buf, (size_t)blen);
+    return out;
+}
+
+static PyObject *py_encode_binary_header(PyObject *self, PyObject *args) {
+    long code, language, version, opaque, flag;
+    PyObject *remark, *ext;
+    if (!PyArg_ParseTuple(args, "lllllOO", &code, &language, &version, &opaque, &flag, &remark, &ext)) return NULL;
+    return binary_header(code, language, version, opaque, flag, remark, ext, NULL);
+}
+
+/* encode_binary_frame(code, language, version, opaque, flag, remark, ext_fields, body) -> bytes: see wire.py */
+static PyObject *py_encode_binary_frame(PyObject *self, PyObject *args) {
+    long code, language, version, opaque, flag;
+    PyObject *remark, *ext;
+    PyObject *bodyo = NULL;
+    Py_buffer body;
+    if (!PyArg_ParseTuple(args, "lllllOO|O", &code, &language, &version, &opaque, &flag, &remark, &ext, &bodyo))
+        return NULL;
+    if (bodyo == NULL) {
+        body.buf = NULL;
+        body.len = 0;
+        return binary_header(code, language, version, opaque, flag, remark, ext, &body);
+    }
+    if (PyObject_GetBuffer(bodyo, &body, PyBUF_SIMPLE) < 0) return NULL;
+    PyObject *out = binary_header(code, language, version, opaque, flag, remark, ext, &body);
+    PyBuffer_Release(&body);
     return out;
 }
 
@@ -1514,6 +1556,7 @@ static PyMethodDef methods[] = {
     {"scan_records", (PyCFunction)(void (*)(void))py_scan_records, METH_VARARGS | METH_KEYWORDS, "Walk valid records; (end, why)."},
     {"decode_binary_header", py_decode_binary_header, METH_O, "Decode a ROCKETMQ binary header."},
     {"encode_binary_header", py_encode_binary_header, METH_VARARGS, "Encode a ROCKETMQ binary header."},
+    {"encode_binary_frame", py_encode_binary_frame, METH_VARARGS, "A whole frame with a ROCKETMQ binary header."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -103,6 +103,13 @@ def encode_binary_header(code: int, language: int, version: int, opaque: int, fl
     return bytes(out)
 
 
+def encode_binary_frame(code: int, language: int, version: int, opaque: int, flag: int, remark: str | None,
+                        ext_fields: dict[str, str] | None, body: bytes = b"") -> bytes:
+    """A whole frame whose header is the ROCKETMQ binary one (:func:`encode_binary_header`), then ``body``."""
+    return encode_frame(SERIALIZE_ROCKETMQ, py_encode_binary_header(code, language, version, opaque, flag, remark,
+                                                                    ext_fields), body)
+
+
 def decode_binary_header(buf: bytes | bytearray | memoryview
                          ) -> tuple[int, int, int, int, int, str | None, dict[str, str]]:
     """``(code, language, version, opaque, flag, remark, ext_fields)``; raises :class:`CodecError` when a
@@ -192,7 +199,9 @@ def decode_batch(buf: bytes | memoryview, max_entries: int = 1 << 20) -> list[tu
 # the pure functions stay reachable for the native-vs-pure equality tests
 py_encode_binary_header, py_decode_binary_header, py_decode_batch, py_encode_batch = (
     encode_binary_header, decode_binary_header, decode_batch, encode_batch)
+py_encode_binary_frame = encode_binary_frame
 if NATIVE is not None:
+    encode_binary_frame = NATIVE.encode_binary_frame
     encode_batch = NATIVE.encode_batch
     encode_binary_header = NATIVE.encode_binary_header
     decode_binary_header = NATIVE.decode_binary_header

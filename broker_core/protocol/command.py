@@ -29,6 +29,7 @@ from broker_core.codec.wire import (
     SERIALIZE_JSON,
     SERIALIZE_ROCKETMQ,
     decode_binary_header,
+    encode_binary_frame,
     encode_binary_header,
     encode_frame,
 )
@@ -40,6 +41,7 @@ DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024  # com.rocketmq.remoting.frameMaxLeng
 LANGUAGES = ("JAVA", "CPP", "DOTNET", "PYTHON", "DELPHI", "ERLANG", "RUBY", "OTHER", "HTTP", "GO", "PHP", "OMS",
              "RUST")
 LANGUAGE_ORDINAL = {name: i for i, name in enumerate(LANGUAGES)}
+_OTHER = LANGUAGE_ORDINAL["OTHER"]
 LANGUAGE = "PYTHON"
 # MQVersion ordinals (the index of a constant of RocketMQ's ``MQVersion.Version``) that change behaviour.
 V3_0_7_SNAPSHOT = 28  # clients from here on get RESET_CONSUMER_CLIENT_OFFSET
@@ -137,6 +139,11 @@ class RemotingCommand:
         return SERIALIZE_JSON, json.dumps(obj, separators=(",", ":")).encode()
 
     def encode(self) -> bytes:
+        if (self.serialize_type == SERIALIZE_ROCKETMQ and _I16_MIN <= self.code <= _I16_MAX
+                and _I16_MIN <= self.version <= _I16_MAX):  # the common case: one C call, one allocation
+            return encode_binary_frame(
+                self.code, LANGUAGE_ORDINAL.get(self.language, _OTHER), self.version, self.opaque, self.flags,
+                self.remark, _as_text(self.header) if self.header else None, self.body)
         st, header = self.encode_header()
         return encode_frame(st, header, self.body)
 

@@ -50,7 +50,8 @@ MAX_QUEUED = 8  # responses waiting behind a file response before the connection
 log = logging.getLogger(__name__)
 
 
-Response = Union[RemotingCommand, FileResponse, GatherResponse, None]  # noqa: UP007 - used at runtime in a type alias
+# bytes: a response frame the handler encoded itself (a hot path's answer, written as it is)
+Response = Union[RemotingCommand, FileResponse, GatherResponse, bytes, None]  # noqa: UP007 - used at runtime in a type alias
 Handler = Callable[[RemotingCommand, "Connection"], Union[Response, Awaitable[Response]]]  # noqa: UP007
 # Runs before every handler (unknown codes too): None lets the request through, a command answers it instead.
 RpcHook = Callable[[RemotingCommand, "Connection"], Response]
@@ -94,11 +95,14 @@ class Connection:
         queued = sum(len(x) if isinstance(x, bytes) else len(x.head()) + x.region.count for x in self.outbox)
         return int(self.transport.get_write_buffer_size()) + queued + (self.sender.remaining if self.sender else 0)
 
-    def send(self, cmd: RemotingCommand | FileResponse | GatherResponse) -> None:
+    def send(self, cmd: RemotingCommand | FileResponse | GatherResponse | bytes) -> None:
         if self.transport.is_closing():
             _drop(cmd)
             return
         if self.sender is None and not self.outbox:
+            if type(cmd) is bytes:
+                self.transport.write(cmd)
+                return
             if isinstance(cmd, RemotingCommand):
                 self.transport.write(cmd.encode())
                 return
@@ -106,7 +110,7 @@ class Connection:
                 cmd.write_to(self.transport)
                 return
         was = self.paused
-        self.outbox.append(cmd if isinstance(cmd, FileResponse)
+        self.outbox.append(cmd if isinstance(cmd, FileResponse | bytes)
                            else cmd.to_bytes() if isinstance(cmd, GatherResponse) else cmd.encode())
         self._drain()
         if self.paused != was and self.on_output is not None:
@@ -331,7 +335,8 @@ class RemotingServer:
         except Exception as exc:  # one bad request must not take the server down
             log.exception("%s: handler for code %d failed", self.name, cmd.code)
             result = cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
-        if result is not None and type(result) is not RemotingCommand and inspect.isawaitable(result):
+        if (result is not None and type(result) is not RemotingCommand and type(result) is not bytes
+                and inspect.isawaitable(result)):
             if conn.inflight >= self.max_inflight:
                 if inspect.iscoroutine(result):
                     result.close()
@@ -360,7 +365,7 @@ class RemotingServer:
             conn.inflight -= 1
 
 
-def _drop(resp: RemotingCommand | FileResponse | GatherResponse) -> None:
+def _drop(resp: RemotingCommand | FileResponse | GatherResponse | bytes) -> None:
     """A response that will not be sent: a file response's descriptor is closed, a gather response's segments
     released."""
     if isinstance(resp, FileResponse):

@@ -25,9 +25,9 @@ from broker_core.codec.message import (
     host_to_bytes,
 )
 from broker_core.codec.names import SCHEDULE_TOPIC
-from broker_core.codec.wire import decode_batch
+from broker_core.codec.wire import FLAG_RESPONSE, SERIALIZE_ROCKETMQ, decode_batch, encode_binary_frame
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
-from broker_core.protocol.command import V3_4_9
+from broker_core.protocol.command import CURRENT_VERSION, LANGUAGE, LANGUAGE_ORDINAL, V3_4_9
 from broker_core.protocol.fields import BadRequest, bool_field, int_field, str_field
 from broker_core.protocol.headers import send_header
 from broker_core.protocol.validation import RETRY_GROUP_TOPIC_PREFIX, TRANS_HALF_TOPIC, dlq_topic, topic_error
@@ -332,7 +332,7 @@ class SendMessageProcessor:
                 valid_names[topic] = ok
             return ok
 
-        def single_v2(cmd: RemotingCommand, conn: Connection, h: dict[str, str]) -> RemotingCommand | None:
+        def single_v2(cmd: RemotingCommand, conn: Connection, h: dict[str, str]) -> RemotingCommand | bytes | None:
             """The common send, a SEND_MESSAGE_V2 of one plain message to an existing writable topic and queue
             under ASYNC_FLUSH without a slave to wait for, answered as the general path would, without its
             V1 map and generic checks; None when anything is unusual (the general path then decides)."""
@@ -367,11 +367,18 @@ class SendMessageProcessor:
                                             born_port=born[1], reconsume_times=reconsume)
             results, _ = put_nowait([msg])
             r = results[0]
-            if r.ok:
-                ctl.stats.put_count += 1
-            return _send_response(ctl, cmd, results, queue_id)
+            if r.status is not PutStatus.PUT_OK or cmd.serialize_type != SERIALIZE_ROCKETMQ:
+                if r.ok:
+                    ctl.stats.put_count += 1
+                return _send_response(ctl, cmd, results, queue_id)
+            ctl.stats.put_count += 1
+            # _send_response's answer, encoded at once (same fields, same order; tests/unit/server compares them)
+            return encode_binary_frame(
+                ResponseCode.SUCCESS, LANGUAGE_ORDINAL[LANGUAGE], CURRENT_VERSION, cmd.opaque, FLAG_RESPONSE, None,
+                {"msgId": r.msg_id, "queueId": str(queue_id), "queueOffset": str(r.queue_offset),
+                 "MSG_REGION": ctl.config.region_id, "TRACE_ON": "true" if ctl.config.trace_on else "false"})
 
-        def send(cmd: RemotingCommand, conn: Connection) -> RemotingCommand | Awaitable[RemotingCommand]:
+        def send(cmd: RemotingCommand, conn: Connection) -> RemotingCommand | bytes | Awaitable[RemotingCommand]:
             if ctl.ha.is_slave:  # before anything, so a slave never auto-creates a topic
                 return cmd.response(ResponseCode.SERVICE_NOT_AVAILABLE, SLAVE_REMARK)
             h = cmd.header

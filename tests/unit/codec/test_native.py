@@ -204,6 +204,22 @@ def test_binary_header(code: int, lang: int, version: int, opaque: int, flag: in
 
 
 @FAST
+@given(st.one_of(st.integers(-32768, 32767), st.sampled_from([-32769, 32768, 200050])), st.integers(0, 256),
+       st.integers(-32768, 32767), st.one_of(st.integers(-(1 << 31), (1 << 31) - 1), st.just(1 << 31)),
+       st.integers(-(1 << 31), (1 << 31) - 1), st.one_of(st.none(), st.text(max_size=20)),
+       st.one_of(st.none(), ext, st.just({"a": "\ud800"})), st.binary(max_size=300))
+def test_binary_frame(code: int, lang: int, version: int, opaque: int, flag: int, remark: str | None,
+                      fields: dict[str, str] | None, body: bytes) -> None:
+    """The whole frame equals the frame head + the binary header + the body, or fails the same way."""
+    frame = same(wire.py_encode_binary_frame, native.encode_binary_frame, code, lang, version, opaque, flag, remark,
+                 fields, body)
+    if not isinstance(frame, Exception):
+        assert frame[8:8 + len(frame) - 8 - len(body)] == wire.py_encode_binary_header(
+            code, lang, version, opaque, flag, remark, fields)
+        assert native.encode_binary_frame(code, lang, version, opaque, flag, remark, fields, memoryview(body)) == frame
+
+
+@FAST
 @given(st.binary(max_size=64))
 def test_binary_header_from_noise(raw: bytes) -> None:
     same(wire.py_decode_binary_header, native.decode_binary_header, raw)
