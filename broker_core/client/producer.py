@@ -18,12 +18,12 @@ import concurrent.futures
 import itertools
 import time
 import zlib
-from bisect import bisect_right
 from collections.abc import Callable
 from typing import Any
 
 from broker_core.client.hooks import SendMessageHook, begin_send, end_send, run_send
 from broker_core.client.instance import ClientInstance, shared_instance
+from broker_core.client.latency import LatencyFaultTolerance
 from broker_core.client.message import ClientError, Message, MessageQueue, SendResult, SendStatus
 from broker_core.codec.message import COMPRESSED_FLAG, PROPERTY_UNIQ_KEY, encode_properties
 from broker_core.codec.message_id import UniqueIdGenerator
@@ -35,8 +35,6 @@ from broker_core.protocol.validation import group_error, topic_error
 from broker_core.remoting.blocking import BlockingClient
 from broker_core.remoting.client import RemotingTimeout, run_sync
 
-LATENCY_MAX = (50, 100, 550, 1000, 2000, 3000, 15000)
-NOT_AVAILABLE_DURATION = (0, 0, 30000, 60000, 120000, 180000, 600000)
 NO_RETRY = {ResponseCode.MESSAGE_ILLEGAL, ResponseCode.NO_PERMISSION}
 DEFAULT_MAX_MESSAGE_SIZE = 4 * 1024 * 1024
 # Response codes as plain ints (no enum construction or comparison per send): the ones that make a result, by status.
@@ -62,20 +60,6 @@ def send_fields(group: str, topic: str, sys_flag: int, flag: int, properties: st
 def select_by_key(mqs: list[MessageQueue], msg: Message, key: Any) -> MessageQueue:
     """Queue selector for ordered messages: the same sharding key always maps to the same queue."""
     return mqs[zlib.crc32(str(key).encode()) % len(mqs)]
-
-
-class LatencyFaultTolerance:
-    def __init__(self) -> None:
-        self.unavailable_until: dict[str, float] = {}
-
-    def update(self, broker: str, latency_ms: float, now: float | None = None) -> None:
-        """``now``: ``time.monotonic()`` when the caller has it."""
-        i = bisect_right(LATENCY_MAX, latency_ms)  # the duration of the largest limit <= latency_ms, else 0
-        duration = NOT_AVAILABLE_DURATION[i - 1] if i else 0
-        self.unavailable_until[broker] = (time.monotonic() if now is None else now) + duration / 1000
-
-    def available(self, broker: str) -> bool:
-        return time.monotonic() >= self.unavailable_until.get(broker, 0.0)
 
 
 class Producer:

@@ -25,15 +25,16 @@ from broker_core.codec.message import (
     host_to_bytes,
 )
 from broker_core.codec.names import SCHEDULE_TOPIC
-from broker_core.codec.wire import FLAG_RESPONSE, SERIALIZE_ROCKETMQ, decode_batch, encode_binary_frame
+from broker_core.codec.wire import decode_batch
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
-from broker_core.protocol.command import CURRENT_VERSION, LANGUAGE, LANGUAGE_ORDINAL, V3_4_9
+from broker_core.protocol.command import V3_4_9
 from broker_core.protocol.fields import BadRequest, bool_field, int_field, str_field
 from broker_core.protocol.headers import send_header
 from broker_core.protocol.validation import RETRY_GROUP_TOPIC_PREFIX, TRANS_HALF_TOPIC, dlq_topic, topic_error
 from broker_core.remoting.server import Connection, Handler
 from broker_core.server.retry import ensure_topic
-from broker_core.server.state import PERM_WRITE, TopicConfig
+from broker_core.server.send_fast import make_single_v2
+from broker_core.server.state import TopicConfig
 from broker_core.store import BatchPutResult, GroupCommitRequest, MessageInner, PutMessageResult, PutStatus
 
 if TYPE_CHECKING:
@@ -316,67 +317,7 @@ class SendMessageProcessor:
                 return _replica_then(_after_replica(ctl, request, result.end_offset, mark), respond)
             return respond() if request is None else _after_batch_flush(ctl, request, result, respond)
 
-        cluster = PROPERTY_CLUSTER
-        wait_key = PROPERTY_WAIT_STORE_MSG_OK
-        prepared_key = PROPERTY_TRANSACTION_PREPARED
-        put_nowait = ctl.store.put_messages_nowait
-        valid_names: dict[str, bool] = {}
-
-        def valid_topic(topic: str) -> bool:
-            """topic_error(topic) is None, remembered for the topics the table holds (at most their number)."""
-            ok = valid_names.get(topic)
-            if ok is None:
-                ok = topic_error(topic) is None
-                if len(valid_names) >= 4 * len(ctl.topics.table) + 64:
-                    valid_names.clear()
-                valid_names[topic] = ok
-            return ok
-
-        def single_v2(cmd: RemotingCommand, conn: Connection, h: dict[str, str]) -> RemotingCommand | bytes | None:
-            """The common send, a SEND_MESSAGE_V2 of one plain message to an existing writable topic and queue
-            under ASYNC_FLUSH without a slave to wait for, answered as the general path would, without its
-            V1 map and generic checks; None when anything is unusual (the general path then decides)."""
-            topic = h["b"]
-            cfg = ctl.topics.table.get(topic)  # read each time: upserts replace the table
-            qtext, btext = h.get("e"), h.get("m")
-            if (cfg is None or not cfg.perm & PERM_WRITE or not valid_topic(topic) or not qtext
-                    or (btext and btext.lower() == "true")
-                    or topic.startswith(RETRY_GROUP_TOPIC_PREFIX) or ctl.store.sync_flush or ctl.ha.sync_master):
-                return None
-            try:
-                queue_id = int(qtext)
-                sys_flag = int(h.get("f") or 0)
-                born_ts = int(h.get("g") or 0)
-                flag = int(h.get("h") or 0)
-                reconsume = int(h.get("j") or 0)
-            except ValueError:
-                return None
-            if not 0 <= queue_id < cfg.write_queue_nums or sys_flag & TRANSACTION_TYPE_MASK:
-                return None
-            props = decode_properties(h.get("i") or "")
-            if props.get(prepared_key) == "true":
-                return None
-            props.pop(wait_key, None)
-            props[cluster] = ctl.config.broker_cluster_name
-            born = conn.attributes.get("born")
-            if born is None:
-                host, port = _born(conn)
-                born = conn.attributes["born"] = (host_to_bytes(host), port)
-            msg = MessageInner.from_encoded(topic, cmd.body, queue_id, encode_properties(props), props, flag=flag,
-                                            sys_flag=sys_flag, born_timestamp=born_ts, born_host=born[0],
-                                            born_port=born[1], reconsume_times=reconsume)
-            results, _ = put_nowait([msg])
-            r = results[0]
-            if r.status is not PutStatus.PUT_OK or cmd.serialize_type != SERIALIZE_ROCKETMQ:
-                if r.ok:
-                    ctl.stats.put_count += 1
-                return _send_response(ctl, cmd, results, queue_id)
-            ctl.stats.put_count += 1
-            # _send_response's answer, encoded at once (same fields, same order; tests/unit/server compares them)
-            return encode_binary_frame(
-                ResponseCode.SUCCESS, LANGUAGE_ORDINAL[LANGUAGE], CURRENT_VERSION, cmd.opaque, FLAG_RESPONSE, None,
-                {"msgId": r.msg_id, "queueId": str(queue_id), "queueOffset": str(r.queue_offset),
-                 "MSG_REGION": ctl.config.region_id, "TRACE_ON": "true" if ctl.config.trace_on else "false"})
+        single_v2 = make_single_v2(ctl, _send_response, _born)
 
         def send(cmd: RemotingCommand, conn: Connection) -> RemotingCommand | bytes | Awaitable[RemotingCommand]:
             if ctl.ha.is_slave:  # before anything, so a slave never auto-creates a topic

@@ -7,8 +7,8 @@ from hypothesis import strategies as st
 
 from broker_core.client.allocate import AllocateMessageQueueAveragely, AllocateMessageQueueByCircle
 from broker_core.client.instance import TopicRoute
+from broker_core.client.latency import LatencyFaultTolerance
 from broker_core.client.message import MessageQueue
-from broker_core.client.producer import LatencyFaultTolerance
 
 QUEUES = [f"q{i}" for i in range(1, 9)]
 CIDS = ["c1", "c2", "c3"]

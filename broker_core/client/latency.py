@@ -1,0 +1,25 @@
+"""Latency fault tolerance (the seeds' table): a send that took >= 550 ms makes its broker unavailable for 30 s,
+>= 1000 ms for 60 s, ... >= 15000 ms for 600 s; a failed send counts as 30000 ms. The producer skips unavailable
+brokers while another is available."""
+
+from __future__ import annotations
+
+import time
+from bisect import bisect_right
+
+LATENCY_MAX = (50, 100, 550, 1000, 2000, 3000, 15000)
+NOT_AVAILABLE_DURATION = (0, 0, 30000, 60000, 120000, 180000, 600000)
+
+
+class LatencyFaultTolerance:
+    def __init__(self) -> None:
+        self.unavailable_until: dict[str, float] = {}
+
+    def update(self, broker: str, latency_ms: float, now: float | None = None) -> None:
+        """``now``: ``time.monotonic()`` when the caller has it."""
+        i = bisect_right(LATENCY_MAX, latency_ms)  # the duration of the largest limit <= latency_ms, else 0
+        duration = NOT_AVAILABLE_DURATION[i - 1] if i else 0
+        self.unavailable_until[broker] = (time.monotonic() if now is None else now) + duration / 1000
+
+    def available(self, broker: str) -> bool:
+        return time.monotonic() >= self.unavailable_until.get(broker, 0.0)

@@ -1,0 +1,97 @@
+"""The broker's fast path for the common send: a SEND_MESSAGE_V2 of one plain message (no batch flag, no
+transaction, not to a retry topic) to an existing writable topic and queue, under ASYNC_FLUSH without a slave to
+wait for. It reads the V2 letters directly (no V1 map), remembers the born host per connection and the topic-name
+check per topic, builds the ``MessageInner`` from the encoded properties, and answers a stored message with the
+response frame encoded at once (same fields, same order as ``produce._send_response``'s; a JSON request or a
+refused put gets that function's answer). Anything unusual returns None: the general path in ``produce.py``
+decides, with its checks and errors. tests/unit/server/test_send_fast_path.py holds both paths equal."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from broker_core.codec.message import (
+    PROPERTY_CLUSTER,
+    PROPERTY_TRANSACTION_PREPARED,
+    PROPERTY_WAIT_STORE_MSG_OK,
+    TRANSACTION_TYPE_MASK,
+    decode_properties,
+    encode_properties,
+    host_to_bytes,
+)
+from broker_core.codec.wire import FLAG_RESPONSE, SERIALIZE_ROCKETMQ, encode_binary_frame
+from broker_core.protocol import RemotingCommand, ResponseCode
+from broker_core.protocol.command import CURRENT_VERSION, LANGUAGE, LANGUAGE_ORDINAL
+from broker_core.protocol.validation import RETRY_GROUP_TOPIC_PREFIX, topic_error
+from broker_core.remoting.server import Connection
+from broker_core.server.state import PERM_WRITE
+from broker_core.store import MessageInner, PutMessageResult, PutStatus
+
+if TYPE_CHECKING:
+    from broker_core.server.controller import BrokerController
+
+SingleV2 = Callable[[RemotingCommand, Connection, dict[str, str]], "RemotingCommand | bytes | None"]
+SendResponse = Callable[["BrokerController", RemotingCommand, list[PutMessageResult], int], RemotingCommand]
+
+
+def make_single_v2(ctl: BrokerController, send_response: SendResponse,
+                   born_of: Callable[[Connection], tuple[str, int]]) -> SingleV2:
+    """The fast path for ``ctl``: ``send_response`` and ``born_of`` are the general path's own."""
+    put_nowait = ctl.store.put_messages_nowait
+    valid_names: dict[str, bool] = {}
+    language = LANGUAGE_ORDINAL[LANGUAGE]
+
+    def valid_topic(topic: str) -> bool:
+        """topic_error(topic) is None, remembered (at most a few times the table's size)."""
+        ok = valid_names.get(topic)
+        if ok is None:
+            ok = topic_error(topic) is None
+            if len(valid_names) >= 4 * len(ctl.topics.table) + 64:
+                valid_names.clear()
+            valid_names[topic] = ok
+        return ok
+
+    def single_v2(cmd: RemotingCommand, conn: Connection, h: dict[str, str]) -> RemotingCommand | bytes | None:
+        topic = h["b"]
+        cfg = ctl.topics.table.get(topic)  # read each time: upserts replace the table
+        qtext, btext = h.get("e"), h.get("m")
+        if (cfg is None or not cfg.perm & PERM_WRITE or not valid_topic(topic) or not qtext
+                or (btext and btext.lower() == "true")
+                or topic.startswith(RETRY_GROUP_TOPIC_PREFIX) or ctl.store.sync_flush or ctl.ha.sync_master):
+            return None
+        try:
+            queue_id = int(qtext)
+            sys_flag = int(h.get("f") or 0)
+            born_ts = int(h.get("g") or 0)
+            flag = int(h.get("h") or 0)
+            reconsume = int(h.get("j") or 0)
+        except ValueError:
+            return None
+        if not 0 <= queue_id < cfg.write_queue_nums or sys_flag & TRANSACTION_TYPE_MASK:
+            return None
+        props = decode_properties(h.get("i") or "")
+        if props.get(PROPERTY_TRANSACTION_PREPARED) == "true":
+            return None
+        props.pop(PROPERTY_WAIT_STORE_MSG_OK, None)  # what the broker drops and adds (RocketMQ 4.9.1+)
+        props[PROPERTY_CLUSTER] = ctl.config.broker_cluster_name
+        born = conn.attributes.get("born")
+        if born is None:
+            host, port = born_of(conn)
+            born = conn.attributes["born"] = (host_to_bytes(host), port)
+        msg = MessageInner.from_encoded(topic, cmd.body, queue_id, encode_properties(props), props, flag=flag,
+                                        sys_flag=sys_flag, born_timestamp=born_ts, born_host=born[0],
+                                        born_port=born[1], reconsume_times=reconsume)
+        results, _ = put_nowait([msg])
+        r = results[0]
+        if r.status is not PutStatus.PUT_OK or cmd.serialize_type != SERIALIZE_ROCKETMQ:
+            if r.ok:
+                ctl.stats.put_count += 1
+            return send_response(ctl, cmd, results, queue_id)
+        ctl.stats.put_count += 1
+        return encode_binary_frame(
+            ResponseCode.SUCCESS, language, CURRENT_VERSION, cmd.opaque, FLAG_RESPONSE, None,
+            {"msgId": r.msg_id, "queueId": str(queue_id), "queueOffset": str(r.queue_offset),
+             "MSG_REGION": ctl.config.region_id, "TRACE_ON": "true" if ctl.config.trace_on else "false"})
+
+    return single_v2
