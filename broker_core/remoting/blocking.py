@@ -59,7 +59,7 @@ class _Socket:
     def set_deadline(self, deadline: float) -> None:
         """Bound the next blocking call by ``deadline``; TimeoutError once it has passed. The kernel timeout is
         set again only when it would outlast the deadline, or is far shorter than the time left (it would then
-        expire early, and be set again by the caller's next try). (``send`` and ``_recv`` inline this.)"""
+        expire early, and be set again by the caller's next try)."""
         left = deadline - _monotonic()
         if left <= 0:
             raise TimeoutError
@@ -76,35 +76,20 @@ class _Socket:
 
     def send(self, data: bytes, deadline: float) -> None:
         """All of ``data`` by ``deadline`` (TimeoutError)."""
-        left = deadline - _monotonic()
-        if left <= 0:
-            raise TimeoutError
-        t = self.timeout
-        if t > left + TIMEOUT_SLACK or t < left * 0.5:
-            self._set_timeout(left)
-        try:
-            sent = self.sock.send(data)
-        except BlockingIOError:  # the kernel timeout expired before anything was taken
-            sent = 0
-        if sent < len(data):
-            with memoryview(data) as view:
-                while sent < len(data):
-                    self.set_deadline(deadline)
-                    try:
-                        sent += self.sock.send(view[sent:])
-                    except BlockingIOError:
-                        pass
+        sent, size = 0, len(data)
+        with memoryview(data) as view:
+            while sent < size:
+                self.set_deadline(deadline)
+                try:
+                    sent += self.sock.send(view[sent:] if sent else data)
+                except BlockingIOError:  # the kernel timeout expired before anything was taken
+                    pass
 
     def _recv(self, view: memoryview, deadline: float, flags: int = 0) -> int:
         """One ``recv_into(view)`` of at least one byte by ``deadline`` (TimeoutError); ConnectionError if the
         peer closed."""
         while True:
-            left = deadline - _monotonic()
-            if left <= 0:
-                raise TimeoutError
-            t = self.timeout
-            if t > left + TIMEOUT_SLACK or t < left * 0.5:
-                self._set_timeout(left)
+            self.set_deadline(deadline)
             try:
                 n = self.sock.recv_into(view, 0, flags)
             except BlockingIOError:  # SO_RCVTIMEO expired with nothing received: the deadline decides

@@ -6,14 +6,12 @@ reads, every response arrives, in order."""
 from __future__ import annotations
 
 import asyncio
-import socket
-from collections.abc import Callable, Coroutine
-from typing import Any
 
 import pytest
 
-from broker_core.protocol import FrameDecoder, RemotingCommand, ResponseCode
+from broker_core.protocol import RemotingCommand, ResponseCode
 from broker_core.remoting.server import Connection, RemotingServer
+from tests.unit.remoting.loop_helpers import connect, loop_factories, read_responses, run, until
 
 CODE = 7001
 BODY = 256 * 1024
@@ -21,48 +19,7 @@ HIGH, LOW = 512 * 1024, 128 * 1024
 REQUESTS = 200  # 50 MiB of responses if nothing pushed back
 
 
-def _factories() -> list[Any]:
-    out = [pytest.param(asyncio.new_event_loop, id="asyncio")]
-    try:
-        import uvloop
-    except ImportError:
-        return out
-    return [*out, pytest.param(uvloop.new_event_loop, id="uvloop")]
-
-
-def _run(factory: Callable[[], asyncio.AbstractEventLoop], main: Coroutine[Any, Any, None]) -> None:
-    with asyncio.Runner(loop_factory=factory) as runner:
-        runner.run(main)
-
-
-async def _until(cond: Callable[[], bool], what: str) -> None:
-    for _ in range(3000):  # bounds a hang only
-        if cond():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-async def _connect(port: int, rcvbuf: int) -> socket.socket:
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
-    sock.setblocking(False)
-    await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", port))
-    return sock
-
-
-async def _read_responses(sock: socket.socket, count: int) -> list[RemotingCommand]:
-    loop = asyncio.get_running_loop()
-    decoder = FrameDecoder()
-    got: list[RemotingCommand] = []
-    while len(got) < count:
-        data = await loop.sock_recv(sock, 1 << 20)
-        assert data, "server closed the connection"
-        got.extend(decoder.feed(data))
-    return got
-
-
-@pytest.mark.parametrize("factory", _factories())
+@pytest.mark.parametrize("factory", loop_factories())
 def test_a_client_that_does_not_read_is_paused_and_others_are_served(factory) -> None:  # type: ignore[no-untyped-def]
     async def main() -> None:
         seen_unsent: list[int] = []
@@ -75,24 +32,24 @@ def test_a_client_that_does_not_read_is_paused_and_others_are_served(factory) ->
         port = await server.start("127.0.0.1", 0)
         loop = asyncio.get_running_loop()
         try:
-            slow = await _connect(port, 64 * 1024)
+            slow = await connect(port, 64 * 1024)
             await loop.sock_sendall(slow, b"".join(
                 RemotingCommand(CODE, n, 0, {}, b"").encode() for n in range(1, REQUESTS + 1)))
-            await _until(lambda: any(c.paused for c in server.connections), "the slow connection to be paused")
+            await until(lambda: any(c.paused for c in server.connections), "the slow connection to be paused")
             conn = next(c for c in server.connections if c.paused)
             answered = len(seen_unsent)
             assert answered < REQUESTS and conn.backlog, "the server kept answering a client that does not read"
             assert conn.write_buffer_size <= HIGH + BODY + 1024
             assert max(seen_unsent) <= HIGH  # never answered while past the high-water mark
 
-            other = await _connect(port, 1 << 20)  # a second client is served while the first is paused
+            other = await connect(port, 1 << 20)  # a second client is served while the first is paused
             await loop.sock_sendall(other, RemotingCommand(CODE, 1, 0, {}, b"").encode())
-            (resp,) = await _read_responses(other, 1)
+            (resp,) = await read_responses(other, 1)
             assert resp.code == ResponseCode.SUCCESS and len(resp.body) == BODY
             other.close()
             assert conn.paused and len(seen_unsent) == answered + 1  # still nothing more for the slow one
 
-            responses = await _read_responses(slow, REQUESTS)  # reading drains it: everything, in order
+            responses = await read_responses(slow, REQUESTS)  # reading drains it: everything, in order
             assert [r.opaque for r in responses] == list(range(1, REQUESTS + 1))
             assert all(r.code == ResponseCode.SUCCESS and len(r.body) == BODY for r in responses)
             assert conn.pauses >= 1 and not conn.paused and not conn.backlog
@@ -101,7 +58,7 @@ def test_a_client_that_does_not_read_is_paused_and_others_are_served(factory) ->
         finally:
             await server.close()
 
-    _run(factory, main())
+    run(factory, main())
 
 
 def test_the_low_water_mark_must_not_pass_the_high_one() -> None:

@@ -9,40 +9,18 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from broker_core.protocol import FrameDecoder, RemotingCommand, ResponseCode
+from broker_core.protocol import RemotingCommand, ResponseCode
 from broker_core.protocol.command import FLAG_ONEWAY
 from broker_core.remoting.server import MAX_QUEUED, Connection, FileRegion, FileResponse, RemotingServer
+from tests.unit.remoting.loop_helpers import connect, loop_factories, read_responses, run, until
 
 FILE, PLAIN = 7101, 7102
 MIB = 1024 * 1024
-
-
-def _factories() -> list[Any]:
-    out = [pytest.param(asyncio.new_event_loop, id="asyncio")]
-    try:
-        import uvloop
-    except ImportError:
-        return out
-    return [*out, pytest.param(uvloop.new_event_loop, id="uvloop")]
-
-
-def _run(factory: Callable[[], asyncio.AbstractEventLoop], main: Coroutine[Any, Any, None]) -> None:
-    with asyncio.Runner(loop_factory=factory) as runner:
-        runner.run(main)
-
-
-async def _until(cond: Callable[[], bool], what: str) -> None:
-    for _ in range(3000):  # bounds a hang only
-        if cond():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _open_fds(path: Path) -> int:
@@ -81,25 +59,6 @@ def _req(code: int, opaque: int, offset: int, length: int, oneway: bool = False)
                            {"offset": str(offset), "length": str(length)}, b"").encode()
 
 
-async def _connect(port: int, rcvbuf: int) -> socket.socket:
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
-    sock.setblocking(False)
-    await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", port))
-    return sock
-
-
-async def _read(sock: socket.socket, count: int) -> list[RemotingCommand]:
-    loop = asyncio.get_running_loop()
-    decoder = FrameDecoder(64 * MIB)
-    got: list[RemotingCommand] = []
-    while len(got) < count:
-        data = await loop.sock_recv(sock, MIB)
-        assert data, "server closed the connection"
-        got.extend(decoder.feed(data))
-    return got
-
-
 async def _read_to_eof(sock: socket.socket) -> bytes:
     loop = asyncio.get_running_loop()
     out = bytearray()
@@ -108,7 +67,7 @@ async def _read_to_eof(sock: socket.socket) -> bytes:
     return bytes(out)
 
 
-@pytest.mark.parametrize("factory", _factories())
+@pytest.mark.parametrize("factory", loop_factories())
 def test_file_and_plain_responses_arrive_whole_and_in_order(factory: Any, data: tuple[Path, bytes]) -> None:
     path, content = data
 
@@ -116,7 +75,7 @@ def test_file_and_plain_responses_arrive_whole_and_in_order(factory: Any, data: 
         server = _server(path)
         port = await server.start("127.0.0.1", 0)
         try:
-            sock = await _connect(port, 64 * 1024)  # small: the socket fills and senders wait for it
+            sock = await connect(port, 64 * 1024)  # small: the socket fills and senders wait for it
             asked: list[tuple[int, int, int]] = []
             for i in range(1, 61):
                 code = PLAIN if i % 3 == 1 else FILE
@@ -124,21 +83,21 @@ def test_file_and_plain_responses_arrive_whole_and_in_order(factory: Any, data: 
                 asked.append((code, offset, length))
             await asyncio.get_running_loop().sock_sendall(sock, b"".join(
                 _req(code, i, offset, length) for i, (code, offset, length) in enumerate(asked, 1)))
-            responses = await _read(sock, len(asked))
+            responses = await read_responses(sock, len(asked))
             assert [r.opaque for r in responses] == list(range(1, len(asked) + 1))
             for r, (code, offset, length) in zip(responses, asked, strict=True):
                 assert r.code == ResponseCode.SUCCESS
                 want = content[offset:offset + length] if code == FILE else bytes([r.opaque % 256]) * length
                 assert r.body == want, f"response {r.opaque}"
-            await _until(lambda: _open_fds(path) == 0, "every region's descriptor to be closed")
+            await until(lambda: _open_fds(path) == 0, "every region's descriptor to be closed")
             sock.close()
         finally:
             await server.close()
 
-    _run(factory, main())
+    run(factory, main())
 
 
-@pytest.mark.parametrize("factory", _factories())
+@pytest.mark.parametrize("factory", loop_factories())
 def test_a_client_that_does_not_read_file_responses_is_paused(factory: Any, data: tuple[Path, bytes]) -> None:
     path, content = data
     n = 60
@@ -147,28 +106,28 @@ def test_a_client_that_does_not_read_file_responses_is_paused(factory: Any, data
         server = _server(path)
         port = await server.start("127.0.0.1", 0)
         try:
-            slow = await _connect(port, 64 * 1024)
+            slow = await connect(port, 64 * 1024)
             await asyncio.get_running_loop().sock_sendall(slow, b"".join(
                 _req(FILE, i, i * 1000, MIB) for i in range(1, n + 1)))
-            await _until(lambda: any(c.paused for c in server.connections), "the slow connection to be paused")
+            await until(lambda: any(c.paused for c in server.connections), "the slow connection to be paused")
             conn = next(iter(server.connections))
             assert conn.backlog and len(conn.outbox) == MAX_QUEUED and conn.sender is not None
             assert _open_fds(path) == MAX_QUEUED + 1  # the queued responses and the one being sent
             assert conn.write_buffer_size > MAX_QUEUED * MIB
 
-            responses = await _read(slow, n)  # reading drains it: everything, in order
+            responses = await read_responses(slow, n)  # reading drains it: everything, in order
             assert [r.opaque for r in responses] == list(range(1, n + 1))
             assert all(r.body == content[r.opaque * 1000:r.opaque * 1000 + MIB] for r in responses)
             assert conn.pauses >= 1 and not conn.paused and not conn.backlog and not conn.outbox
-            await _until(lambda: _open_fds(path) == 0, "every region's descriptor to be closed")
+            await until(lambda: _open_fds(path) == 0, "every region's descriptor to be closed")
             slow.close()
         finally:
             await server.close()
 
-    _run(factory, main())
+    run(factory, main())
 
 
-@pytest.mark.parametrize("factory", _factories())
+@pytest.mark.parametrize("factory", loop_factories())
 def test_lost_connections_short_files_and_oneway_requests_close_every_descriptor(
         factory: Any, data: tuple[Path, bytes]) -> None:
     path, content = data
@@ -178,29 +137,29 @@ def test_lost_connections_short_files_and_oneway_requests_close_every_descriptor
         port = await server.start("127.0.0.1", 0)
         loop = asyncio.get_running_loop()
         try:
-            gone = await _connect(port, 64 * 1024)  # asks for 8 MiB, takes a little, leaves
+            gone = await connect(port, 64 * 1024)  # asks for 8 MiB, takes a little, leaves
             await loop.sock_sendall(gone, b"".join(_req(FILE, i, 0, 2 * MIB) for i in range(1, 5)))
             assert await loop.sock_recv(gone, 1000)
-            await _until(lambda: _open_fds(path) >= 1, "the server to be sending")
+            await until(lambda: _open_fds(path) >= 1, "the server to be sending")
             gone.close()
-            await _until(lambda: not server.connections and _open_fds(path) == 0,
+            await until(lambda: not server.connections and _open_fds(path) == 0,
                          "the lost connection's descriptors to be closed")
 
-            short = await _connect(port, MIB)  # the region runs past the file's end: the frame cannot be whole
+            short = await connect(port, MIB)  # the region runs past the file's end: the frame cannot be whole
             await loop.sock_sendall(short, _req(FILE, 1, len(content) - 1000, 5000))
             got = await _read_to_eof(short)
             assert len(got) < 5000 and got.endswith(content[-1000:])  # closed mid-frame, never padded
             short.close()
-            await _until(lambda: not server.connections and _open_fds(path) == 0,
+            await until(lambda: not server.connections and _open_fds(path) == 0,
                          "the short file's connection to be closed")
 
-            sock = await _connect(port, MIB)  # oneway: no answer, descriptor closed; the server still serves
+            sock = await connect(port, MIB)  # oneway: no answer, descriptor closed; the server still serves
             await loop.sock_sendall(sock, _req(FILE, 1, 0, 100, oneway=True) + _req(FILE, 2, 5, 100))
-            (resp,) = await _read(sock, 1)
+            (resp,) = await read_responses(sock, 1)
             assert resp.opaque == 2 and resp.body == content[5:105]
-            await _until(lambda: _open_fds(path) == 0, "the oneway response's descriptor to be closed")
+            await until(lambda: _open_fds(path) == 0, "the oneway response's descriptor to be closed")
             sock.close()
         finally:
             await server.close()
 
-    _run(factory, main())
+    run(factory, main())

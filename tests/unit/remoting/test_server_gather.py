@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
-from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +18,7 @@ import pytest
 
 from broker_core.codec.hashing import tag_hash
 from broker_core.config import BrokerConfig
-from broker_core.protocol import FrameDecoder, RemotingCommand, ResponseCode
+from broker_core.protocol import RemotingCommand, ResponseCode
 from broker_core.protocol.command import FLAG_ONEWAY
 from broker_core.remoting.server import (
     Connection,
@@ -32,24 +30,11 @@ from broker_core.remoting.server import (
 from broker_core.store import MessageStore
 from broker_core.store.mapped_file import MappedFile
 from broker_core.store.message import MessageInner
+from tests.unit.remoting.loop_helpers import connect, loop_factories, read_responses, run, until
 
 GATHER, FILE, PLAIN = 7201, 7202, 7203
 MIB = 1024 * 1024
 SEGMENT = 8 * MIB
-
-
-def _factories() -> list[Any]:
-    out = [pytest.param(asyncio.new_event_loop, id="asyncio")]
-    try:
-        import uvloop
-    except ImportError:
-        return out
-    return [*out, pytest.param(uvloop.new_event_loop, id="uvloop")]
-
-
-def _run(factory: Callable[[], asyncio.AbstractEventLoop], main: Coroutine[Any, Any, None]) -> None:
-    with asyncio.Runner(loop_factory=factory) as runner:
-        runner.run(main)
 
 
 class Segment:
@@ -107,33 +92,6 @@ def _req(code: int, opaque: int, ranges: list[tuple[int, int]], oneway: bool = F
                            {"ranges": ",".join(f"{o}:{n}" for o, n in ranges)}, b"").encode()
 
 
-async def _connect(port: int, rcvbuf: int) -> socket.socket:
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
-    sock.setblocking(False)
-    await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", port))
-    return sock
-
-
-async def _read(sock: socket.socket, count: int) -> list[RemotingCommand]:
-    loop = asyncio.get_running_loop()
-    decoder = FrameDecoder(64 * MIB)
-    got: list[RemotingCommand] = []
-    while len(got) < count:
-        data = await loop.sock_recv(sock, MIB)
-        assert data, "server closed the connection"
-        got.extend(decoder.feed(data))
-    return got
-
-
-async def _until(cond: Callable[[], bool], what: str) -> None:
-    for _ in range(3000):  # bounds a hang only
-        if cond():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 @pytest.fixture
 def seg(tmp_path: Path) -> Segment:
     return Segment(tmp_path / f"{0:020d}")
@@ -146,7 +104,7 @@ def file_path(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize("factory", _factories())
+@pytest.mark.parametrize("factory", loop_factories())
 def test_gather_file_and_plain_responses_arrive_whole_and_in_order(factory: Any, seg: Segment,
                                                                      file_path: Path) -> None:
     file_content = file_path.read_bytes()
@@ -155,7 +113,7 @@ def test_gather_file_and_plain_responses_arrive_whole_and_in_order(factory: Any,
         server = _server(seg, file_path)
         port = await server.start("127.0.0.1", 0)
         try:
-            sock = await _connect(port, 64 * 1024)  # small: responses queue behind each other
+            sock = await connect(port, 64 * 1024)  # small: responses queue behind each other
             asked: list[tuple[int, list[tuple[int, int]]]] = []
             for i in range(1, 61):
                 code = (GATHER, FILE, PLAIN)[i % 3] if i % 4 else GATHER
@@ -165,7 +123,7 @@ def test_gather_file_and_plain_responses_arrive_whole_and_in_order(factory: Any,
                 asked.append((code, ranges))
             await asyncio.get_running_loop().sock_sendall(sock, b"".join(
                 _req(code, i, ranges) for i, (code, ranges) in enumerate(asked, 1)))
-            responses = await _read(sock, len(asked))
+            responses = await read_responses(sock, len(asked))
             assert [r.opaque for r in responses] == list(range(1, len(asked) + 1))
             for r, (code, ranges) in zip(responses, asked, strict=True):
                 assert r.code == ResponseCode.SUCCESS
@@ -182,25 +140,25 @@ def test_gather_file_and_plain_responses_arrive_whole_and_in_order(factory: Any,
         finally:
             await server.close()
 
-    _run(factory, main())
+    run(factory, main())
 
 
-@pytest.mark.parametrize("factory", _factories())
+@pytest.mark.parametrize("factory", loop_factories())
 def test_a_segment_deleted_while_its_views_wait_in_the_transport_still_sends_its_bytes(
         factory: Any, seg: Segment, file_path: Path) -> None:
     async def main() -> None:
         server = _server(seg, file_path)
         port = await server.start("127.0.0.1", 0)
         try:
-            sock = await _connect(port, 16 * 1024)  # reads nothing until the segment is gone
+            sock = await connect(port, 16 * 1024)  # reads nothing until the segment is gone
             ranges = [(0, 3 * MIB), (4 * MIB, 3 * MIB)]
             await asyncio.get_running_loop().sock_sendall(sock, _req(GATHER, 1, ranges) + _req(PLAIN, 2, [(0, 1)]))
-            await _until(lambda: seg.released == 1, "the response to be handed to the transport")
+            await until(lambda: seg.released == 1, "the response to be handed to the transport")
             conn = next(iter(server.connections))
             assert conn.write_buffer_size > MIB  # views wait unsent in the transport
             assert seg.mf.destroy(0, 0)  # every hold was released: the file goes now (its mapping stays)
             assert not seg.mf.path.exists()
-            first, second = await _read(sock, 2)
+            first, second = await read_responses(sock, 2)
             assert (first.opaque, second.opaque) == (1, 2)
             assert first.body == seg.want(ranges)
             assert seg.taken == seg.released == 1
@@ -208,28 +166,28 @@ def test_a_segment_deleted_while_its_views_wait_in_the_transport_still_sends_its
         finally:
             await server.close()
 
-    _run(factory, main())
+    run(factory, main())
 
 
-@pytest.mark.parametrize("factory", _factories())
+@pytest.mark.parametrize("factory", loop_factories())
 def test_oneway_and_closed_connections_release_gather_responses(factory: Any, seg: Segment,
                                                                  file_path: Path) -> None:
     async def main() -> None:
         server = _server(seg, file_path)
         port = await server.start("127.0.0.1", 0)
         try:
-            sock = await _connect(port, 64 * 1024)
+            sock = await connect(port, 64 * 1024)
             await asyncio.get_running_loop().sock_sendall(sock, _req(GATHER, 1, [(0, 1000)], oneway=True)
                                                           + _req(PLAIN, 2, [(0, 1)]))
-            (resp,) = await _read(sock, 1)
+            (resp,) = await read_responses(sock, 1)
             assert resp.opaque == 2  # the oneway request got nothing
             assert seg.taken == seg.released == 1
             sock.close()
-            await _until(lambda: not server.connections, "the connection to close")
+            await until(lambda: not server.connections, "the connection to close")
         finally:
             await server.close()
 
-    _run(factory, main())
+    run(factory, main())
 
 
 def test_store_views_equal_the_copying_read_and_release_their_segments(tmp_path: Path) -> None:

@@ -24,11 +24,7 @@ from broker_core.server.state import TopicConfig
 
 
 class _Transport:
-    def __init__(self) -> None:
-        self.frames: list[bytes] = []
-
-    def write(self, data: bytes) -> None:
-        self.frames.append(data)
+    """What a Connection reads of its transport (handlers here are called directly; nothing is written)."""
 
     def is_closing(self) -> bool:
         return False
