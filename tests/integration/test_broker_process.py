@@ -70,7 +70,7 @@ def test_help_documents_every_key():
 
 
 def _two_free_ports_apart() -> int:
-    """A port P with P and P-2 both free now (the broker binds them right after)."""
+    """A port P with P, P-2 (VIP) and P+1 (HA) free now (the broker binds them right after)."""
     import socket
 
     for _ in range(50):
@@ -80,9 +80,10 @@ def _two_free_ports_apart() -> int:
         if port <= 1026:
             continue
         try:
-            with socket.socket() as a, socket.socket() as b:
+            with socket.socket() as a, socket.socket() as b, socket.socket() as c:
                 a.bind(("127.0.0.1", port))
                 b.bind(("127.0.0.1", port - 2))
+                c.bind(("127.0.0.1", port + 1))  # the HA port, listenPort + 1
             return port
         except OSError:
             continue

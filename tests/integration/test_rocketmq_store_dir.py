@@ -54,11 +54,15 @@ class Served:
     def start(self) -> None:
         conf = self.tmp / "broker.conf"
         conf.write_text("brokerName=broker-a\nwarmMapedFileEnable=false\nregisterNameServerPeriod=1000\n"
-                        "fastListenEnable=false\n")
+                        "fastListenEnable=false\n"
+                        # any free HA port: listenPort + 1 may be held by another process's ephemeral socket
+                        "haListenPort=0\n")
         self.proc, _ = _start(["-m", "broker_core", "--store-dir", str(self.store), "--listen", self.addr,
                                "--namesrv", self.namesrv, "--config", str(conf)], self.tmp / "broker.log")
 
     def stop(self) -> None:
+        if self.proc is None:  # start() failed: its error is the one to report
+            return
         self.proc.send_signal(signal.SIGTERM)  # type: ignore[attr-defined]
         self.proc.wait(timeout=60)  # type: ignore[attr-defined]
 
