@@ -145,13 +145,7 @@ class Producer:
             queue = selector(route.write_queues, msg, arg)
         props, props_b = self._single(msg)
         body, sys_flag = self._body(msg)
-        flag = msg.flag
-        # send_fields' header (same keys, same order) already as the text it is encoded as, so encoding
-        # converts nothing; "e" and "g" are (re)set per attempt, each attempt's command getting its own copy.
-        fields: dict[str, Any] = {
-            "a": self.group, "b": msg.topic, "c": DEFAULT_TOPIC, "d": _QUEUE_NUMS_TEXT, "f": str(sys_flag),
-            "h": str(flag) if type(flag) is int else flag, "i": props_b.decode(), "j": "0", "k": "false",
-            "m": "false"}
+        fields = self._text_fields(msg, props_b, sys_flag)
         monotonic = time.monotonic
         deadline = monotonic() + self.send_timeout
         last_broker: str | None = None
@@ -270,12 +264,16 @@ class Producer:
             left = deadline - time.monotonic()
             if left <= 0:
                 break
+            route = self.instance.routes.get(topic)  # cached (the common case): no coroutine to await
             try:
                 if queue is not None:
                     mq = queue
-                    await self.instance.route(topic)
+                    if route is None:
+                        await self.instance.route(topic)
                 elif selector is not None:
-                    mq = selector((await self.instance.route(topic)).write_queues, msg, arg)  # type: ignore[arg-type]  # a str by construction (UNIQ_KEY set above / ids joined)
+                    mq = selector((route or await self.instance.route(topic)).write_queues, msg, arg)  # type: ignore[arg-type]  # a str by construction (UNIQ_KEY set above / ids joined)
+                elif route is not None:
+                    mq = self._pick_from(route.write_queues, topic, last_broker)
                 else:
                     mq = await self._pick(topic, last_broker)
             except ClientError as exc:
@@ -320,6 +318,14 @@ class Producer:
         return SendResult(status, msg_id, str(h.get("msgId", "")), int(h.get("queueId", mq.queue_id)),
                           int(h.get("queueOffset", -1)), mq)
 
+    def _text_fields(self, msg: Message, props_b: bytes, sys_flag: int) -> dict[str, Any]:
+        """send_fields' header (same keys, same order) already as the text it is encoded as, so encoding
+        converts nothing; "e" and "g" are (re)set per attempt, each attempt's command getting its own copy."""
+        flag = msg.flag
+        return {"a": self.group, "b": msg.topic, "c": DEFAULT_TOPIC, "d": _QUEUE_NUMS_TEXT, "f": str(sys_flag),
+                "h": str(flag) if type(flag) is int else flag, "i": props_b.decode(), "j": "0", "k": "false",
+                "m": "false"}
+
     def _single(self, msg: Message) -> tuple[dict[str, str], bytes]:
         self._check(msg)
         return self._properties(msg)
@@ -344,12 +350,15 @@ class Producer:
                     arg: Any = None, retries: int | None = None) -> SendResult:
         """``retries``: other brokers tried after a failure (default ``retry_times_when_send_failed``)."""
         props, props_b = self._single(msg)
-        fields = send_fields(self.group, msg.topic, 0, msg.flag, props_b.decode())
-        body, fields["f"] = self._body(msg)
+        body, sys_flag = self._body(msg)
+        fields = self._text_fields(msg, props_b, sys_flag)
 
         def build(mq: MessageQueue) -> RemotingCommand:
-            return RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, {
-                **fields, "e": mq.queue_id, "g": int(time.time() * 1000)}, body)
+            qid = mq.queue_id
+            header = fields.copy()
+            header["e"] = str(qid) if type(qid) is int else qid
+            header["g"] = str(int(time.time() * 1000))
+            return RemotingCommand(_SEND_MESSAGE_V2, 0, 0, header, body)
 
         resp, mq = await self._send(msg.topic, build, queue, selector, msg, arg, retries=retries)
         return self._result(resp, mq, props[PROPERTY_UNIQ_KEY])  # type: ignore[arg-type]  # a str by construction (UNIQ_KEY set above / ids joined)

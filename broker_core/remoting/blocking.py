@@ -147,6 +147,12 @@ class _Socket:
         return decode_command(serialize_type, header, body)
 
     def close(self) -> None:
+        """Shut the socket down, then close it: a thread blocked in recv on it (a held long-polling pull) wakes
+        with end-of-stream (ConnectionError) instead of waiting out its timeout; close alone would not wake it."""
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass  # not connected any more
         try:
             self.sock.close()
         except OSError:

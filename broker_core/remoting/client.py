@@ -132,9 +132,9 @@ class _Channel(asyncio.Protocol):
             self.transport.close()
 
 
-def _expire(fut: asyncio.Future[RemotingCommand], error: RemotingTimeout) -> None:
-    if not fut.done():
-        fut.set_exception(error)
+def _expire(fut: asyncio.Future[RemotingCommand], code: int, addr: str, timeout: float) -> None:
+    if not fut.done():  # the error is built only when it happens, not for every request
+        fut.set_exception(RemotingTimeout(f"request {code} to {addr} timed out after {timeout:.1f}s"))
 
 
 class RemotingClient:
@@ -175,7 +175,9 @@ class RemotingClient:
         return await fut
 
     async def invoke(self, addr: str, cmd: RemotingCommand, timeout: float = 3.0) -> RemotingCommand:
-        ch = await self._channel(addr)
+        ch = self._channels.get(addr)
+        if ch is None or not ch.alive:
+            ch = await self._channel(addr)
         cmd.opaque = next(self._opaque) & 0x7FFFFFFF
         cmd.serialize_type = self.serialize_type
         if self.credentials is not None:
@@ -185,8 +187,7 @@ class RemotingClient:
         ch.pending[cmd.opaque] = fut
         ch.write(cmd.encode())
         # one timer on the future itself (asyncio.wait_for wraps it in a task-like waiter: several times the cost)
-        timer = loop.call_later(timeout, _expire, fut,
-                                RemotingTimeout(f"request {cmd.code} to {addr} timed out after {timeout:.1f}s"))
+        timer = loop.call_later(timeout, _expire, fut, cmd.code, addr, timeout)
         try:
             return await fut
         except RemotingTimeout:

@@ -262,6 +262,28 @@ def test_long_polling_wakes_a_waiting_pull(cluster: Cluster, admin: AdminClient,
         pc.shutdown()
 
 
+def test_shutdown_wakes_a_held_pull(cluster: Cluster, admin: AdminClient):
+    """A pull held by the broker (30 s) on another thread ends with ConnectionError when the consumer shuts down,
+    instead of keeping the thread until the hold runs out (the socket is shut down, not only closed)."""
+    admin.create_topic("PollStop", 1, 1, brokers=["broker-a"])
+    pc = PullConsumer("poll-stop-group", cluster.namesrv).start()
+    mq = pc.fetch_queues("PollStop")[0]
+    result: dict[str, object] = {}
+
+    def waiter() -> None:
+        try:
+            result["res"] = pc.pull_block_if_not_found(mq, 0, 32, timeout=30.0)
+        except ConnectionError as exc:
+            result["error"] = exc
+
+    t = threading.Thread(target=waiter)
+    t.start()
+    time.sleep(0.5)  # the pull is now held by the broker
+    pc.shutdown()
+    t.join(20)  # bounds a hang only: the hold is 30 s and the client's own timeout 35 s
+    assert not t.is_alive() and isinstance(result.get("error"), ConnectionError), result
+
+
 def test_pull_consumer_offsets_and_lookups(cluster: Cluster, admin: AdminClient, producer: Producer):
     admin.create_topic("Lookup", 2, 2, brokers=["broker-b"])
     results = [producer.send(Message("Lookup", f"l-{i}".encode(), tags="T1" if i % 2 else "T2", keys=f"lk-{i}"))

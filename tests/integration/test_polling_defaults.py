@@ -48,5 +48,6 @@ def held_pull(addr: str, timeout: float) -> RemotingCommand:
 def test_short_polling_answers_a_held_pull_early(cluster: Cluster) -> None:
     resp = held_pull(cluster.brokers["short"].addr, 5.0)
     assert resp.code == ResponseCode.PULL_NOT_FOUND
-    with pytest.raises(RemotingTimeout):  # long polling holds the same pull for 15 s
+    # long polling holds the same pull for 15 s; the error names the request code, the broker and the timeout
+    with pytest.raises(RemotingTimeout, match=rf"request {int(RequestCode.PULL_MESSAGE)} to .+ timed out after 1\.0s"):
         held_pull(cluster.brokers["long"].addr, 1.0)

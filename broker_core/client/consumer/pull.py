@@ -7,7 +7,7 @@ from broker_core.client.instance import ClientInstance
 from broker_core.client.message import ClientError, MessageQueue
 from broker_core.protocol import RequestCode, ResponseCode
 from broker_core.protocol.acl import SessionCredentials
-from broker_core.protocol.filter import parse_subscription
+from broker_core.protocol.filter import Subscription, parse_subscription
 from broker_core.remoting.blocking import BlockingClient
 from broker_core.remoting.client import run_sync
 
@@ -42,23 +42,28 @@ class PullConsumer(_ConsumerBase):
         """One pull; ``expression`` by tag, or SQL92 over properties with ``expression_type="SQL92"``. Runs on the
         calling thread over a blocking socket once the topic's route is known (as ``Producer.send``); the first
         pull of a topic looks the route up through the client event loop."""
-        sub = parse_subscription(mq.topic, expression, expression_type)
+        return self._pull_here(mq, offset, max_nums, parse_subscription(mq.topic, expression, expression_type), 0.0)
+
+    def pull_block_if_not_found(self, mq: MessageQueue, offset: int, max_nums: int = 32, expression: str = "*",
+                                timeout: float = BROKER_SUSPEND_MAX_S, expression_type: str = "TAG") -> PullResult:
+        """Long polling: the broker holds the request until a message arrives or ``timeout`` passes. Runs on the
+        calling thread as :meth:`pull` (the held request waits in this thread's socket read, and the reply is
+        decoded here, not on the client event loop that producers in this process share)."""
+        return self._pull_here(mq, offset, max_nums, parse_subscription(mq.topic, expression, expression_type),
+                               timeout)
+
+    def _pull_here(self, mq: MessageQueue, offset: int, max_nums: int, sub: Subscription,
+                   suspend_s: float) -> PullResult:
         if mq.topic not in self.instance.routes:
-            return run_sync(self.apull(mq, offset, max_nums, sub))
+            return run_sync(self.apull(mq, offset, max_nums, sub, suspend_s))
         addr, _ = self.instance.find_broker(mq.broker_name, self.pull_from.get(mq, 0))
-        cmd, timeout = self._pull_command(mq, offset, max_nums, sub, 0.0, -1, 0)
+        cmd, timeout = self._pull_command(mq, offset, max_nums, sub, suspend_s, -1, 0)
         try:
             resp = self.blocking.invoke(addr, cmd, timeout)
         except ConnectionError:
             self.instance.mark_down(addr)  # the next pull goes to another broker of the group
             raise
         return self._pull_result(mq, sub, offset, resp)
-
-    def pull_block_if_not_found(self, mq: MessageQueue, offset: int, max_nums: int = 32, expression: str = "*",
-                                timeout: float = BROKER_SUSPEND_MAX_S, expression_type: str = "TAG") -> PullResult:
-        """Long polling: the broker holds the request until a message arrives or ``timeout`` passes."""
-        return run_sync(self.apull(mq, offset, max_nums, parse_subscription(mq.topic, expression, expression_type),
-                                   timeout))
 
     def min_offset(self, mq: MessageQueue) -> int:
         return run_sync(self._offset(mq, RequestCode.GET_MIN_OFFSET))
