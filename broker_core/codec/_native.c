@@ -1536,6 +1536,170 @@ static PyObject *py_encode_binary_frame(PyObject *self, PyObject *args) {
 }
 
 /* ------------------------------------------------------------------ module */
+
+/* ------------------------------------------------------------------ the store's put loop */
+enum { A_LIMITS, A_BODY, A_TAIL, A_TOPIC, A_QUEUE_ID, A_FLAG, A_SYS_FLAG, A_BORN_TS, A_BORN_HOST, A_BORN_PORT,
+       A_RECONSUME, A_PREPARED, A_DELAY, A_TAGS, A_KEYS, A_UNIQ, A_COUNT };
+static const char *const attr_names[A_COUNT] = {
+    "limits_error", "body", "tail", "topic", "queue_id", "flag", "sys_flag", "born_timestamp", "born_host",
+    "born_port", "reconsume_times", "prepared_transaction_offset", "delay_ms", "tags", "keys", "uniq_key"};
+static PyObject *attr_str[A_COUNT];
+
+/* o is an int (bool included, as struct packs it) within [lo, hi]: 1 and *out; otherwise 0, no error set */
+static int int_within(PyObject *o, long long lo, long long hi, long long *out) {
+    if (!PyLong_Check(o)) return 0;
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow || (v == -1 && PyErr_Occurred())) { PyErr_Clear(); return 0; }
+    if (v < lo || v > hi) return 0;
+    *out = v;
+    return 1;
+}
+
+/* struct's "4s": the first 4 bytes, zero-padded */
+static void put_4s(unsigned char *p, PyObject *b) {
+    Py_ssize_t n = PyBytes_GET_SIZE(b);
+    memset(p, 0, 4);
+    memcpy(p, PyBytes_AS_STRING(b), (size_t)(n < 4 ? n : 4));
+}
+
+#define I32_MIN (-2147483647LL - 1)
+#define I32_MAX 2147483647LL
+#define I64_MIN (-9223372036854775807LL - 1)
+#define I64_MAX 9223372036854775807LL
+#define TX_MASK (0x3 << 2)
+#define TX_PREPARED (0x1 << 2)
+#define TX_ROLLBACK (0x3 << 2)
+
+/* append_messages(buf, pos, file_size, base, msgs, start, end, max_body, store_ts, store_host, store_port, table,
+ *                 pending_append, results, ok, result_cls, progress) -> (pos, i): see codec/message_append.py.
+ * Also stops, writing nothing, at a message whose fields it cannot take as they are (the caller runs the pure
+ * twin for it). Everything that can fail for a message is built before anything is written or recorded. */
+static PyObject *py_append_messages(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    Py_ssize_t pos, file_size, start, end, max_body;
+    long long base, store_ts;
+    PyObject *msgs, *store_host, *store_port_o, *table, *pending_append, *results, *ok, *result_cls, *progress;
+    if (!PyArg_ParseTuple(args, "w*nnLOnnnLOOOOOOOO", &buf, &pos, &file_size, &base, &msgs, &start, &end, &max_body,
+                          &store_ts, &store_host, &store_port_o, &table, &pending_append, &results, &ok, &result_cls,
+                          &progress))
+        return NULL;
+    PyObject *res = NULL, *store_ts_o = NULL;
+    PyObject *a[A_COUNT] = {NULL};
+    long long store_port;
+    if (!PyList_Check(msgs) || !PyDict_Check(table) || !PyList_Check(results) || !PyList_Check(progress) ||
+        PyList_GET_SIZE(progress) < 1 || file_size > buf.len || pos < 0 || pos > file_size || start < 0 ||
+        end > PyList_GET_SIZE(msgs) || end > PyList_GET_SIZE(results)) {
+        PyErr_SetString(PyExc_ValueError, "append_messages: bad arguments");
+        goto done;
+    }
+    Py_ssize_t i = start;
+    if (!PyBytes_Check(store_host) || !int_within(store_port_o, I32_MIN, I32_MAX, &store_port)) {
+        res = Py_BuildValue("(nn)", pos, i);  /* the pure twin packs (or refuses) these */
+        goto done;
+    }
+    store_ts_o = PyLong_FromLongLong(store_ts);
+    if (store_ts_o == NULL) goto done;
+    unsigned char *w = (unsigned char *)buf.buf;
+    for (; i < end; i++) {
+        PyObject *msg = PyList_GET_ITEM(msgs, i);
+        for (int k = 0; k < A_COUNT; k++) {
+            a[k] = PyObject_GetAttr(msg, attr_str[k]);
+            if (a[k] == NULL) goto fail;
+        }
+        int refused = PyObject_IsTrue(a[A_LIMITS]);
+        if (refused < 0) goto fail;
+        PyObject *body = a[A_BODY], *tail = a[A_TAIL];
+        if (!PyBytes_Check(body) || !PyBytes_Check(tail)) break;  /* the pure twin takes any buffer */
+        Py_ssize_t blen = PyBytes_GET_SIZE(body), tlen = PyBytes_GET_SIZE(tail);
+        Py_ssize_t total = HEADER_SIZE + blen + tlen;
+        if (refused || blen > max_body || total + 8 > file_size) break;  /* the caller's check answers it */
+        if (total + 8 > file_size - pos) break;  /* the caller rolls to the next segment */
+        long long queue_id, flag, sys_flag, born_ts, born_port, reconsume, prepared, delay;
+        if (!PyUnicode_Check(a[A_TOPIC]) || !PyBytes_Check(a[A_BORN_HOST]) ||
+            !int_within(a[A_QUEUE_ID], I32_MIN, I32_MAX, &queue_id) ||
+            !int_within(a[A_FLAG], I32_MIN, I32_MAX, &flag) ||
+            !int_within(a[A_SYS_FLAG], I32_MIN, I32_MAX, &sys_flag) ||
+            !int_within(a[A_BORN_TS], I64_MIN, I64_MAX, &born_ts) ||
+            !int_within(a[A_BORN_PORT], I32_MIN, I32_MAX, &born_port) ||
+            !int_within(a[A_RECONSUME], I32_MIN, I32_MAX, &reconsume) ||
+            !int_within(a[A_PREPARED], I64_MIN, I64_MAX, &prepared) ||
+            !int_within(a[A_DELAY], I64_MIN, I64_MAX, &delay) ||
+            (a[A_TAGS] != Py_None && !PyUnicode_Check(a[A_TAGS])))
+            break;  /* the pure twin packs it, or raises struct.error as it always did */
+        long long tags_code = 0;
+        if (delay) {
+            if ((delay > 0 && store_ts > I64_MAX - delay) || (delay < 0 && store_ts < I64_MIN - delay)) break;
+            tags_code = store_ts + delay;
+        } else if (a[A_TAGS] != Py_None && PyUnicode_GET_LENGTH(a[A_TAGS]) > 0) {
+            tags_code = (int32_t)java_hash_continue(0, a[A_TAGS]);
+        }
+        PyObject *qkey = PyTuple_Pack(2, a[A_TOPIC], a[A_QUEUE_ID]);
+        if (qkey == NULL) goto fail;
+        PyObject *qoff_o = PyDict_GetItemWithError(table, qkey);  /* borrowed */
+        long long qoff = 0;
+        if (qoff_o == NULL && PyErr_Occurred()) { Py_DECREF(qkey); goto fail; }
+        if (qoff_o != NULL && !int_within(qoff_o, I64_MIN, I64_MAX - 1, &qoff)) { Py_DECREF(qkey); break; }
+        uint32_t crc;
+        if (body_crc32((const unsigned char *)PyBytes_AS_STRING(body), blen, &crc) < 0) { Py_DECREF(qkey); goto fail; }
+        long long phy = base + pos;
+        int advance = (sys_flag & TX_MASK) != TX_PREPARED && (sys_flag & TX_MASK) != TX_ROLLBACK;
+        /* everything that can fail, before anything is written or recorded */
+        PyObject *phy_o = PyLong_FromLongLong(phy), *total_o = PyLong_FromSsize_t(total);
+        PyObject *qoff_n = PyLong_FromLongLong(qoff), *tags_o = PyLong_FromLongLong(tags_code);
+        PyObject *next_o = advance ? PyLong_FromLongLong(qoff + 1) : NULL;
+        PyObject *pend = NULL, *r = NULL;
+        if (phy_o && total_o && qoff_n && tags_o && (next_o || !advance)) {
+            pend = PyTuple_Pack(10, phy_o, total_o, a[A_TOPIC], a[A_QUEUE_ID], qoff_n, tags_o, store_ts_o,
+                                a[A_KEYS], a[A_UNIQ], a[A_SYS_FLAG]);
+            PyObject *rargs[7] = {ok, phy_o, total_o, qoff_n, store_ts_o, store_host, store_port_o};
+            if (pend != NULL) r = PyObject_Vectorcall(result_cls, rargs, 7, NULL);
+        }
+        PyObject *pos_o = r ? PyLong_FromSsize_t(pos + total) : NULL;
+        Py_XDECREF(phy_o); Py_XDECREF(total_o); Py_XDECREF(qoff_n); Py_XDECREF(tags_o);
+        if (pos_o == NULL) { Py_XDECREF(pend); Py_XDECREF(r); Py_XDECREF(next_o); Py_DECREF(qkey); goto fail; }
+        unsigned char *rec = w + pos;
+        wr_i32(rec, total);
+        wr_i32(rec + 4, (int32_t)MESSAGE_MAGIC_CODE);
+        wr_i32(rec + 8, (int64_t)(crc & 0x7FFFFFFFu));
+        wr_i32(rec + 12, queue_id);
+        wr_i32(rec + 16, flag);
+        put_i64(rec + 20, qoff);
+        put_i64(rec + 28, phy);
+        wr_i32(rec + 36, sys_flag);
+        put_i64(rec + 40, born_ts);
+        put_4s(rec + 48, a[A_BORN_HOST]);
+        wr_i32(rec + 52, born_port);
+        put_i64(rec + 56, store_ts);
+        put_4s(rec + 64, store_host);
+        wr_i32(rec + 68, store_port);
+        wr_i32(rec + 72, reconsume);
+        put_i64(rec + 76, prepared);
+        wr_i32(rec + 84, blen);
+        memcpy(rec + HEADER_SIZE, PyBytes_AS_STRING(body), (size_t)blen);
+        memcpy(rec + HEADER_SIZE + blen, PyBytes_AS_STRING(tail), (size_t)tlen);
+        PyObject *appended = PyObject_CallOneArg(pending_append, pend);
+        Py_DECREF(pend);
+        int rc = appended == NULL ? -1 : 0;
+        Py_XDECREF(appended);
+        if (rc == 0 && advance) rc = PyDict_SetItem(table, qkey, next_o);
+        Py_XDECREF(next_o);
+        Py_DECREF(qkey);
+        if (rc < 0) { Py_DECREF(r); Py_DECREF(pos_o); goto fail; }
+        PyList_SetItem(results, i, r);  /* steals r */
+        PyList_SetItem(progress, 0, pos_o);  /* steals pos_o: the caller's record of what is accounted */
+        pos += total;
+        for (int k = 0; k < A_COUNT; k++) Py_CLEAR(a[k]);
+    }
+    res = Py_BuildValue("(nn)", pos, i);
+fail:
+    for (int k = 0; k < A_COUNT; k++) Py_XDECREF(a[k]);
+done:
+    Py_XDECREF(store_ts_o);
+    PyBuffer_Release(&buf);
+    return res;
+}
+
 static PyMethodDef methods[] = {
     {"java_hash_u32", py_java_hash_u32, METH_O, "Java String.hashCode() of a str, unsigned 32-bit."},
     {"index_key_hash", py_index_key_hash, METH_O, "RocketMQ's IndexFile hash of topic#key."},
@@ -1556,6 +1720,7 @@ static PyMethodDef methods[] = {
     {"scan_records", (PyCFunction)(void (*)(void))py_scan_records, METH_VARARGS | METH_KEYWORDS, "Walk valid records; (end, why)."},
     {"decode_binary_header", py_decode_binary_header, METH_O, "Decode a ROCKETMQ binary header."},
     {"encode_binary_header", py_encode_binary_header, METH_VARARGS, "Encode a ROCKETMQ binary header."},
+    {"append_messages", py_append_messages, METH_VARARGS, "The store's put loop: messages as CommitLog records."},
     {"encode_binary_frame", py_encode_binary_frame, METH_VARARGS, "A whole frame with a ROCKETMQ binary header."},
     {NULL, NULL, 0, NULL},
 };
@@ -1577,6 +1742,10 @@ PyMODINIT_FUNC PyInit__native(void) {
     if (crc32_func == NULL || zlib_decompress == NULL || zlib_error == NULL) return NULL;
     uniq_key_str = PyUnicode_InternFromString("UNIQ_KEY");
     if (uniq_key_str == NULL) return NULL;
+    for (int k = 0; k < A_COUNT; k++) {
+        attr_str[k] = PyUnicode_InternFromString(attr_names[k]);
+        if (attr_str[k] == NULL) return NULL;
+    }
     PyObject *structmod = PyImport_ImportModule("struct");
     if (structmod == NULL) return NULL;
     struct_error = PyObject_GetAttrString(structmod, "error");

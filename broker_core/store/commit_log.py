@@ -19,28 +19,24 @@ from __future__ import annotations
 
 import logging
 import threading
-import zlib
 from collections import deque
 
 from broker_core.codec.batch_append import append_batch
-from broker_core.codec.hashing import tag_hash
 from broker_core.codec.message import (
     BLANK,
     BLANK_MAGIC_CODE,
     END_FILE_MIN_BLANK_LENGTH,
-    HEADER,
     HEADER_SIZE,
     MAX_PROPERTIES_BYTES,
     MAX_TOPIC_BYTES,
-    MESSAGE_MAGIC_CODE,
     OFFSET_STORE_TIMESTAMP,
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
-    TRANSACTION_TYPE_MASK,
     MessageRecord,
     decode_record,
     host_to_bytes,
 )
+from broker_core.codec.message_append import append_messages, py_append_messages
 from broker_core.config import BrokerConfig
 from broker_core.store.allocate import AllocateMappedFileService
 from broker_core.store.clock import Clock
@@ -121,51 +117,42 @@ class CommitLog:
                     self.begin_time_in_lock = 0
                     return [r or PutMessageResult(PutStatus.CREATE_MAPEDFILE_FAILED, error="cannot create segment")
                             for r in results]
-            mv = mf.mv
-            base = mf.file_from_offset
-            pos = mf.wrote_position
-            for i, msg in enumerate(msgs):
-                tail = msg.tail
-                body = msg.body
-                blen = len(body)
-                total = HEADER_SIZE + blen + len(tail)
-                if msg.limits_error or blen > max_body or total + END_FILE_MIN_BLANK_LENGTH > size:
+            n = len(msgs)
+            i = 0
+            progress = [mf.wrote_position]
+            while i < n:
+                pos = progress[0]
+                try:
+                    pos, i = append_messages(mf.mv, pos, size, mf.file_from_offset, msgs, i, n, max_body, now,
+                                             host, port, table, pending.append, results, PutStatus.PUT_OK,
+                                             PutMessageResult, progress)
+                finally:
+                    mf.wrote_position = progress[0]  # what was written and recorded, also when a field is refused
+                if i >= n:
+                    break
+                msg = msgs[i]
+                total = HEADER_SIZE + len(msg.body) + len(msg.tail)
+                if msg.limits_error or len(msg.body) > max_body or total + END_FILE_MIN_BLANK_LENGTH > size:
                     results[i] = self.check(msg)
-                    continue
-                if total + END_FILE_MIN_BLANK_LENGTH > size - pos:
-                    BLANK.pack_into(mv, pos, size - pos, BLANK_MAGIC_CODE)
+                    i += 1
+                elif total + END_FILE_MIN_BLANK_LENGTH > size - pos:
+                    BLANK.pack_into(mf.mv, pos, size - pos, BLANK_MAGIC_CODE)
                     mf.store_timestamp = now
                     mf.wrote_position = size
                     mf = self._new_segment()
                     if mf is None:
-                        for j in range(i, len(msgs)):
+                        for j in range(i, n):
                             results[j] = results[j] or PutMessageResult(
                                 PutStatus.CREATE_MAPEDFILE_FAILED, error="cannot create the next segment")
                         break
-                    mv = mf.mv
-                    base = mf.file_from_offset
-                    pos = 0
-                phy = base + pos
-                qkey = (msg.topic, msg.queue_id)
-                qoff = table.get(qkey, 0)
-                sys_flag = msg.sys_flag
-                HEADER.pack_into(
-                    mv, pos, total, MESSAGE_MAGIC_CODE, zlib.crc32(body) & 0x7FFFFFFF, msg.queue_id, msg.flag, qoff,
-                    phy, sys_flag, msg.born_timestamp, msg.born_host, msg.born_port, now, host, port,
-                    msg.reconsume_times, msg.prepared_transaction_offset, blen)
-                p = pos + HEADER_SIZE + blen
-                mv[pos + HEADER_SIZE:p] = body
-                mv[p:pos + total] = tail
-                tags = msg.tags
-                # the schedule topic's units carry the deliver time instead of a tag hash
-                tags_code = now + msg.delay_ms if msg.delay_ms else (tag_hash(tags) if tags else 0)
-                pending.append((phy, total, msg.topic, msg.queue_id, qoff, tags_code, now, msg.keys, msg.uniq_key,
-                                sys_flag))
-                pos += total
-                mf.wrote_position = pos
-                if (sys_flag & TRANSACTION_TYPE_MASK) not in _NO_QUEUE_ADVANCE:
-                    table[qkey] = qoff + 1
-                results[i] = PutMessageResult(PutStatus.PUT_OK, phy, total, qoff, now, host, port)
+                    progress[0] = mf.wrote_position
+                else:  # a field the C loop does not take as is: the pure loop packs it (or raises struct.error)
+                    try:
+                        _, i = py_append_messages(mf.mv, pos, size, mf.file_from_offset, msgs, i, i + 1, max_body,
+                                                  now, host, port, table, pending.append, results, PutStatus.PUT_OK,
+                                                  PutMessageResult, progress)
+                    finally:
+                        mf.wrote_position = progress[0]
             if mf is not None:
                 mf.store_timestamp = now
             self.begin_time_in_lock = 0

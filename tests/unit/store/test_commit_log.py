@@ -130,3 +130,24 @@ def test_disk_full_flag_refuses_and_writes_nothing(open_store):
     r = store.put_message(MessageInner("T", b"x"))
     assert r.status is PutStatus.SERVICE_NOT_AVAILABLE and "disk full" in r.error
     assert store.commit_log.max_offset() == 0
+
+
+def test_a_field_out_of_range_stops_the_batch_after_what_was_stored(open_store):
+    """A flag outside int32 (a client can send one) raises struct.error at that message, as the record layout
+    cannot hold it; what came before it in the batch is stored and accounted (write position, queue offset,
+    dispatch), and the next put goes on after it, in the native put loop and the pure one alike."""
+    import struct
+
+    store = open_store()
+    before = MessageInner("T", b"before", 0)
+    bad = MessageInner("T", b"bad", 0)
+    bad.flag = 1 << 40
+    with pytest.raises(struct.error):
+        store.put_messages([before, bad, MessageInner("T", b"never", 0)])
+    after = store.put_message(MessageInner("T", b"after", 0))
+    assert after.ok and after.queue_offset == 1
+    store.dispatch()
+    res = store.get_message("T", 0, 0, 32)
+    assert [m.body for m in res.messages] == [b"before", b"after"]
+    assert [m.queue_offset for m in res.messages] == [0, 1]
+    assert store.commit_log.max_offset() == after.phy_offset + after.size
