@@ -11,7 +11,9 @@ Our workloads mirror the peers' (one queue, like one stream):
 - ``ours_latency_<rate>``: open-loop paced ``Producer.asend`` at each ``--rate`` (5k and 20k msg/s by default) with
   ``perf_counter_ns`` in the body (each send starts when due, without waiting for earlier replies; the Redis and
   NATS latency rows pace synchronous sends at the first rate); a long-polling pull loop on another thread
-  records receive - send; first ``--warmup`` s dropped. ``sent/s`` shows the rate the producer actually reached.
+  records receive - send; first ``--warmup`` s dropped. ``sent/s`` shows the rate the producer actually reached;
+- ``floor_rtt_<rate>`` (bench/floor.py): at the first rate, a minimal paced client and echo server (Python on
+  uvloop, the same frames, no store, no SDK): send -> response latency, the tail this machine adds by itself.
 The broker runs ASYNC_FLUSH (Redis: AOF everysec; JetStream: file storage without per-message fsync).
 """
 
@@ -30,6 +32,7 @@ import threading
 import time
 from pathlib import Path
 
+from bench.floor import floor_latency
 from bench.peers import Figures, format_header, format_row, quantiles_ms, run_peers
 from broker_core.client import AdminClient, Message, Producer, PullConsumer, SendResult
 from broker_core.remoting.client import run_sync
@@ -152,7 +155,8 @@ def ours_latency(namesrv: str, topic: str, rate: float, seconds: float, body: by
     async def pace() -> float:
         """Open loop: each send starts at its due time without waiting for earlier replies (a closed loop of
         synchronous sends cannot offer more than one message per round trip). Sends due within the loop's
-        timer resolution (1 ms) go out together."""
+        timer resolution (1 ms) go out together; a send created behind schedule starts at once (one loop pass)
+        rather than after all the later ones that are also due."""
         inflight: set[asyncio.Task[SendResult]] = set()
         t0 = time.perf_counter_ns()
         for i in range(total):
@@ -163,6 +167,8 @@ def ours_latency(namesrv: str, topic: str, rate: float, seconds: float, body: by
                                                                 + pad)))
             inflight.add(task)
             task.add_done_callback(inflight.discard)
+            if ahead <= 0:  # behind schedule: let this send start now instead of after every later one is due
+                await asyncio.sleep(0)
             if len(inflight) >= 4096:
                 await asyncio.wait(inflight, return_when=asyncio.FIRST_COMPLETED)
         elapsed = (time.perf_counter_ns() - t0) / 1e9
@@ -252,6 +258,8 @@ def main(argv: list[str] | None = None) -> int:
                     report(f"ours_latency_{int(rate)}" + suffix, ours_latency(
                         broker.namesrv, _topic(admin, f"BenchLatency{int(rate)}"), rate, args.seconds, body,
                         args.warmup))
+                if not suffix:  # this machine's floor at the first rate (bench/floor.py): not ours, a reference
+                    report(f"floor_rtt_{int(rates[0])}", floor_latency(rates[0], args.seconds, body, args.warmup))
             admin.shutdown()
         finally:
             broker.close()
@@ -283,6 +291,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{'end-to-end latency at ' + str(int(rate)) + ' msg/s':42} sent {lat['sent_per_s']:,.0f}/s  "
               f"p50 {lat['p50_ms']:.2f} ms  p99 {lat['p99_ms']:.2f} ms  p99.9 {lat['p999_ms']:.2f} ms  "
               f"target rate reached and p99 < {limit:g} ms: {'MET' if reached and lat['p99_ms'] < limit else 'MISSED'}")
+    floor = rows.get(f"floor_rtt_{int(rates[0])}")
+    if floor:
+        print(f"{'floor: echo server RTT at ' + str(int(rates[0])) + ' msg/s':42} p50 {floor['p50_ms']:.2f} ms  "
+              f"p99 {floor['p99_ms']:.2f} ms  p99.9 {floor['p999_ms']:.2f} ms  (a minimal Python client and server: "
+              "what this machine adds, not a target)")
     return 0
 
 
