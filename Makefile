@@ -16,7 +16,7 @@ REDIS_URL ?= redis://127.0.0.1:$(REDIS_PORT)/0
 BROKER_CORE_NAMESRV ?= 127.0.0.1:$(NAMESRV_PORT)
 export STORE_DIR NAMESRV_PORT BROKER_PORT WEB_PORT BROKER_CORE_NAMESRV REDIS_PORT REDIS_URL
 
-.PHONY: run test test-fast lint bench clean system-packages
+.PHONY: run test test-pure test-fast lint bench clean system-packages
 
 # The PostgreSQL run leaves out the modules whose Celery worker subprocesses keep a SQLite file of their own (the
 # tests read it with sqlite3): on PostgreSQL they would run the same SQLite code again
@@ -90,6 +90,11 @@ test: $(STAMP) $(NATIVE) $(CPP_CLIENT_STAMP) $(NODE_CLIENT_STAMP) system-package
 	@echo "console and worker suites again on PostgreSQL (tests/postgres.py: DATABASE_URL if postgres://, else a private"
 	@echo "server from the machine's initdb, else 127.0.0.1:5432; skipped with the reason where none can be had):"
 	$(PY) -m tests.postgres -- $(VENV)/bin/pytest -q -p no:cacheprovider tests/console tests/workers $(PG_IGNORE)
+
+# The whole suite on the pure-Python codec (BROKER_CORE_PURE_PYTHON=1), about 15 minutes; `make test` runs only the
+# codec and store suites that way, to stay well under half an hour
+test-pure: $(STAMP) $(CPP_CLIENT_STAMP) $(NODE_CLIENT_STAMP) system-packages
+	BROKER_CORE_PURE_PYTHON=1 $(VENV)/bin/pytest -q -p no:cacheprovider
 
 # The fast loop: unit and architecture tests only, no broker processes, Redis, Spark or browser (seconds)
 test-fast: $(STAMP) $(NATIVE)
