@@ -150,7 +150,11 @@ def test_a_verified_token_is_served_from_the_cache_without_a_query(django_assert
     assert again.pk == first.pk and again.user.username == "bob"
     assert again is not first and again.user is not first.user  # each use gets its own copies
     again.user.first_name = "changed by one request"
-    assert tokens.verify(key).user.first_name == ""
+    again._state.fields_cache["extra"] = again.user._state.fields_cache["extra"] = "cached by one request"
+    later = tokens.verify(key)
+    assert later.user.first_name == ""
+    assert "extra" not in later._state.fields_cache and "extra" not in later.user._state.fields_cache
+    assert later._state.db == "default" and not later._state.adding and not later.user._state.adding
 
 
 def test_the_cache_serves_a_revoked_token_only_within_its_seconds(settings, monkeypatch) -> None:  # type: ignore[no-untyped-def]
