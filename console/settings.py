@@ -82,7 +82,7 @@ MIDDLEWARE = [
     "console.middleware.UserTimezoneMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "csp.middleware.CSPMiddleware",
+    "console.middleware.CSPMiddleware",  # django-csp's, its policy built once
     "console.middleware.SecurityHeadersMiddleware",
     "axes.middleware.AxesMiddleware",
 ]
