@@ -95,30 +95,55 @@ class OutgoingMessageSerializer(serializers.Serializer):
             raise serializers.ValidationError(detail=serializers.as_serializer_error(exc)) from None
 
     def validate(self, attrs: dict[str, Any]) -> OutgoingMessage:
-        if attrs["body_encoding"] == "base64":
-            try:
-                body = base64.b64decode(attrs["body"], validate=True)
-            except (binascii.Error, ValueError):
-                raise serializers.ValidationError({"body": "body is not valid base64"}) from None
-        else:
-            try:
-                body = attrs["body"].encode("utf-8")
-            except UnicodeEncodeError as exc:
-                bad = ord(attrs["body"][exc.start])
-                raise serializers.ValidationError(
-                    {"body": f"body is not valid text: lone surrogate U+{bad:X} at character {exc.start}"}) from None
-        if not body:
-            raise serializers.ValidationError({"body": "body is empty"})
-        if len(body) > MAX_BODY_BYTES:
-            raise serializers.ValidationError({"body": f"body is {len(body)} bytes, the limit is {MAX_BODY_BYTES}"})
-        return OutgoingMessage(body=body, tags=attrs.get("tags") or None, keys=attrs.get("keys", []),
-                               properties=attrs.get("properties", {}), delay_level=attrs["delay_level"])
+        return outgoing(attrs)
+
+
+def outgoing(attrs: dict[str, Any]) -> OutgoingMessage:
+    """The :class:`OutgoingMessage` of one message's validated attributes (the body decoded and checked)."""
+    if attrs["body_encoding"] == "base64":
+        try:
+            body = base64.b64decode(attrs["body"], validate=True)
+        except (binascii.Error, ValueError):
+            raise serializers.ValidationError({"body": "body is not valid base64"}) from None
+    else:
+        try:
+            body = attrs["body"].encode("utf-8")
+        except UnicodeEncodeError as exc:
+            bad = ord(attrs["body"][exc.start])
+            raise serializers.ValidationError(
+                {"body": f"body is not valid text: lone surrogate U+{bad:X} at character {exc.start}"}) from None
+    if not body:
+        raise serializers.ValidationError({"body": "body is empty"})
+    if len(body) > MAX_BODY_BYTES:
+        raise serializers.ValidationError({"body": f"body is {len(body)} bytes, the limit is {MAX_BODY_BYTES}"})
+    return OutgoingMessage(body=body, tags=attrs.get("tags") or None, keys=attrs.get("keys", []),
+                           properties=attrs.get("properties", {}), delay_level=attrs["delay_level"])
+
+
+MAX_PRODUCE_MESSAGES = 1000
 
 
 class ProduceSerializer(serializers.Serializer):
     """``POST /topics/{name}/messages/``."""
 
-    messages = OutgoingMessageSerializer(many=True, allow_empty=False, max_length=1000)
+    messages = OutgoingMessageSerializer(many=True, allow_empty=False, max_length=MAX_PRODUCE_MESSAGES)
+
+
+def plain_produce(data: Any) -> list[OutgoingMessage] | None:
+    """``ProduceSerializer(data=data)``'s validated ``messages`` when every message is a plain one
+    (:meth:`OutgoingMessageSerializer._plain`) and each converts without error; None for any other input, which the
+    caller validates with :class:`ProduceSerializer` (so every error is DRF's own). Building the serializer, its
+    list and its bound fields (deep copies) was about 55 us of a one-message produce; this is a few."""
+    messages = data.get("messages") if type(data) is dict else None
+    if type(messages) is not list or not 0 < len(messages) <= MAX_PRODUCE_MESSAGES:
+        return None
+    plain = [OutgoingMessageSerializer._plain(m) for m in messages]
+    if None in plain:
+        return None
+    try:
+        return [outgoing(attrs) for attrs in plain]  # type: ignore[arg-type]
+    except serializers.ValidationError:
+        return None
 
 
 def _sql92(value: str) -> str:

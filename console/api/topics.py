@@ -8,7 +8,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from console.api.base import RoleAPIView, validated
-from console.api.serializers import ProduceSerializer, TopicCreateSerializer, TopicUpdateSerializer
+from console.api.serializers import ProduceSerializer, TopicCreateSerializer, TopicUpdateSerializer, plain_produce
 from console.errors import bad_request
 from console.roles import ADMIN, OPERATOR, VIEWER
 from console.selectors import topics as topic_selectors
@@ -81,6 +81,8 @@ class TopicMessagesView(RoleAPIView):
 
     @extend_schema(request=ProduceSerializer)
     def post(self, request: Request, name: str) -> Response:
-        data = validated(ProduceSerializer, request.data)
-        results = message_services.produce(request.user, name, data["messages"])
+        messages = plain_produce(request.data)
+        if messages is None:
+            messages = validated(ProduceSerializer, request.data)["messages"]
+        results = message_services.produce(request.user, name, messages)
         return Response({"results": results}, status=status.HTTP_201_CREATED)

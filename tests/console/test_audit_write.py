@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone as dt_timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -14,7 +14,7 @@ from django.utils import timezone
 from console.models import AuditEvent
 from console.services import audit
 
-AT = datetime(2026, 11, 26, 19, 30, 1, 123456, tzinfo=dt_timezone.utc)
+AT = datetime(2026, 11, 26, 19, 30, 1, 123456, tzinfo=UTC)
 
 
 def _raw(pk: int) -> tuple[Any, ...]:
