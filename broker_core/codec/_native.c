@@ -800,6 +800,31 @@ static PyObject *find_property(const unsigned char *p, Py_ssize_t n, const char 
     return PyUnicode_DecodeUTF8((const char *)found, found_len, NULL);
 }
 
+/* A record's 88-byte header (codec/message.py HEADER), hosts given as their 4 bytes. */
+static void write_record_header(unsigned char *r, long long total, uint32_t crc, long long queue_id, long long flag,
+                                long long qoff, long long phy, long long sys_flag, long long born_ts,
+                                const unsigned char *born_host, long long born_port, long long store_ts,
+                                const unsigned char *store_host, long long store_port, long long reconsume,
+                                long long prepared, long long blen) {
+    wr_i32(r, total);
+    wr_i32(r + 4, (int32_t)MESSAGE_MAGIC_CODE);
+    wr_i32(r + 8, (int64_t)(crc & 0x7FFFFFFFu));
+    wr_i32(r + 12, queue_id);
+    wr_i32(r + 16, flag);
+    put_i64(r + 20, qoff);
+    put_i64(r + 28, phy);
+    wr_i32(r + 36, sys_flag);
+    put_i64(r + 40, born_ts);
+    memcpy(r + 48, born_host, 4);
+    wr_i32(r + 52, born_port);
+    put_i64(r + 56, store_ts);
+    memcpy(r + 64, store_host, 4);
+    wr_i32(r + 68, store_port);
+    wr_i32(r + 72, reconsume);
+    put_i64(r + 76, prepared);
+    wr_i32(r + 84, blen);
+}
+
 /* append_batch(buf, pos, file_size, base, body, body_pos, topic, topic_bytes, queue_id, queue_offset, extra,
  *              sys_flag, born_ts, born_host, born_port, store_ts, store_host, store_port, reconsume,
  *              dispatch, phys) -> (pos, body_pos, queue_offset): see codec/batch_append.py */
@@ -875,23 +900,9 @@ static PyObject *py_append_batch(PyObject *self, PyObject *args) {
         if (body_crc32(mb, blen, &crc) < 0) { Py_XDECREF(tags); Py_XDECREF(keys); Py_XDECREF(uniq); goto done_free; }
         long long phy = base + pos;
         unsigned char *r = w + pos;
-        wr_i32(r, total);
-        wr_i32(r + 4, (int32_t)MESSAGE_MAGIC_CODE);
-        wr_i32(r + 8, (int64_t)(crc & 0x7FFFFFFFu));
-        wr_i32(r + 12, queue_id);
-        wr_i32(r + 16, flag);
-        put_i64(r + 20, qoff);
-        put_i64(r + 28, phy);
-        wr_i32(r + 36, sys_flag);
-        put_i64(r + 40, born_ts);
-        memcpy(r + 48, born_host.buf, 4);
-        wr_i32(r + 52, born_port);
-        put_i64(r + 56, store_ts);
-        memcpy(r + 64, store_host.buf, 4);
-        wr_i32(r + 68, store_port);
-        wr_i32(r + 72, reconsume);
-        put_i64(r + 76, 0);
-        wr_i32(r + 84, blen);
+        write_record_header(r, total, crc, queue_id, flag, qoff, phy, sys_flag, born_ts,
+                            (const unsigned char *)born_host.buf, born_port, store_ts,
+                            (const unsigned char *)store_host.buf, store_port, reconsume, 0, blen);
         memcpy(r + HEADER_SIZE, mb, (size_t)blen);
         unsigned char *t = r + HEADER_SIZE + blen;
         t[0] = (unsigned char)tlen;
@@ -1658,24 +1669,11 @@ static PyObject *py_append_messages(PyObject *self, PyObject *args) {
         PyObject *pos_o = r ? PyLong_FromSsize_t(pos + total) : NULL;
         Py_XDECREF(phy_o); Py_XDECREF(total_o); Py_XDECREF(qoff_n); Py_XDECREF(tags_o);
         if (pos_o == NULL) { Py_XDECREF(pend); Py_XDECREF(r); Py_XDECREF(next_o); Py_DECREF(qkey); goto fail; }
-        unsigned char *rec = w + pos;
-        wr_i32(rec, total);
-        wr_i32(rec + 4, (int32_t)MESSAGE_MAGIC_CODE);
-        wr_i32(rec + 8, (int64_t)(crc & 0x7FFFFFFFu));
-        wr_i32(rec + 12, queue_id);
-        wr_i32(rec + 16, flag);
-        put_i64(rec + 20, qoff);
-        put_i64(rec + 28, phy);
-        wr_i32(rec + 36, sys_flag);
-        put_i64(rec + 40, born_ts);
-        put_4s(rec + 48, a[A_BORN_HOST]);
-        wr_i32(rec + 52, born_port);
-        put_i64(rec + 56, store_ts);
-        put_4s(rec + 64, store_host);
-        wr_i32(rec + 68, store_port);
-        wr_i32(rec + 72, reconsume);
-        put_i64(rec + 76, prepared);
-        wr_i32(rec + 84, blen);
+        unsigned char *rec = w + pos, bh[4], sh[4];
+        put_4s(bh, a[A_BORN_HOST]);
+        put_4s(sh, store_host);
+        write_record_header(rec, total, crc, queue_id, flag, qoff, phy, sys_flag, born_ts, bh, born_port, store_ts,
+                            sh, store_port, reconsume, prepared, blen);
         memcpy(rec + HEADER_SIZE, PyBytes_AS_STRING(body), (size_t)blen);
         memcpy(rec + HEADER_SIZE + blen, PyBytes_AS_STRING(tail), (size_t)tlen);
         PyObject *appended = PyObject_CallOneArg(pending_append, pend);
