@@ -137,11 +137,14 @@ def plain_produce(data: Any) -> list[OutgoingMessage] | None:
     messages = data.get("messages") if type(data) is dict else None
     if type(messages) is not list or not 0 < len(messages) <= MAX_PRODUCE_MESSAGES:
         return None
-    plain = [OutgoingMessageSerializer._plain(m) for m in messages]
-    if None in plain:
-        return None
+    plain: list[dict[str, Any]] = []
+    for m in messages:
+        attrs = OutgoingMessageSerializer._plain(m)
+        if attrs is None:
+            return None
+        plain.append(attrs)
     try:
-        return [outgoing(attrs) for attrs in plain]  # type: ignore[arg-type]
+        return [outgoing(attrs) for attrs in plain]
     except serializers.ValidationError:
         return None
 
