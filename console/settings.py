@@ -159,6 +159,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "console.api.schema.ConsoleAutoSchema",
     "EXCEPTION_HANDLER": "console.api.errors.exception_handler",
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "console.api.negotiation.ConsoleContentNegotiation",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
     "DEFAULT_THROTTLE_CLASSES": ["console.api.throttling.AnonThrottle", "console.api.throttling.UserThrottle"],
 }
