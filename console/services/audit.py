@@ -38,17 +38,17 @@ class AuditEntry:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-COLUMNS = ("user", "username", "timestamp", "action", "target", "before", "after", "ok")  # in VALUES order
 _inserts: dict[tuple[str, str, str], tuple[str, list[Field]]] = {}  # (alias, vendor, table) -> (SQL, fields)
 
 
 def _insert(connection: BaseDatabaseWrapper) -> tuple[str, list[Field]]:
-    """The ``INSERT`` of one audit row on ``connection`` and the fields that prepare its values, built once."""
+    """The ``INSERT`` of one audit row on ``connection`` (every concrete column but the id) and the fields that
+    prepare its values, built once."""
     meta = AuditEvent._meta
     key = (connection.alias, connection.vendor, meta.db_table)
     found = _inserts.get(key)
     if found is None:
-        fields = [cast(Field, meta.get_field(name)) for name in COLUMNS]
+        fields = [cast(Field, f) for f in meta.concrete_fields if not f.primary_key]
         qn = connection.ops.quote_name
         sql = (f"INSERT INTO {qn(meta.db_table)} ({', '.join(qn(f.column) for f in fields)}) "
                f"VALUES ({', '.join(['%s'] * len(fields))})")
@@ -58,14 +58,16 @@ def _insert(connection: BaseDatabaseWrapper) -> tuple[str, list[Field]]:
 
 def record(user: Any, action: str, target: str, *, before: Any = None, after: Any = None, ok: bool = True) -> None:
     """Write one audit event for ``user`` (None or anonymous for the system); committed on return unless the
-    caller holds a transaction open."""
+    caller holds a transaction open. A column added to AuditEvent without a value here fails with KeyError
+    naming it (tests/console/test_audit_write.py writes every kind of row)."""
     authenticated = user is not None and getattr(user, "is_authenticated", False)
     using = router.db_for_write(AuditEvent)
     connection = connections[using]
     sql, fields = _insert(connection)
-    values = (user.pk if authenticated else None, user.get_username() if authenticated else "", timezone.now(),
-              action, target, before, after, ok)
-    params = [f.get_db_prep_save(v, connection) for f, v in zip(fields, values, strict=True)]
+    values = {"user": user.pk if authenticated else None, "username": user.get_username() if authenticated else "",
+              "timestamp": timezone.now(), "action": action, "target": target, "before": before, "after": after,
+              "ok": ok}
+    params = [f.get_db_prep_save(values[f.name], connection) for f in fields]
     with transaction.mark_for_rollback_on_error(using), connection.cursor() as cursor:
         cursor.execute(sql, params)
 

@@ -20,8 +20,8 @@ AT = datetime(2026, 11, 26, 19, 30, 1, 123456, tzinfo=UTC)
 def _raw(pk: int) -> tuple[Any, ...]:
     """The stored columns of one row but its id, as the database returns them (no field conversions)."""
     table = connection.ops.quote_name(AuditEvent._meta.db_table)
-    columns = ", ".join(connection.ops.quote_name(AuditEvent._meta.get_field(n).column)  # type: ignore[union-attr]
-                        for n in audit.COLUMNS)
+    columns = ", ".join(connection.ops.quote_name(f.column) for f in AuditEvent._meta.concrete_fields
+                        if not f.primary_key)
     with connection.cursor() as cur:
         cur.execute(f"SELECT {columns} FROM {table} WHERE id = %s", [pk])
         return tuple(cur.fetchone())
