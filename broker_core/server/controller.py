@@ -158,6 +158,7 @@ class BrokerController:
             await loop.run_in_executor(None, self.store.start)
         self.hold = PullRequestHoldService(loop, self.limits.max_held_pulls)
         self.store.add_arrival_listener(self.hold.arrived)
+        self.store.reput.drive_from(loop)  # dispatch on this loop after appends (store/dispatcher.py)
         self.transactions.load()
         self.pop_service.load()
         processors: list[Processor] = [
@@ -327,6 +328,7 @@ class BrokerController:
         await self.ha.shutdown()
         self.offsets.persist()
         self.pop_service.state.close()
+        self.store.reput.detach()  # the store's own thread dispatches what is left
         await asyncio.get_running_loop().run_in_executor(None, self.store.shutdown)
 
     def _connection_info(self) -> dict[str, object]:

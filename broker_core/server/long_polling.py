@@ -1,9 +1,10 @@
 """Long polling (upstream ``PullRequestHoldService``): a pull that finds nothing waits until a message
 arrives on its queue or its suspend time runs out.
 
-The dispatcher thread calls :meth:`arrived` once per dispatched batch; it hands the touched queues to
-the event loop with one ``call_soon_threadsafe`` (only when someone is waiting), where the waiters of
-those queues are woken to pull again.
+The dispatcher calls :meth:`arrived` once per dispatched batch, only when someone is waiting: on the event
+loop (the broker's dispatcher runs there, store/dispatcher.py) the waiters of the touched queues are woken at
+once; from another thread (the dispatcher's own, catching up) the queues are handed to the loop with one
+``call_soon_threadsafe``.
 
 Cap: a connection holds at most ``maxHeldPullsPerConnection`` requests (pulls and receives together). A
 request past the cap is not held: the handler answers it at once as if its wait had run out (PULL_NOT_FOUND),
@@ -51,11 +52,14 @@ class PullRequestHoldService:
         return task
 
     def arrived(self, batch: list[tuple]) -> None:
-        """Dispatcher thread."""
+        """The dispatcher, on any thread."""
         if not self._count:
             return
         keys = {(d[2], d[3]) for d in batch}
-        self.loop.call_soon_threadsafe(self._wake, keys)
+        if asyncio._get_running_loop() is self.loop:
+            self._wake(keys)
+        else:
+            self.loop.call_soon_threadsafe(self._wake, keys)
 
     def _wake(self, keys: set[tuple[str, int]]) -> None:
         for key in keys:

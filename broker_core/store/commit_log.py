@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
+from collections.abc import Callable
 
 from broker_core.codec.batch_append import append_batch
 from broker_core.codec.message import (
@@ -72,6 +73,9 @@ class CommitLog:
         # cost the event loop a GIL hand-off per message).
         self.appended = threading.Event()
         self.wake_on_append = False
+        # Set by a dispatcher driven from an event loop (``ReputMessageService.drive_from``): called after every
+        # append instead of waking the dispatcher thread
+        self.after_append: Callable[[], None] | None = None
 
     # ------------------------------------------------------------------ checks
     def check(self, msg: MessageInner) -> PutMessageResult | None:
@@ -156,8 +160,8 @@ class CommitLog:
             if mf is not None:
                 mf.store_timestamp = now
             self.begin_time_in_lock = 0
-        if pending and self.wake_on_append:
-            self.appended.set()
+        if pending:
+            self.notify_append()
         return results  # type: ignore[return-value]  # every slot was filled in the loop above
 
     def put_message(self, msg: MessageInner) -> PutMessageResult:
@@ -205,11 +209,19 @@ class CommitLog:
                     self.topic_queue_table[key] = qoff
                 self.pending_dispatch.extend(dispatch)
                 self.begin_time_in_lock = 0
-        if dispatch and self.wake_on_append:
-            self.appended.set()
+        if dispatch:
+            self.notify_append()
         end_offset = dispatch[-1][0] + dispatch[-1][1] if dispatch else -1
         return BatchPutResult(status, phys, first if phys else -1, end_offset, self.store_host, self.store_port,
                               error)
+
+    def notify_append(self) -> None:
+        """Records were appended: tell the dispatcher (its event-loop hook, or its thread if it sleeps)."""
+        hook = self.after_append
+        if hook is not None:
+            hook()
+        elif self.wake_on_append:
+            self.appended.set()
 
     def _new_segment(self) -> MappedFile | None:
         try:

@@ -17,12 +17,21 @@ it sleeps until the CommitLog reports an append (``CommitLog.appended``) or ``_I
 idle broker does not wake a thread (and hand the GIL over) a thousand times a second. ``wait_for``
 lets callers wait for a given offset.
 
+Driven from an event loop (:meth:`ReputMessageService.drive_from`, what the broker does): an append schedules
+one dispatch on the loop (``call_soon``, coalesced until it runs), so it runs on the loop's thread after the
+callbacks of that turn, the put's response among them: still off the append, batched per loop turn, and with
+no second thread to wake and hand the GIL to. Measured with one-at-a-time sends (``/proc`` per-thread CPU), the
+thread cost about 30 us of CPU per send in wakes and GIL hand-offs, on top of the dispatch itself. The thread
+then only polls every ``_IDLE_WAIT_S`` as a safety net (records appended while the loop is blocked, or by a
+path that did not report them).
+
 Crash behaviour: nothing is lost; on restart the dispatcher resumes from what the ConsumeQueues and
 IndexFiles show as done, or replays from the checkpoint's segment (see ``recovery.py``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import bisect
 import logging
 import threading
@@ -67,6 +76,8 @@ class ReputMessageService:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self.errors = 0
+        self._loop: asyncio.AbstractEventLoop | None = None  # drive_from
+        self._scheduled = False
 
     # ------------------------------------------------------------------ dispatchers
     def dispatch_batch(self, batch: list[Dispatch]) -> None:
@@ -169,11 +180,53 @@ class ReputMessageService:
         finally:
             result.release()
 
+    # ------------------------------------------------------------------ driven from an event loop
+    def drive_from(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Dispatch on ``loop`` after each append (module docstring) from now on, until :meth:`detach`."""
+        self._loop = loop
+        self.commit_log.after_append = self._soon
+        self._soon()  # whatever was appended before
+
+    def detach(self) -> None:
+        """Back to the dispatcher thread alone (before the loop stops)."""
+        self.commit_log.after_append = None
+        self._loop = None
+
+    def _soon(self) -> None:
+        """After an append (any thread): one dispatch scheduled on the loop until it runs."""
+        loop = self._loop
+        if self._scheduled or loop is None:
+            return
+        self._scheduled = True
+        try:
+            if asyncio._get_running_loop() is loop:
+                loop.call_soon(self._on_loop)
+            else:
+                loop.call_soon_threadsafe(self._on_loop)
+        except RuntimeError:  # the loop is closed: the thread's next poll dispatches
+            self._scheduled = False
+
+    def _on_loop(self) -> None:
+        self._scheduled = False  # before dispatching: an append from here on schedules again
+        try:
+            self.do_reput()
+        except Exception:
+            self.errors += 1
+            log.exception("dispatcher error")
+
     def _run(self) -> None:
         commit_log = self.commit_log
         appended = commit_log.appended
         quiet = 0  # polls in a row that found nothing
         while not self._stopped.is_set():
+            if self._loop is not None:  # the loop dispatches; this is the safety net
+                self._stopped.wait(_IDLE_WAIT_S)
+                try:
+                    self.do_reput()
+                except Exception:
+                    self.errors += 1
+                    log.exception("dispatcher error")
+                continue
             try:
                 if quiet >= _POLLS_BEFORE_SLEEP:
                     commit_log.wake_on_append = True  # before looking: an append from now on wakes us
@@ -193,10 +246,11 @@ class ReputMessageService:
                 time.sleep(0.01)
 
     def wait_for(self, offset: int, timeout: float = 5.0) -> bool:
-        """Block until everything below ``offset`` is dispatched."""
-        if self._thread is None:
+        """Block until everything below ``offset`` is dispatched (what is readable now is dispatched here)."""
+        if self._thread is None or self._loop is not None:
             self.do_reput()
-            return self.reput_from_offset >= offset
+            if self._thread is None or self.reput_from_offset >= offset:
+                return self.reput_from_offset >= offset
         deadline = time.monotonic() + timeout
         with self._dispatched:
             while self.reput_from_offset < offset:

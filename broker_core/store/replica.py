@@ -99,8 +99,7 @@ def append_replicated(commit_log: CommitLog, phy_offset: int, data: bytes | memo
         if stamp:
             mf.store_timestamp = stamp
         mf.wrote_position = pos + len(data)  # after the bytes: readers only read below it
-    if commit_log.wake_on_append:
-        commit_log.appended.set()
+    commit_log.notify_append()
     return phy_offset + len(data)
 
 

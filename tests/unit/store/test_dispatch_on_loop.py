@@ -1,0 +1,161 @@
+"""The dispatcher driven from an event loop (``ReputMessageService.drive_from``, what the broker does): an append
+is dispatched on the loop's thread, also when it came from another thread; a loop that cannot run leaves it to the
+dispatcher thread's safety-net poll; ``detach`` hands dispatch back to the thread. Long polling wakes waiters at
+once when the dispatch runs on its loop (``PullRequestHoldService.arrived``)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable
+
+from broker_core.server.long_polling import PullRequestHoldService
+from broker_core.store.message import MessageInner
+from broker_core.store.message_store import MessageStore
+
+
+def _recorder(store: MessageStore) -> list[tuple[int, list[str]]]:
+    """(thread ident, topics) of each dispatched batch."""
+    seen: list[tuple[int, list[str]]] = []
+    store.add_arrival_listener(lambda batch: seen.append((threading.get_ident(), [d[2] for d in batch])))
+    return seen
+
+
+def _dispatched(store: MessageStore) -> bool:
+    """Everything appended is dispatched (read without dispatching: the queue reads would dispatch here)."""
+    return store.reput.reput_from_offset >= store.commit_log.max_offset()
+
+
+def _wait_dispatched(store: MessageStore, timeout: float = 5.0) -> None:
+    """Wait for the dispatcher without dispatching here (store.dispatch and the queue reads would do it)."""
+    deadline = time.monotonic() + timeout
+    while not _dispatched(store):
+        assert time.monotonic() < deadline, "nothing dispatched what was appended"
+        time.sleep(0.002)
+
+
+async def _until(cond: Callable[[], bool], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.001)
+
+
+def test_an_append_is_dispatched_on_the_loop_thread(open_store):
+    store = open_store(background=True)
+    seen = _recorder(store)
+    loop = asyncio.new_event_loop()
+
+    async def main() -> None:
+        store.reput.drive_from(loop)
+        assert store.put_message(MessageInner("OnLoop", b"a")).ok
+        await _until(lambda: _dispatched(store))
+        # appended from another thread: still dispatched here
+        assert (await loop.run_in_executor(None, store.put_message, MessageInner("FromThread", b"b"))).ok
+        await _until(lambda: _dispatched(store))
+        store.reput.detach()
+
+    try:
+        loop.run_until_complete(main())
+    finally:
+        loop.close()
+    assert store.get_max_offset_in_queue("OnLoop", 0) == store.get_max_offset_in_queue("FromThread", 0) == 1
+    me = threading.get_ident()
+    assert [topics for _, topics in seen] == [["OnLoop"], ["FromThread"]]
+    assert {ident for ident, _ in seen} == {me}  # the loop's thread, not the dispatcher's
+
+
+def test_detach_hands_dispatch_back_to_the_thread(open_store):
+    store = open_store(background=True)
+    seen = _recorder(store)
+    loop = asyncio.new_event_loop()
+
+    async def attach_and_detach() -> None:
+        store.reput.drive_from(loop)
+        store.reput.detach()
+
+    loop.run_until_complete(attach_and_detach())
+    loop.close()
+    assert store.put_message(MessageInner("Back", b"c")).ok
+    _wait_dispatched(store)
+    assert seen and seen[-1][1] == ["Back"] and seen[-1][0] != threading.get_ident()
+
+
+def test_the_thread_dispatches_what_a_blocked_loop_cannot(open_store):
+    store = open_store(background=True)
+    seen = _recorder(store)
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(asyncio.sleep(0))
+        store.reput.drive_from(loop)  # attached, but the loop is not running: its call never runs
+        assert store.put_message(MessageInner("Stuck", b"d")).ok
+        _wait_dispatched(store)
+        assert seen[-1][1] == ["Stuck"] and seen[-1][0] != threading.get_ident()
+        store.reput.detach()
+    finally:
+        loop.close()
+
+
+def test_store_dispatch_on_the_loop_thread_does_not_wait_for_the_loop(open_store):
+    """``MessageStore.dispatch`` called on the loop's own thread (it cannot yield to the loop) dispatches there."""
+    store = open_store(background=True)
+    loop = asyncio.new_event_loop()
+
+    async def main() -> float:
+        store.reput.drive_from(loop)
+        assert store.put_message(MessageInner("Inline", b"e")).ok
+        t0 = time.monotonic()
+        assert store.dispatch(timeout=5)
+        took = time.monotonic() - t0
+        store.reput.detach()
+        return took
+
+    try:
+        took = loop.run_until_complete(main())
+    finally:
+        loop.close()
+    assert store.get_max_offset_in_queue("Inline", 0) == 1
+    assert took < 1.0  # not the dispatcher thread's 50 ms polls, and never the 5 s timeout
+
+
+def _arrival(topic: str, queue_id: int) -> tuple:
+    return (0, 100, topic, queue_id, 0, 0, 0, "", "", 0)
+
+
+def test_an_arrival_on_the_loop_wakes_held_pulls_at_once():
+    loop = asyncio.new_event_loop()
+    hold = PullRequestHoldService(loop)
+
+    async def main() -> None:
+        task = asyncio.ensure_future(hold.wait("T", 1, 5.0))
+        await asyncio.sleep(0)  # the waiter registers
+        (fut,) = hold.waiting[("T", 1)]
+        hold.arrived([_arrival("T", 1)])
+        assert fut.done()  # woken in the call, not by a callback queued for later
+        assert await task is True
+
+    try:
+        loop.run_until_complete(main())
+    finally:
+        loop.close()
+
+
+def test_an_arrival_from_another_thread_is_handed_to_the_loop():
+    loop = asyncio.new_event_loop()
+    hold = PullRequestHoldService(loop)
+
+    async def main() -> None:
+        task = asyncio.ensure_future(hold.wait("T", 2, 5.0))
+        await asyncio.sleep(0)
+        (fut,) = hold.waiting[("T", 2)]
+        other = threading.Thread(target=hold.arrived, args=([_arrival("T", 2)],))
+        other.start()
+        other.join()
+        assert not fut.done()  # set on the loop, never from the other thread
+        assert await asyncio.wait_for(task, 5.0) is True
+
+    try:
+        loop.run_until_complete(main())
+    finally:
+        loop.close()
