@@ -6,8 +6,10 @@
  * decides which one runs (BROKER_CORE_PURE_PYTHON=1 selects the pure ones).
  *
  * Buffers are read through the buffer protocol (bytes, bytearray, memoryview, mmap) and never kept past
- * the call. Integers in the formats are big-endian. Nothing here allocates per byte or holds the GIL
- * released: every function is short and runs on the caller's thread.
+ * the call. Integers in the formats are big-endian. Nothing here allocates per byte or releases the GIL:
+ * every function is short and runs on the caller's thread. One exception, not a codec loop: populate_write
+ * (the store's page prefaulting, store/pages.py) releases the GIL around one madvise call, holding the buffer
+ * (an mmap cannot be closed while it is exported).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -15,6 +17,12 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <errno.h>
+#include <unistd.h>
+#include <sys/mman.h>
+#if defined(__linux__) && !defined(MADV_POPULATE_WRITE)
+#define MADV_POPULATE_WRITE 23  /* Linux 5.14+; older kernels answer EINVAL */
+#endif
 
 static PyObject *CodecError;   /* broker_core.codec.errors.CodecError(message, source, position) */
 static PyObject *crc32_func;   /* zlib.crc32 */
@@ -1698,6 +1706,42 @@ done:
     return res;
 }
 
+/* populate_write(buf, start, length) -> bool: fault in, writable, the pages of a shared writable mapping under
+ * buf[start:start+length] (madvise MADV_POPULATE_WRITE, widened to whole pages), with the GIL released. Contents
+ * are not changed. False when the kernel (or platform) has no such advice; OSError for other failures. */
+static PyObject *py_populate_write(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    Py_ssize_t start, length;
+    if (!PyArg_ParseTuple(args, "w*nn", &buf, &start, &length)) return NULL;
+    if (start < 0 || length < 0 || start > buf.len || length > buf.len - start) {
+        PyBuffer_Release(&buf);
+        PyErr_SetString(PyExc_ValueError, "populate_write: range outside the buffer");
+        return NULL;
+    }
+    if (length == 0) {
+        PyBuffer_Release(&buf);
+        Py_RETURN_TRUE;
+    }
+#ifdef MADV_POPULATE_WRITE
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = ((uintptr_t)buf.buf + (uintptr_t)start) & ~(page - 1);
+    uintptr_t hi = ((uintptr_t)buf.buf + (uintptr_t)(start + length) + page - 1) & ~(page - 1);
+    int rc, err = 0;
+    Py_BEGIN_ALLOW_THREADS
+    rc = madvise((void *)lo, (size_t)(hi - lo), MADV_POPULATE_WRITE);
+    if (rc != 0) err = errno;
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&buf);
+    if (rc == 0) Py_RETURN_TRUE;
+    if (err == EINVAL) Py_RETURN_FALSE;
+    errno = err;
+    return PyErr_SetFromErrno(PyExc_OSError);
+#else
+    PyBuffer_Release(&buf);
+    Py_RETURN_FALSE;
+#endif
+}
+
 static PyMethodDef methods[] = {
     {"java_hash_u32", py_java_hash_u32, METH_O, "Java String.hashCode() of a str, unsigned 32-bit."},
     {"index_key_hash", py_index_key_hash, METH_O, "RocketMQ's IndexFile hash of topic#key."},
@@ -1719,6 +1763,7 @@ static PyMethodDef methods[] = {
     {"decode_binary_header", py_decode_binary_header, METH_O, "Decode a ROCKETMQ binary header."},
     {"encode_binary_header", py_encode_binary_header, METH_VARARGS, "Encode a ROCKETMQ binary header."},
     {"append_messages", py_append_messages, METH_VARARGS, "The store's put loop: messages as CommitLog records."},
+    {"populate_write", py_populate_write, METH_VARARGS, "Fault in a mapping's pages for writing (GIL released)."},
     {"encode_binary_frame", py_encode_binary_frame, METH_VARARGS, "A whole frame with a ROCKETMQ binary header."},
     {NULL, NULL, 0, NULL},
 };

@@ -45,6 +45,7 @@ from broker_core.store.durability import COMMIT_LOG
 from broker_core.store.mapped_file import MappedFile, SelectMappedBufferResult
 from broker_core.store.mapped_file_queue import MappedFileQueue
 from broker_core.store.message import MessageInner
+from broker_core.store.prefault import PrefaultService
 from broker_core.store.results import BatchPutResult, PutMessageResult, PutStatus
 
 log = logging.getLogger(__name__)
@@ -76,6 +77,10 @@ class CommitLog:
         # Set by a dispatcher driven from an event loop (``ReputMessageService.drive_from``): called after every
         # append instead of waking the dispatcher thread
         self.after_append: Callable[[], None] | None = None
+        # Faults in the pages ahead of the write position on its own thread (prefault.py), started with the first
+        # append; only with the store's background services (an allocator), and prefaultAheadBytes > 0
+        self.prefault: PrefaultService | None = None
+        self._prefault_ahead = config.prefault_ahead_bytes if allocator is not None else 0
 
     # ------------------------------------------------------------------ checks
     def check(self, msg: MessageInner) -> PutMessageResult | None:
@@ -159,6 +164,8 @@ class CommitLog:
                         mf.wrote_position = progress[0]
             if mf is not None:
                 mf.store_timestamp = now
+                if self._prefault_ahead and mf.wrote_position + (self._prefault_ahead >> 1) > mf.populated:
+                    self._prefault(mf)
             self.begin_time_in_lock = 0
         if pending:
             self.notify_append()
@@ -205,6 +212,8 @@ class CommitLog:
                         BLANK.pack_into(mf.mv, pos, size - pos, BLANK_MAGIC_CODE)
                         mf.wrote_position = size
             finally:
+                if mf is not None and self._prefault_ahead:
+                    self._prefault(mf)
                 if qoff != first:
                     self.topic_queue_table[key] = qoff
                 self.pending_dispatch.extend(dispatch)
@@ -214,6 +223,16 @@ class CommitLog:
         end_offset = dispatch[-1][0] + dispatch[-1][1] if dispatch else -1
         return BatchPutResult(status, phys, first if phys else -1, end_offset, self.store_host, self.store_port,
                               error)
+
+    def _prefault(self, mf: MappedFile) -> None:
+        """After an append to ``mf``: ask the prefault thread for more when the writer nears the populated end."""
+        pf = self.prefault
+        if pf is None:
+            pf = self.prefault = PrefaultService(self._prefault_ahead).start()
+        if pf.stopped:
+            self._prefault_ahead = 0  # the platform cannot (or a call failed): stop asking
+        elif pf.wanted(mf):
+            pf.request(mf)
 
     def notify_append(self) -> None:
         """Records were appended: tell the dispatcher (its event-loop hook, or its thread if it sleeps)."""
@@ -308,4 +327,7 @@ class CommitLog:
         return self.mapped_file_queue.flushed_timestamp
 
     def close(self) -> None:
+        if self.prefault is not None:
+            self.prefault.shutdown()
+            self._prefault_ahead = 0
         self.mapped_file_queue.close()

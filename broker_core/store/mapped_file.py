@@ -29,10 +29,12 @@ import logging
 import mmap
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from broker_core.store.durability import OTHER, create_durable_dir, datasync, fsync_dir
 from broker_core.store.errors import StoreError
+from broker_core.store.pages import populate_write
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +70,7 @@ class MappedFile:
         self.flushed_position = 0
         self.store_timestamp = 0
         self.flushed_timestamp = 0
+        self.populated = 0  # [0, populated) was faulted in for writing (populate; prefault.py)
         self.first_create_in_queue = False
         self._lock = threading.Lock()
         self._ref_count = 1
@@ -119,6 +122,26 @@ class MappedFile:
         for start in range(0, self.file_size, _WARM_CHUNK):
             os.pwrite(self._fd, zeros[: min(_WARM_CHUNK, self.file_size - start)], start)
         datasync(self._fd)
+
+    def populate(self, upto: int, chunk: int, stop: Callable[[], bool]) -> bool:
+        """Fault in ``[populated, upto)`` for writing (``pages.populate_write``, ``chunk`` bytes a call, each
+        releasing the GIL), starting no lower than the write position's page and advancing ``populated`` after
+        each call, until ``stop()``. No byte changes. False when the platform cannot (nothing done); a file being
+        destroyed is left alone; OSError from the kernel propagates."""
+        if not self.hold():
+            return True
+        try:
+            wrote = self.wrote_position
+            at = max(self.populated, wrote - wrote % OS_PAGE_SIZE)
+            while at < upto and not stop():
+                n = min(chunk, upto - at)
+                if not populate_write(self.mm, at, n):
+                    return False
+                at += n
+                self.populated = at
+            return True
+        finally:
+            self.release()
 
     # ------------------------------------------------------------------ flush
     def is_able_to_flush(self, least_pages: int) -> bool:

@@ -1,0 +1,89 @@
+"""PrefaultService: fault in the pages just ahead of the CommitLog's write position, on its own thread.
+
+A segment is allocated with ``posix_fallocate`` (``mapped_file.py``): its blocks exist but hold no data, so the
+first write to each page of the mapping faults, and the kernel allocates and zeroes a page-cache page there and
+then: on the appending thread, under the put lock, in a broker on the event loop. ``perf record`` of the broker
+under ``bench.broker``'s batched produce put a third of its CPU there (``zero_user_segments`` under the fault);
+on a virtual machine whose free memory goes back to the host, a fresh page also costs the host a fault.
+
+This thread takes those faults first: ``pages.populate_write`` (``madvise(MADV_POPULATE_WRITE)``, the GIL
+released) over the next ``prefaultAheadBytes`` past the write position, a chunk at a time, so the writer finds
+the pages mapped and writable. RocketMQ's ``warmMapedFileEnable`` (off by default, as here) instead writes the
+whole next segment with zeros and syncs it: a second disk write of every byte. Here the pages faulted in ahead
+are dirty zeros, so a flush that comes before the writer gets there writes at most ``prefaultAheadBytes`` of
+zeros past the data, which the data overwrites later; readers never read past the write position, and
+recovery reads zeros as the end of the log, as it reads the unwritten blocks.
+
+The writer (``CommitLog``) calls :meth:`request` after an append once its position is within half the window of
+the populated end (a comparison per put call; a wake about every half window, 4 MiB by default).
+
+Invariants: no byte of any file changes; only which pages are mapped. A segment being destroyed is skipped
+(``MappedFile.populate`` holds it for the call). Where the kernel has no such advice (before Linux 5.14, or not
+Linux) the service says so once and stops; a failing call is logged once and stops it too. Appends never wait
+for it: they fault in what it has not reached, as without it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from broker_core.store.mapped_file import MappedFile
+
+log = logging.getLogger(__name__)
+
+CHUNK = 1024 * 1024  # per madvise call: the stop flag and a newer request are seen between calls
+
+
+class PrefaultService:
+    def __init__(self, ahead: int) -> None:
+        if ahead <= 0:
+            raise ValueError(f"prefault window must be positive, got {ahead}")
+        self.ahead = ahead
+        self.low_water = ahead // 2  # ask again once the writer is this close to the populated end
+        self.stopped = False  # set when the platform cannot, a call failed, or shutdown
+        self._want: MappedFile | None = None
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def wanted(self, mf: MappedFile) -> bool:
+        """Whether the writer at ``mf.wrote_position`` should :meth:`request` more (the put path's check)."""
+        return mf.wrote_position + self.low_water > mf.populated and mf.populated < mf.file_size
+
+    def request(self, mf: MappedFile) -> None:
+        """Populate up to ``ahead`` bytes past ``mf``'s write position (returns at once)."""
+        if self.stopped:
+            return
+        self._want = mf
+        if not self._wake.is_set():
+            self._wake.set()
+
+    def start(self) -> PrefaultService:
+        self._thread = threading.Thread(target=self._run, name="prefault-commitlog", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self.stopped:
+            self._wake.wait()
+            self._wake.clear()
+            mf = self._want
+            if mf is None or self.stopped:
+                continue
+            try:
+                done = mf.populate(min(mf.wrote_position + self.ahead, mf.file_size), CHUNK, lambda: self.stopped)
+            except OSError as exc:
+                log.warning("prefaulting CommitLog pages stops: madvise failed on %s (%s)", mf.path, exc)
+                done = False
+            else:
+                if not done:
+                    log.info("prefaulting CommitLog pages is off: the kernel has no MADV_POPULATE_WRITE")
+            if not done:
+                self.stopped = True
+
+    def shutdown(self) -> None:
+        self.stopped = True
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None

@@ -1,0 +1,129 @@
+"""Prefaulting the CommitLog (store/pages.py, store/prefault.py): ``populate_write`` in C and in Python give the
+same answers and bring a fresh segment's pages into memory without changing a byte; a store with background
+services has the pages past its write position in memory before the writer gets there; off at 0, and it stops
+asking where the platform cannot."""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from broker_core.config import BrokerConfig, ConfigError
+from broker_core.store import mapped_file, pages
+from broker_core.store.message import MessageInner
+
+IMPLEMENTATIONS = [pages.py_populate_write]
+try:
+    from broker_core.codec import _native
+except ImportError:  # the extension is built by `make`; the pure twin is still checked
+    pass
+else:
+    IMPLEMENTATIONS.append(_native.populate_write)
+
+SIZE = 1 << 20
+PAGE = mmap.PAGESIZE
+
+
+@pytest.fixture
+def segment(tmp_path: Path) -> Iterator[mmap.mmap]:
+    """A fresh allocated file, mapped as a segment is (never written: its pages are not in memory yet)."""
+    path = tmp_path / "00000000000000000000"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    os.posix_fallocate(fd, 0, SIZE)
+    mm = mmap.mmap(fd, SIZE)
+    os.close(fd)
+    yield mm
+    mm.close()
+
+
+def resident(mm: mmap.mmap, start: int, length: int) -> list[bool]:
+    """mincore(2): which pages of ``mm[start:start+length]`` are in memory (for a file: in the page cache)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    view = (ctypes.c_char * len(mm)).from_buffer(mm)
+    try:
+        vec = (ctypes.c_ubyte * ((length + PAGE - 1) // PAGE))()
+        rc = libc.mincore(ctypes.c_void_p(ctypes.addressof(view) + start), ctypes.c_size_t(length), vec)
+        assert rc == 0, os.strerror(ctypes.get_errno())
+        return [bool(v & 1) for v in vec]
+    finally:
+        del view
+
+
+@pytest.mark.parametrize("populate", IMPLEMENTATIONS, ids=lambda f: "native" if f is not pages.py_populate_write
+                         else "pure")
+def test_populate_write_brings_pages_in_without_changing_a_byte(segment: mmap.mmap,
+                                                                populate: Callable[..., bool]) -> None:
+    if any(resident(segment, 0, SIZE)):
+        pytest.skip("this file system keeps new files' pages in memory already (tmpfs?): nothing to observe")
+    assert populate(segment, 100 * PAGE + 123, 24 * PAGE) is True  # widened to whole pages: 100..124
+    assert all(resident(segment, 100 * PAGE, 25 * PAGE))
+    assert segment[:] == bytes(SIZE)
+    segment[5000:5011] = b"hello world"  # data under a populated range must survive
+    assert populate(segment, 4000, 2 * PAGE) is True
+    assert segment[5000:5011] == b"hello world"
+    assert segment[:5000] == bytes(5000) and segment[5011:] == bytes(SIZE - 5011)
+
+
+@pytest.mark.parametrize("populate", IMPLEMENTATIONS)
+def test_populate_write_answers_the_same_at_the_edges(segment: mmap.mmap, populate: Callable[..., bool]) -> None:
+    assert populate(segment, SIZE, 0) is True  # nothing to do
+    assert populate(segment, SIZE - 1, 1) is True  # the last byte's page
+    for start, length in ((-1, 10), (0, SIZE + 1), (SIZE + 1, 0), (10, -1)):
+        with pytest.raises(ValueError, match="outside the buffer"):
+            populate(segment, start, length)
+
+
+def _wait(cond: Callable[[], bool], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.005)
+
+
+def test_the_pages_past_the_write_position_are_in_memory_before_the_writer(open_store) -> None:  # type: ignore[no-untyped-def]
+    ahead = 512 * 1024
+    store = open_store(background=True, mapped_file_size_commit_log_bytes=4 * SIZE, prefault_ahead_bytes=ahead)
+    assert store.put_message(MessageInner("Ahead", b"x" * 1000)).ok
+    mf = store.commit_log.mapped_file_queue.last()
+    wrote = mf.wrote_position
+    _wait(lambda: mf.populated >= wrote + ahead - PAGE)
+    assert all(resident(mf.mm, 0, ahead))
+    assert mf.mv[wrote:wrote + ahead] == bytes(ahead)  # still zeros: nothing past the data was written
+    assert store.get_message("Ahead", 0, 0, 1).messages[0].body == b"x" * 1000
+    # the writer moving on past half the window asks for more
+    for _ in range(400):
+        assert store.put_message(MessageInner("Ahead", b"y" * 1000)).ok
+    wrote = mf.wrote_position
+    _wait(lambda: mf.populated >= wrote + ahead - PAGE)
+    assert mf.populated <= mf.file_size
+
+
+def test_zero_turns_it_off(open_store) -> None:  # type: ignore[no-untyped-def]
+    store = open_store(background=True, prefault_ahead_bytes=0)
+    assert store.put_message(MessageInner("Off", b"x")).ok
+    assert store.commit_log.prefault is None
+    assert store.commit_log.mapped_file_queue.last().populated == 0
+    with pytest.raises(ConfigError, match="prefaultAheadBytes"):
+        BrokerConfig(prefault_ahead_bytes=-1).validate()
+
+
+def test_where_the_platform_cannot_it_stops_asking(open_store, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    calls: list[int] = []
+
+    def cannot(buf: mmap.mmap, start: int, length: int) -> bool:
+        calls.append(start)
+        return False
+
+    monkeypatch.setattr(mapped_file, "populate_write", cannot)
+    store = open_store(background=True, mapped_file_size_commit_log_bytes=4 * SIZE, prefault_ahead_bytes=1 << 16)
+    assert store.put_message(MessageInner("No", b"x")).ok
+    _wait(lambda: store.commit_log.prefault is not None and store.commit_log.prefault.stopped)
+    for _ in range(300):  # far past the window: nothing asks again
+        assert store.put_message(MessageInner("No", b"y" * 1000)).ok
+    assert calls == [0] and store.commit_log._prefault_ahead == 0
