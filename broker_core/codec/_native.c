@@ -1706,6 +1706,106 @@ done:
     return res;
 }
 
+/* o is an exact int within [lo, hi]: 1 and *out; else 0, no error set (pack_units stops there) */
+static int exact_int_within(PyObject *o, long long lo, long long hi, long long *out) {
+    if (!PyLong_CheckExact(o)) return 0;
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow || (v == -1 && PyErr_Occurred())) { PyErr_Clear(); return 0; }
+    if (v < lo || v > hi) return 0;
+    *out = v;
+    return 1;
+}
+
+/* pack_units(buf, pos, end, units, start, stop, expect, min_end) -> n: see codec/consume_queue.py */
+static PyObject *py_pack_units(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    Py_ssize_t pos, end, start, stop;
+    long long expect, min_end;
+    PyObject *units;
+    if (!PyArg_ParseTuple(args, "w*nnOnnLL", &buf, &pos, &end, &units, &start, &stop, &expect, &min_end))
+        return NULL;
+    if (!PyList_Check(units) || pos < 0 || end > buf.len || start < 0 || stop > PyList_GET_SIZE(units)) {
+        PyBuffer_Release(&buf);
+        PyErr_SetString(PyExc_ValueError, "pack_units: bad arguments");
+        return NULL;
+    }
+    unsigned char *w = (unsigned char *)buf.buf;
+    Py_ssize_t n = 0;
+    for (Py_ssize_t i = start; i < stop; i++) {
+        if (pos + 20 > end) break;
+        PyObject *u = PyList_GET_ITEM(units, i);
+        if (!PyTuple_CheckExact(u) || PyTuple_GET_SIZE(u) != 4) break;
+        long long phy, size, tags, qoff;
+        if (!exact_int_within(PyTuple_GET_ITEM(u, 0), I64_MIN, I64_MAX, &phy) ||
+            !exact_int_within(PyTuple_GET_ITEM(u, 1), I32_MIN, I32_MAX, &size) ||
+            !exact_int_within(PyTuple_GET_ITEM(u, 2), I64_MIN, I64_MAX, &tags) ||
+            !exact_int_within(PyTuple_GET_ITEM(u, 3), I64_MIN, I64_MAX, &qoff) ||
+            expect > I64_MAX - n || qoff != expect + n)
+            break;
+        /* phy + size past 64 bits, or not past min_end (a replay): stop, as the pure twin does */
+        if ((size > 0 && phy > I64_MAX - size) || (size < 0 && phy < I64_MIN - size)) break;
+        if (phy + size <= min_end) break;
+        min_end = phy + size;
+        wr_i64(w + pos, phy);
+        wr_i32(w + pos + 8, size);
+        wr_i64(w + pos + 12, tags);
+        pos += 20;
+        n++;
+    }
+    PyBuffer_Release(&buf);
+    return PyLong_FromSsize_t(n);
+}
+
+static PyObject *popleft_str;  /* "popleft" */
+
+/* take_pending(pending, batch, offset, limit, max_n) -> offset: see codec/consume_queue.py */
+static PyObject *py_take_pending(PyObject *self, PyObject *args) {
+    PyObject *pending, *batch, *offset;
+    Py_ssize_t max_n;
+    PyObject *limit;
+    if (!PyArg_ParseTuple(args, "OO!OOn", &pending, &PyList_Type, &batch, &offset, &limit, &max_n)) return NULL;
+    Py_INCREF(offset);
+    for (;;) {
+        Py_ssize_t left = PyObject_Length(pending);
+        if (left < 0) goto fail;
+        if (left == 0 || PyList_GET_SIZE(batch) >= max_n) break;
+        PyObject *d = PySequence_GetItem(pending, 0);
+        if (d == NULL) goto fail;
+        PyObject *phy = PySequence_GetItem(d, 0), *size = phy ? PySequence_GetItem(d, 1) : NULL;
+        Py_DECREF(d);
+        if (size == NULL) { Py_XDECREF(phy); goto fail; }
+        int at = PyObject_RichCompareBool(phy, offset, Py_EQ);
+        Py_DECREF(phy);
+        PyObject *after = at > 0 ? PyNumber_Add(offset, size) : NULL;
+        Py_DECREF(size);
+        if (at < 0 || (at > 0 && after == NULL)) goto fail;
+        if (!at) break;
+        int over = PyObject_RichCompareBool(after, limit, Py_GT);
+        if (over != 0) { Py_DECREF(after); if (over < 0) goto fail; break; }
+        PyObject *taken = PyObject_CallMethodNoArgs(pending, popleft_str);
+        if (taken == NULL || PyList_Append(batch, taken) < 0) { Py_XDECREF(taken); Py_DECREF(after); goto fail; }
+        Py_DECREF(taken);
+        Py_SETREF(offset, after);
+        left = PyObject_Length(pending);
+        if (left < 0) goto fail;
+        if (left > 0) {
+            PyObject *nd = PySequence_GetItem(pending, 0);
+            PyObject *nphy = nd ? PySequence_GetItem(nd, 0) : NULL;
+            Py_XDECREF(nd);
+            if (nphy == NULL) goto fail;
+            int same = PyObject_RichCompareBool(nphy, offset, Py_EQ);
+            Py_DECREF(nphy);
+            if (same < 0) goto fail;
+            if (!same) break;  /* the caller looks for a segment roll */
+        }
+    }
+    return offset;
+fail:
+    Py_DECREF(offset);
+    return NULL;
+}
+
 /* populate_write(buf, start, length) -> bool: fault in, writable, the pages of a shared writable mapping under
  * buf[start:start+length] (madvise MADV_POPULATE_WRITE, widened to whole pages), with the GIL released. Contents
  * are not changed. False when the kernel (or platform) has no such advice; OSError for other failures. */
@@ -1763,6 +1863,8 @@ static PyMethodDef methods[] = {
     {"decode_binary_header", py_decode_binary_header, METH_O, "Decode a ROCKETMQ binary header."},
     {"encode_binary_header", py_encode_binary_header, METH_VARARGS, "Encode a ROCKETMQ binary header."},
     {"append_messages", py_append_messages, METH_VARARGS, "The store's put loop: messages as CommitLog records."},
+    {"pack_units", py_pack_units, METH_VARARGS, "Consecutive ConsumeQueue units written into a buffer."},
+    {"take_pending", py_take_pending, METH_VARARGS, "The dispatcher's drain of the put path's hand-off."},
     {"populate_write", py_populate_write, METH_VARARGS, "Fault in a mapping's pages for writing (GIL released)."},
     {"encode_binary_frame", py_encode_binary_frame, METH_VARARGS, "A whole frame with a ROCKETMQ binary header."},
     {NULL, NULL, 0, NULL},
@@ -1783,6 +1885,8 @@ PyMODINIT_FUNC PyInit__native(void) {
     zlib_error = PyObject_GetAttrString(zlib, "error");
     Py_DECREF(zlib);
     if (crc32_func == NULL || zlib_decompress == NULL || zlib_error == NULL) return NULL;
+    popleft_str = PyUnicode_InternFromString("popleft");
+    if (popleft_str == NULL) return NULL;
     uniq_key_str = PyUnicode_InternFromString("UNIQ_KEY");
     if (uniq_key_str == NULL) return NULL;
     for (int k = 0; k < A_COUNT; k++) {

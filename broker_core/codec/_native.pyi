@@ -1,4 +1,5 @@
 # Types of the C extension built from _native.c; each function mirrors the pure one of the same name.
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -45,3 +46,7 @@ def append_messages(buf: WriteableBuffer, pos: int, file_size: int, base: int, m
                     results: list[Any], ok: Any, result_cls: Callable[..., Any], progress: list[int], /
                     ) -> tuple[int, int]: ...
 def populate_write(buf: WriteableBuffer, start: int, length: int, /) -> bool: ...
+def pack_units(buf: WriteableBuffer, pos: int, end: int, units: list[tuple[int, int, int, int]], start: int,
+               stop: int, expect: int, min_end: int, /) -> int: ...
+def take_pending(pending: deque[tuple[Any, ...]], batch: list[tuple[Any, ...]], offset: int, limit: int,
+                 max_n: int, /) -> int: ...

@@ -14,6 +14,8 @@ does not begin at offset 0 has physical offset 0 and size ``BLANK_UNIT_SIZE``.
 from __future__ import annotations
 
 import struct
+from collections import deque
+from collections.abc import Sequence
 from typing import Any
 
 from broker_core.codec.errors import CodecError
@@ -120,9 +122,60 @@ def group_units(batch: list[tuple[Any, ...]]) -> dict[tuple[str, int], list[tupl
     return out
 
 
+_I64 = (-(1 << 63), (1 << 63) - 1)
+_I32 = (-(1 << 31), (1 << 31) - 1)
+
+
+def pack_units(buf: Any, pos: int, end: int, units: Sequence[tuple[int, int, int, int]], start: int, stop: int,
+               expect: int, min_end: int) -> int:
+    """Write ``units[start:stop]`` (``group_units``' ``(phy, size, tags_code, queue_offset)``) as consecutive
+    units at ``buf[pos:end]`` while each is the queue's next one (its queue offset is ``expect`` plus the number
+    written before it), ends in the CommitLog past the one before (``phy + size`` over ``min_end`` at first: not a
+    replay; and within 64 bits), fits below ``end`` and has fields the layout holds (plain ints in range); returns
+    how many were written. The unit it stops at is left to the caller (``ConsumeQueue.put_message_position_info``)."""
+    n = 0
+    for i in range(start, stop):
+        if pos + CQ_STORE_UNIT_SIZE > end:
+            break
+        u = units[i]
+        if type(u) is not tuple or len(u) != 4:
+            break
+        phy, size, tags_code, queue_offset = u
+        if (type(phy) is not int or type(size) is not int or type(tags_code) is not int
+                or type(queue_offset) is not int or queue_offset != expect + n
+                or not _I64[0] <= phy <= _I64[1] or not _I32[0] <= size <= _I32[1]
+                or not _I64[0] <= tags_code <= _I64[1] or not min_end < phy + size <= _I64[1]):
+            break
+        min_end = phy + size
+        CQ_UNIT.pack_into(buf, pos, phy, size, tags_code)
+        pos += CQ_STORE_UNIT_SIZE
+        n += 1
+    return n
+
+
+def take_pending(pending: deque[tuple[Any, ...]], batch: list[tuple[Any, ...]], offset: int, limit: int,
+                 max_n: int) -> int:
+    """The dispatcher's drain of the put path's hand-off (``CommitLog.pending_dispatch``): move entries
+    ``(phy, size, ...)`` from the front of ``pending`` to ``batch`` while each starts at ``offset`` and ends by
+    ``limit`` and ``batch`` holds fewer than ``max_n``; returns the offset after the last one moved. It also stops
+    right after an entry when the next does not start where that one ended (the caller looks for a segment roll)."""
+    while pending and len(batch) < max_n:
+        d = pending[0]
+        if d[0] != offset or offset + d[1] > limit:
+            break
+        batch.append(pending.popleft())
+        offset += d[1]
+        if pending and pending[0][0] != offset:
+            break
+    return offset
+
+
 # the pure functions stay reachable for the native-vs-pure equality tests
 py_scan_units, py_group_units, py_pick_units = scan_units, group_units, pick_units
+py_pack_units, py_take_pending = pack_units, take_pending
 if NATIVE is not None:
     scan_units = NATIVE.scan_units
     pick_units = NATIVE.pick_units
     group_units = NATIVE.group_units
+    pack_units = NATIVE.pack_units
+    take_pending = NATIVE.take_pending

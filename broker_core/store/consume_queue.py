@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from broker_core.codec.consume_queue import BLANK_UNIT_SIZE, CQ_STORE_UNIT_SIZE, CQ_UNIT, scan_units
+from broker_core.codec.consume_queue import BLANK_UNIT_SIZE, CQ_STORE_UNIT_SIZE, CQ_UNIT, pack_units, scan_units
 from broker_core.store.mapped_file import MappedFile, SelectMappedBufferResult
 from broker_core.store.mapped_file_queue import MappedFileQueue
 
@@ -130,6 +130,27 @@ class ConsumeQueue:
             self.max_physic_offset = offset + size
             return True
         return self._put_slow(offset, size, tags_code, cq_offset, expect)
+
+    def put_units(self, units: list[tuple[int, int, int, int]], start: int = 0) -> None:
+        """``units[start:]`` in order (``group_units``' ``(offset, size, tags_code, cq_offset)``, the caller having
+        skipped what the queue already holds): each run of consecutive units that follows the tail file's last one
+        is written in one call (``pack_units``); any other unit goes through :meth:`put_message_position_info`."""
+        i, n = start, len(units)
+        while i < n:
+            mf = self._tail
+            phy, size, _, cq_offset = units[i]
+            if (mf is not None and mf.available and phy + size > self.max_physic_offset
+                    and mf.file_from_offset + mf.wrote_position == cq_offset * UNIT):
+                k = pack_units(mf.mv, mf.wrote_position, self.mapped_file_size, units, i, n, cq_offset,
+                               self.max_physic_offset)
+                if k:
+                    mf.wrote_position += k * UNIT
+                    last = units[i + k - 1]
+                    self.max_physic_offset = last[0] + last[1]
+                    i += k
+                    continue
+            self.put_message_position_info(*units[i])
+            i += 1
 
     def _put_slow(self, offset: int, size: int, tags_code: int, cq_offset: int, expect: int) -> bool:
         mfq = self.mapped_file_queue

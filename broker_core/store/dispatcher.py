@@ -39,7 +39,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from broker_core.codec.consume_queue import group_units
+from broker_core.codec.consume_queue import group_units, take_pending
 from broker_core.codec.records import parse_dispatch
 from broker_core.store.schedule import SCHEDULE_TOPIC
 
@@ -92,9 +92,7 @@ class ReputMessageService:
             done = cq.max_physic_offset
             if units[0][0] + units[0][1] <= done:  # a replay: skip what the queue already holds
                 start = bisect.bisect_right(units, done, key=_unit_end)
-            put = cq.put_message_position_info
-            for i in range(start, len(units)):
-                put(*units[i])
+            cq.put_units(units, start)
         if store.index_service is not None:
             store.index_service.build_batch(batch)
         self.last_dispatched_timestamp = batch[-1][6]
@@ -126,17 +124,19 @@ class ReputMessageService:
             if pending and pending[0][0] == offset:
                 batch: list[Dispatch] = []
                 limit = commit_log.max_offset()
-                while pending and len(batch) < _BATCH:
-                    d = pending[0]
-                    if d[0] != offset or offset + d[1] > limit:
-                        break
+                while True:
+                    offset = take_pending(pending, batch, offset, limit, _BATCH)
+                    if not pending or pending[0][0] == offset:
+                        break  # drained, at the CommitLog's end, or a full batch
                     # a record that starts a new segment follows the previous segment's blank
-                    batch.append(pending.popleft())
-                    offset += d[1]
-                    if pending and pending[0][0] != offset:
-                        nxt = commit_log.roll_next_file(offset)
-                        if pending[0][0] == nxt:
-                            offset = nxt
+                    nxt = commit_log.roll_next_file(offset)
+                    if pending[0][0] != nxt:
+                        break
+                    offset = nxt
+                    if len(batch) >= _BATCH:
+                        break
+                if not batch:  # handed over before the CommitLog's position moved: the next pass takes it
+                    break
                 self.dispatch_batch(batch)
                 self.reput_from_offset = offset
                 did = True
