@@ -123,15 +123,17 @@ class MappedFile:
             os.pwrite(self._fd, zeros[: min(_WARM_CHUNK, self.file_size - start)], start)
         datasync(self._fd)
 
-    def populate(self, upto: int, chunk: int, stop: Callable[[], bool]) -> bool:
+    def populate(self, upto: int, chunk: int, stop: Callable[[], bool], gap: int = 0) -> bool:
         """Fault in ``[populated, upto)`` for writing (``pages.populate_write``, ``chunk`` bytes a call, each
-        releasing the GIL), starting no lower than the write position's page and advancing ``populated`` after
-        each call, until ``stop()``. No byte changes. False when the platform cannot (nothing done); a file being
-        destroyed is left alone; OSError from the kernel propagates."""
+        releasing the GIL), starting no lower than the page ``gap`` bytes past the write position (pages the writer
+        is about to touch are left to it: it would wait for them) and advancing ``populated`` after each call,
+        until ``stop()``; ``populated`` then reaches ``upto`` (nothing more to ask for below it). No byte changes.
+        False when the platform cannot (nothing done); a file being destroyed is left alone; OSError from the
+        kernel propagates."""
         if not self.hold():
             return True
         try:
-            wrote = self.wrote_position
+            wrote = self.wrote_position + gap
             at = max(self.populated, wrote - wrote % OS_PAGE_SIZE)
             while at < upto and not stop():
                 n = min(chunk, upto - at)
@@ -139,6 +141,8 @@ class MappedFile:
                     return False
                 at += n
                 self.populated = at
+            if at >= upto > self.populated:  # all of it lies within the gap: the writer takes those pages
+                self.populated = upto
             return True
         finally:
             self.release()

@@ -15,7 +15,11 @@ zeros past the data, which the data overwrites later; readers never read past th
 recovery reads zeros as the end of the log, as it reads the unwritten blocks.
 
 The writer (``CommitLog``) calls :meth:`request` after an append once its position is within half the window of
-the populated end (a comparison per put call; a wake about every half window, 4 MiB by default).
+the populated end (a comparison per put call; a wake about every half window, 4 MiB by default). The pages just
+past the writer (``gap``, 256 KiB at most) are left to it, since a write to a page being populated waits for it;
+the thread runs at nice 10 so that on busy CPUs the threads serving requests go first (it then falls behind, and
+the writer faults in what it has not reached). Measured with ``bench.broker``'s paced 5k msg/s row, the p99 moved
+between 1.3 and 8.7 ms from run to run with it on or off: no effect on the tail could be told from the noise.
 
 Invariants: no byte of any file changes; only which pages are mapped. A segment being destroyed is skipped
 (``MappedFile.populate`` holds it for the call). Where the kernel has no such advice (before Linux 5.14, or not
@@ -26,13 +30,16 @@ for it: they fault in what it has not reached, as without it.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 
 from broker_core.store.mapped_file import MappedFile
 
 log = logging.getLogger(__name__)
 
-CHUNK = 1024 * 1024  # per madvise call: the stop flag and a newer request are seen between calls
+NICE = 10  # the thread's nice value (Linux sets it per thread)
+CHUNK = 256 * 1024  # per madvise call: the stop flag and a newer request are seen between calls
+GAP = 256 * 1024  # left to the writer past its position: populating the page it is writing makes it wait
 
 
 class PrefaultService:
@@ -41,6 +48,7 @@ class PrefaultService:
             raise ValueError(f"prefault window must be positive, got {ahead}")
         self.ahead = ahead
         self.low_water = ahead // 2  # ask again once the writer is this close to the populated end
+        self.gap = min(GAP, ahead // 4)  # left to the writer just past its position
         self.stopped = False  # set when the platform cannot, a call failed, or shutdown
         self._want: MappedFile | None = None
         self._wake = threading.Event()
@@ -64,6 +72,10 @@ class PrefaultService:
         return self
 
     def _run(self) -> None:
+        try:  # a background helper: the threads serving requests come first when the CPUs are busy
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), NICE)
+        except (AttributeError, OSError):
+            pass  # not Linux (a per-thread nice), or not allowed: run at the process's priority
         while not self.stopped:
             self._wake.wait()
             self._wake.clear()
@@ -71,7 +83,8 @@ class PrefaultService:
             if mf is None or self.stopped:
                 continue
             try:
-                done = mf.populate(min(mf.wrote_position + self.ahead, mf.file_size), CHUNK, lambda: self.stopped)
+                done = mf.populate(min(mf.wrote_position + self.ahead, mf.file_size), CHUNK, lambda: self.stopped,
+                                   self.gap)
             except OSError as exc:
                 log.warning("prefaulting CommitLog pages stops: madvise failed on %s (%s)", mf.path, exc)
                 done = False
