@@ -1706,15 +1706,9 @@ done:
     return res;
 }
 
-/* o is an exact int within [lo, hi]: 1 and *out; else 0, no error set (pack_units stops there) */
+/* int_within for an exact int only (no bool, no subclass): what pack_units' pure twin takes */
 static int exact_int_within(PyObject *o, long long lo, long long hi, long long *out) {
-    if (!PyLong_CheckExact(o)) return 0;
-    int overflow = 0;
-    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
-    if (overflow || (v == -1 && PyErr_Occurred())) { PyErr_Clear(); return 0; }
-    if (v < lo || v > hi) return 0;
-    *out = v;
-    return 1;
+    return PyLong_CheckExact(o) && int_within(o, lo, hi, out);
 }
 
 /* pack_units(buf, pos, end, units, start, stop, expect, min_end) -> n: see codec/consume_queue.py */
