@@ -17,13 +17,14 @@ it sleeps until the CommitLog reports an append (``CommitLog.appended``) or ``_I
 idle broker does not wake a thread (and hand the GIL over) a thousand times a second. ``wait_for``
 lets callers wait for a given offset.
 
-Driven from an event loop (:meth:`ReputMessageService.drive_from`, what the broker does): an append schedules
-one dispatch on the loop (``call_soon``, coalesced until it runs), so it runs on the loop's thread after the
-callbacks of that turn, the put's response among them: still off the append, batched per loop turn, and with
-no second thread to wake and hand the GIL to. Measured with one-at-a-time sends (``/proc`` per-thread CPU), the
-thread cost about 30 us of CPU per send in wakes and GIL hand-offs, on top of the dispatch itself. The thread
-then only polls every ``_IDLE_WAIT_S`` as a safety net (records appended while the loop is blocked, or by a
-path that did not report them).
+Driven from an event loop (:meth:`ReputMessageService.drive_from`, what the broker does): an append schedules one
+dispatch on the loop (``call_soon``, coalesced until it runs), so it runs on the loop's thread after the callbacks
+of that turn, the put's response among them: still off the append, batched per loop turn, and with no second
+thread to wake and hand the GIL to. A turn dispatches at most ``_LOOP_BATCHES`` batches and leaves the rest of a
+backlog (a slave catching up, records a replay left) to the next turns. Measured with one-at-a-time sends
+(``/proc`` per-thread CPU), the thread cost about 30 us of CPU per send in wakes and GIL hand-offs, on top of the
+dispatch itself. The thread then only polls every ``_IDLE_WAIT_S`` as a safety net (records appended while the
+loop is blocked, or by a path that did not report them).
 
 Crash behaviour: nothing is lost; on restart the dispatcher resumes from what the ConsumeQueues and
 IndexFiles show as done, or replays from the checkpoint's segment (see ``recovery.py``).
@@ -62,6 +63,9 @@ _BATCH = 1024
 _IDLE_WAIT_S = 0.05
 _POLL_S = 0.001  # while appends keep coming: the seeds' Thread.sleep(1)
 _POLLS_BEFORE_SLEEP = 20  # quiet polls before sleeping until an append
+# Batches (of up to _BATCH records) one loop turn dispatches when driven from an event loop: a backlog is spread
+# over turns, so requests are served between them
+_LOOP_BATCHES = 2
 
 
 class ReputMessageService:
@@ -105,18 +109,23 @@ class ReputMessageService:
 
     def do_reput(self) -> bool:
         """Dispatch everything readable. True when something was dispatched."""
+        return self._reput(-1)[0]
+
+    def _reput(self, budget: int) -> tuple[bool, bool]:
+        """(dispatched something, stopped with more readable after ``budget`` batches; negative: no limit)."""
         with self._lock:
-            did = self._do_reput()
+            did, left = self._do_reput(budget)
         if did:
             with self._dispatched:
                 self._dispatched.notify_all()
-        return did
+        return did, left == 0 and self.reput_from_offset < self.commit_log.max_offset()
 
-    def _do_reput(self) -> bool:
+    def _do_reput(self, left: int) -> tuple[bool, int]:
+        """Dispatch what is readable, at most ``left`` batches (negative: all); returns (did, batches left)."""
         commit_log = self.commit_log
         pending = commit_log.pending_dispatch
         did = False
-        while self.reput_from_offset < commit_log.max_offset():
+        while self.reput_from_offset < commit_log.max_offset() and left != 0:
             offset = self.reput_from_offset
             # Fast path: the put path's hand-off, while it lines up with the CommitLog.
             while pending and pending[0][0] < offset:
@@ -140,14 +149,17 @@ class ReputMessageService:
                 self.dispatch_batch(batch)
                 self.reput_from_offset = offset
                 did = True
+                left -= 1
                 continue
-            if not self._parse_from_commit_log(offset):
+            moved, left = self._parse_from_commit_log(offset, left)
+            if not moved:
                 break
             did = True
-        return did
+        return did, left
 
-    def _parse_from_commit_log(self, offset: int) -> bool:
-        """Dispatch records parsed from the CommitLog segment holding ``offset``. False if none."""
+    def _parse_from_commit_log(self, offset: int, left: int) -> tuple[bool, int]:
+        """Dispatch records parsed from the CommitLog segment holding ``offset``, at most ``left`` batches
+        (negative: all). (False, left) if none."""
         commit_log = self.commit_log
         result = commit_log.get_data(offset)
         if result is None:
@@ -155,18 +167,19 @@ class ReputMessageService:
             if 0 <= offset < first:
                 log.warning("reput offset %d is below the CommitLog min %d; skipping ahead", offset, first)
                 self.reput_from_offset = first
-                return True
-            return False
+                return True, left
+            return False, left
         try:
             buf = result.buffer
             limit = len(buf)
             pos = 0
             schedule = self.store.schedule
             delay_ms = schedule.delay_ms if schedule is not None else None
-            while pos < limit:
+            while pos < limit and left != 0:
                 batch, pos, why = parse_dispatch(buf, pos, limit, _BATCH, SCHEDULE_TOPIC, delay_ms)
                 if batch:
                     self.dispatch_batch(batch)
+                    left -= 1
                 if why == "blank":  # the rest of the segment
                     pos = commit_log.roll_next_file(result.start_offset + pos) - result.start_offset
                     break
@@ -176,7 +189,7 @@ class ReputMessageService:
                     break
             moved = result.start_offset + pos != self.reput_from_offset
             self.reput_from_offset = result.start_offset + pos
-            return moved
+            return moved, left
         finally:
             result.release()
 
@@ -209,10 +222,13 @@ class ReputMessageService:
     def _on_loop(self) -> None:
         self._scheduled = False  # before dispatching: an append from here on schedules again
         try:
-            self.do_reput()
+            more = self._reput(_LOOP_BATCHES)[1]
         except Exception:
             self.errors += 1
             log.exception("dispatcher error")
+        else:
+            if more:  # a backlog (a slave catching up, a replay): the rest on later loop turns, between the I/O
+                self._soon()
 
     def _run(self) -> None:
         commit_log = self.commit_log

@@ -159,3 +159,26 @@ def test_an_arrival_from_another_thread_is_handed_to_the_loop():
         loop.run_until_complete(main())
     finally:
         loop.close()
+
+
+def test_a_backlog_is_spread_over_loop_turns(open_store):
+    """At most _LOOP_BATCHES batches a turn: callbacks queued meanwhile run between the turns' dispatches."""
+    store = open_store()  # no dispatcher thread: only the loop dispatches
+    events: list[object] = []
+    store.add_arrival_listener(lambda batch: events.append(len(batch)))
+    loop = asyncio.new_event_loop()
+
+    async def main() -> None:
+        store.reput.drive_from(loop)
+        results = store.put_messages([MessageInner("Backlog", b"m%d" % i) for i in range(3000)])
+        assert all(r.ok for r in results)
+        loop.call_soon(events.append, "other work")  # queued behind the dispatch the puts scheduled
+        await _until(lambda: _dispatched(store))
+        store.reput.detach()
+
+    try:
+        loop.run_until_complete(main())
+    finally:
+        loop.close()
+    assert events == [1024, 1024, "other work", 952]
+    assert store.get_max_offset_in_queue("Backlog", 0) == 3000
