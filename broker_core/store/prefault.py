@@ -18,8 +18,9 @@ The writer (``CommitLog``) calls :meth:`request` after an append once its positi
 the populated end (a comparison per put call; a wake about every half window, 4 MiB by default). The pages just
 past the writer (``gap``, 256 KiB at most) are left to it, since a write to a page being populated waits for it;
 the thread runs at nice 10 so that on busy CPUs the threads serving requests go first (it then falls behind, and
-the writer faults in what it has not reached). Measured with ``bench.broker``'s paced 5k msg/s row, the p99 moved
-between 1.3 and 8.7 ms from run to run with it on or off: no effect on the tail could be told from the noise.
+the writer faults in what it has not reached). Measured with a copy of ``bench.broker``'s paced 5k msg/s row, the
+p99 moved between 1.3 and 8.7 ms from run to run with it on or off: no effect on the tail could be told from the
+noise.
 
 Invariants: no byte of any file changes; only which pages are mapped. A segment being destroyed is skipped
 (``MappedFile.populate`` holds it for the call). Where the kernel has no such advice (before Linux 5.14, or not
