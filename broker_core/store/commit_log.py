@@ -164,7 +164,7 @@ class CommitLog:
                         mf.wrote_position = progress[0]
             if mf is not None:
                 mf.store_timestamp = now
-                if self._prefault_ahead and mf.wrote_position + (self._prefault_ahead >> 1) > mf.populated:
+                if self._prefault_ahead:
                     self._prefault(mf)
             self.begin_time_in_lock = 0
         if pending:

@@ -221,14 +221,18 @@ class ReputMessageService:
 
     def _on_loop(self) -> None:
         self._scheduled = False  # before dispatching: an append from here on schedules again
+        if self._logged_reput(_LOOP_BATCHES):  # a backlog (a slave catching up, a replay): the rest on later
+            self._soon()  # loop turns, between the I/O
+
+    def _logged_reput(self, budget: int) -> bool:
+        """``_reput`` for the loop's call and the thread's safety-net poll: an error is counted and logged, never
+        raised (the next append or poll tries again). True when more is readable after ``budget`` batches."""
         try:
-            more = self._reput(_LOOP_BATCHES)[1]
+            return self._reput(budget)[1]
         except Exception:
             self.errors += 1
             log.exception("dispatcher error")
-        else:
-            if more:  # a backlog (a slave catching up, a replay): the rest on later loop turns, between the I/O
-                self._soon()
+            return False
 
     def _run(self) -> None:
         commit_log = self.commit_log
@@ -237,11 +241,7 @@ class ReputMessageService:
         while not self._stopped.is_set():
             if self._loop is not None:  # the loop dispatches; this is the safety net
                 self._stopped.wait(_IDLE_WAIT_S)
-                try:
-                    self.do_reput()
-                except Exception:
-                    self.errors += 1
-                    log.exception("dispatcher error")
+                self._logged_reput(-1)
                 continue
             try:
                 if quiet >= _POLLS_BEFORE_SLEEP:
