@@ -10,8 +10,9 @@ answer, one ``recv``.
 
 Reads go into a buffer kept with the socket, as many bytes as the kernel has (one call usually brings the whole
 answer); bytes past the frame (a notification right behind it) stay there for the next read. A frame larger
-than that buffer is read by its length: the rest straight into one buffer of its size (``recv_into`` with
-``MSG_WAITALL``), so a pull's megabyte of records is copied once from the kernel, not gathered chunk by chunk.
+than that buffer is read by its length: its header and body each straight into a bytes object of their size
+(``receive.BytesReceiver``, ``MSG_WAITALL``), so a pull's megabyte of records is copied once from the kernel,
+not gathered chunk by chunk, nor copied again.
 A frame the codec refuses (over the size limit, bad lengths or type) drops the socket: nothing after it on the
 stream could be trusted."""
 
@@ -28,6 +29,7 @@ from broker_core.protocol import ProtocolError, RemotingCommand
 from broker_core.protocol.acl import SessionCredentials, sign_command
 from broker_core.protocol.command import check_frame_head, decode_command
 from broker_core.remoting.client import RemotingTimeout, default_serialize_type
+from broker_core.remoting.receive import BytesReceiver
 
 READ_BUFFER_SIZE = 64 * 1024  # per socket; frames up to this size are read into it, larger ones by their length
 # The kernel timeout may outlast the deadline by this much before it is set again (each setting is two
@@ -135,16 +137,25 @@ class _Socket:
         return decode_command(serialize_type, header, body)
 
     def _read_large(self, serialize_type: int, header_len: int, length: int, deadline: float) -> RemotingCommand:
-        """A frame over the buffer's size: every buffered byte is its own; the rest is read by its length."""
-        rest = bytearray(length - 4)
-        have = self.end - self.start - FRAME_HEAD_SIZE
-        rest[:have] = self.view[self.start + FRAME_HEAD_SIZE:self.end]
-        self.start = self.end = 0
-        with memoryview(rest) as view:
-            while have < len(rest):
-                have += self._recv(view[have:], deadline, socket.MSG_WAITALL)
-            header, body = bytes(view[:header_len]), bytes(view[header_len:])
-        return decode_command(serialize_type, header, body)
+        """A frame over the buffer's size: every buffered byte is its own; the header and the body are each
+        received into a bytes object of their size (``BytesReceiver``), the body with ``MSG_WAITALL``."""
+        with self.view[self.start + FRAME_HEAD_SIZE:self.end] as have:
+            self.start = self.end = 0
+            header = BytesReceiver(header_len, have[:header_len])
+            body = BytesReceiver(length - 4 - header_len, have[header_len:])
+        return decode_command(serialize_type, self._receive(header, deadline), self._receive(body, deadline))
+
+    def _receive(self, part: BytesReceiver, deadline: float) -> bytes:
+        """``part`` received in full by ``deadline`` (TimeoutError); ConnectionError if the peer closed."""
+        while part.filled < part.size:
+            self.set_deadline(deadline)
+            try:
+                n = part.recv(self.sock, socket.MSG_WAITALL)
+            except BlockingIOError:  # SO_RCVTIMEO expired with nothing received: the deadline decides
+                continue
+            if n == 0:
+                raise ConnectionError(f"connection to {self.addr} closed")
+        return part.take()
 
     def close(self) -> None:
         """Shut the socket down, then close it: a thread blocked in recv on it (a held long-polling pull) wakes

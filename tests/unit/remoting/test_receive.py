@@ -1,0 +1,139 @@
+"""remoting/receive.py's BytesReceiver: the C twin (``_native.BytesReceiver``) and the pure one receive the same
+bytes with the same counts from the same socket, however the peer splits them, and fail alike: end of stream
+is 0, an expired SO_RCVTIMEO is BlockingIOError, a prefix longer than the size, an early take and a second take
+are ValueError. Plus the blocking transport reading a large frame whose header is not all in its first read."""
+
+from __future__ import annotations
+
+import errno
+import socket
+import struct
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from broker_core.protocol import FrameDecoder, RemotingCommand
+from broker_core.remoting.blocking import READ_BUFFER_SIZE, BlockingClient
+from broker_core.remoting.receive import PyBytesReceiver
+
+native = pytest.importorskip("broker_core.codec._native", reason="the extension is built by `make`")
+KINDS: list[Callable[..., Any]] = [PyBytesReceiver, native.BytesReceiver]
+FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@pytest.fixture
+def pair() -> Iterator[tuple[socket.socket, socket.socket]]:
+    a, b = socket.socketpair()
+    yield a, b
+    a.close()
+    b.close()
+
+
+def _run(kind: Callable[..., Any], size: int, prefix: bytes, pieces: list[bytes], flags: int) -> tuple[Any, ...]:
+    """Send ``pieces`` (all fit the socket buffer), then receive until full: the counts, ``filled`` after each,
+    and the bytes taken."""
+    a, b = socket.socketpair()
+    with a, b:
+        for piece in pieces:
+            a.sendall(piece)
+        r = kind(size, prefix)
+        counts, fills = [], [r.filled]
+        while r.filled < r.size:
+            counts.append(r.recv(b, flags))
+            fills.append(r.filled)
+        return tuple(counts), tuple(fills), r.take()
+
+
+@FAST
+@given(data=st.binary(max_size=20_000), cut=st.integers(0, 20_000), splits=st.lists(st.integers(1, 5000), max_size=6),
+       waitall=st.booleans())
+def test_both_twins_receive_the_same_bytes_with_the_same_counts(data: bytes, cut: int, splits: list[int],
+                                                              waitall: bool) -> None:
+    cut = min(cut, len(data))
+    prefix, rest = data[:cut], data[cut:]
+    pieces, pos = [], 0
+    for n in splits:
+        pieces.append(rest[pos:pos + n])
+        pos += n
+    pieces.append(rest[pos:])
+    flags = socket.MSG_WAITALL if waitall else 0
+    pure, fast = (_run(kind, len(data), prefix, pieces, flags) for kind in KINDS)
+    assert pure == fast
+    assert fast[2] == data and type(fast[2]) is bytes
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=["pure", "native"])
+def test_end_of_stream_is_zero_and_an_early_take_is_refused(kind: Callable[..., Any],
+                                                             pair: tuple[socket.socket, socket.socket]) -> None:
+    a, b = pair
+    r = kind(10, b"ab")
+    a.sendall(b"cde")
+    a.shutdown(socket.SHUT_WR)
+    assert r.recv(b, socket.MSG_WAITALL) == 3 and r.filled == 5
+    assert r.recv(b) == 0 and r.filled == 5
+    with pytest.raises(ValueError, match="5 of 10 bytes"):
+        r.take()
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=["pure", "native"])
+def test_an_expired_receive_timeout_is_blocking_io_error(kind: Callable[..., Any],
+                                                         pair: tuple[socket.socket, socket.socket]) -> None:
+    _, b = pair
+    b.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("@ll", 0, 20_000))  # 20 ms
+    r = kind(4, b"")
+    with pytest.raises(BlockingIOError):
+        r.recv(b, socket.MSG_WAITALL)
+    assert r.filled == 0
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=["pure", "native"])
+def test_misuse_is_value_error_and_a_closed_socket_ebadf(kind: Callable[..., Any],
+                                                         pair: tuple[socket.socket, socket.socket]) -> None:
+    a, b = pair
+    with pytest.raises(ValueError, match="longer than the size"):
+        kind(2, b"abc")
+    r = kind(3, b"abc")
+    assert r.take() == b"abc"
+    with pytest.raises(ValueError, match="already taken"):
+        r.take()
+    a.sendall(b"x")
+    with pytest.raises(ValueError, match="already taken"):
+        r.recv(b)
+    b.close()
+    with pytest.raises(OSError) as closed:  # a closed socket: EBADF, as socket.recv_into says
+        kind(1, b"").recv(b)
+    assert closed.value.errno == errno.EBADF
+
+
+def test_a_large_frame_whose_header_outgrows_the_first_read_is_read_whole() -> None:
+    """A response whose header (a 100 KiB remark) is longer than the client's read buffer: the header is
+    received partly from the buffer, partly from the socket, then the body."""
+    remark = "r" * (100 * 1024)
+    body = bytes(range(256)) * 1000
+    lst = socket.create_server(("127.0.0.1", 0))
+
+    def run() -> None:
+        conn, _ = lst.accept()
+        decoder = FrameDecoder()
+        with conn:
+            while data := conn.recv(65536):
+                for req in decoder.feed(data):
+                    frame = req.response(0, remark, {"k": "v"}, body).encode()
+                    assert len(frame) > 2 * READ_BUFFER_SIZE
+                    conn.sendall(frame[:1000])  # the frame head and the start of the header first
+                    conn.sendall(frame[1000:])
+
+    threading.Thread(target=run, daemon=True).start()
+    client = BlockingClient()
+    try:
+        for _ in range(2):
+            resp = client.invoke(f"127.0.0.1:{lst.getsockname()[1]}", RemotingCommand.request(11, {}), timeout=10)
+            assert resp.remark == remark and resp.header == {"k": "v"} and resp.body == body
+            assert type(resp.body) is bytes
+    finally:
+        client.close()
+        lst.close()
