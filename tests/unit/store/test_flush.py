@@ -105,3 +105,39 @@ def test_coroutines_awaiting_one_group_commit_are_woken_together(open_store):
     assert store.commit_log.flushed_where >= max(end for _, end in outcomes)
     assert sum(calls) + len(early) == 64  # every future resolved once: by a commit's one call, or at once
     assert len([c for c in calls if c]) < sum(calls)  # commits served several coroutines each
+
+
+def test_a_group_commit_syncs_again_only_when_the_first_sync_did_not_reach_its_requests(open_store, monkeypatch):
+    """Upstream checks ``flushOK`` before each of its two rounds: bytes another writer appended during the first
+    sync are not this commit's to wait for (a second sync of them doubled every commit's time)."""
+    import os
+
+    store = open_store(background=True, flush_disk_type="SYNC_FLUSH")
+    service = store.flush_service
+    service.shutdown()  # its thread stops: the test drives do_commit
+    results, request = store.put_messages_nowait([MessageInner("S", b"first")])
+    segment = store.commit_log.mapped_file_queue.last()
+    segment_fd = segment._fd  # the descriptor the CommitLog's syncs use
+    real, syncs = os.fdatasync, []
+
+    def fdatasync(fd: int) -> None:
+        if fd == segment_fd:  # the ConsumeQueue flusher's syncs are not counted
+            syncs.append(fd)
+            if len(syncs) == 1:  # a writer appends while the first sync runs
+                store.put_messages_nowait([MessageInner("S", b"meanwhile")])
+        real(fd)
+
+    monkeypatch.setattr(os, "fdatasync", fdatasync)
+    service.do_commit()
+    assert request.wait(1.0) and results[0].ok
+    assert len(syncs) == 1
+    assert store.commit_log.flushed_where == results[0].next_offset  # "meanwhile" waits for the next commit
+    assert segment.file_from_offset + segment.wrote_position > results[0].next_offset
+
+
+def test_a_group_commit_whose_batch_ends_in_the_next_segment_syncs_both(open_store):
+    store = open_store(background=True, flush_disk_type="SYNC_FLUSH", mapped_file_size_commit_log_bytes=4096)
+    results = store.put_messages([MessageInner("S", b"x" * 500) for _ in range(12)])  # ~7 KiB over 4 KiB segments
+    assert all(r.ok for r in results)
+    assert len({r.phy_offset // 4096 for r in results}) >= 2
+    assert store.commit_log.flushed_where >= results[-1].next_offset
