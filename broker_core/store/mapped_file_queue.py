@@ -30,6 +30,26 @@ from broker_core.store.mapped_file import MappedFile, offset_to_file_name
 
 log = logging.getLogger(__name__)
 
+# An unfinished segment (a ``.tmp`` the allocator left) is renamed with this suffix, out of every segment's way
+# (the allocator may create the same ``.tmp`` name again at once), then unlinked on a thread: freeing a 1 GiB
+# preallocated file took 0.1-0.6 s of a recovery here. A crash before the unlink leaves the renamed file, which
+# the next load discards the same way; loads never take it for a segment.
+DISCARD_SUFFIX = ".discard"
+
+
+def discard(path: Path) -> None:
+    """Rename ``path`` to end in :data:`DISCARD_SUFFIX` (unless it does), then unlink it on a daemon thread."""
+    if not path.name.endswith(DISCARD_SUFFIX):
+        path = path.rename(path.with_name(path.name + DISCARD_SUFFIX))
+    threading.Thread(target=_unlink_quietly, args=(path,), name="discard-segment", daemon=True).start()
+
+
+def _unlink_quietly(path: Path) -> None:
+    try:
+        path.unlink(missing_ok=True)
+    except OSError as exc:  # the next load tries again
+        log.warning("cannot remove %s: %s", path, exc)
+
 DELETE_FILES_BATCH_MAX = 10
 
 Allocator = Callable[[Path, Path, int], MappedFile]
@@ -55,10 +75,10 @@ class MappedFileQueue:
         are deleted and the reason is returned (``""`` when all is well), so the caller can rebuild them."""
         if not self.store_path.is_dir():
             return ""
-        for tmp in self.store_path.glob("*.tmp"):
+        for tmp in [*self.store_path.glob("*.tmp"), *self.store_path.glob("*" + DISCARD_SUFFIX)]:
             log.warning("removing unfinished segment %s", tmp)
-            tmp.unlink()
-        names = sorted(p for p in self.store_path.iterdir() if p.is_file())
+            discard(tmp)
+        names = sorted(p for p in self.store_path.iterdir() if p.is_file() and not p.name.endswith(DISCARD_SUFFIX))
         files: list[MappedFile] = []
         problem = ""
         for i, path in enumerate(names):

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 
@@ -72,6 +73,16 @@ def test_load_checks_sizes_and_contiguity(tmp_path):
     again.load()
     assert len(again.files) == 2 and not (tmp_path / "00000000000000004096.tmp").exists()
     again.close()
+    # renamed out of the way at once, unlinked on a thread; a renamed file an earlier crash left is removed too
+    (tmp_path / "00000000000000008192.tmp.discard").write_bytes(b"")
+    third = MappedFileQueue(tmp_path, 4096)
+    third.load()
+    assert len(third.files) == 2
+    third.close()
+    deadline = time.monotonic() + 10
+    while list(tmp_path.glob("*.discard")) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["00000000000000000000", "00000000000000004096"]
     with pytest.raises(StoreError, match="configured size"):
         MappedFileQueue(tmp_path, 8192).load()
     os.unlink(tmp_path / "00000000000000004096")
