@@ -377,3 +377,11 @@ def test_pick_units(units: list[tuple[int, int, int]], data: st.DataObject) -> N
     got = same(consume_queue.py_pick_units, native.pick_units, *args)
     runs, phys, offsets, _, _ = got
     assert len(phys) == len(offsets) and [r[2] for r in runs] == sorted({r[2] for r in runs})
+
+
+def test_record_crcs_are_isal_s_where_it_is_installed() -> None:
+    """requirements.txt pins isal: the extension must have picked it up (else it silently runs zlib's CRC)."""
+    import importlib.util
+
+    expected = "isal" if importlib.util.find_spec("isal") is not None else "zlib"
+    assert native.CRC32 == expected
