@@ -14,7 +14,7 @@ import pytest
 
 from broker_core.codec.wire import FRAME_HEAD
 from broker_core.protocol import FrameDecoder, RemotingCommand
-from broker_core.remoting.blocking import BlockingClient
+from broker_core.remoting.blocking import READ_BUFFER_SIZE, BlockingClient
 from broker_core.remoting.client import RemotingTimeout
 
 Serve = Callable[[socket.socket, RemotingCommand], None]
@@ -93,6 +93,26 @@ def test_a_peer_closing_mid_frame_is_a_connection_error(server: Callable[[Serve]
         client.invoke(server(serve), RemotingCommand.request(11, {}), timeout=5)
     client.close()
 
+
+
+def test_a_large_frame_whose_header_outgrows_the_first_read_is_read_whole(server: Callable[[Serve], str]) -> None:
+    """A header (a 100 KiB remark) longer than the client's read buffer: received partly from the buffer, partly
+    from the socket (remoting/receive.py), then the body; both parts come back as bytes."""
+    remark, body = "r" * (100 * 1024), bytes(range(256)) * 1000
+
+    def serve(conn: socket.socket, req: RemotingCommand) -> None:
+        frame = req.response(0, remark, {"k": "v"}, body).encode()
+        assert len(frame) > 2 * READ_BUFFER_SIZE
+        conn.sendall(frame[:1000])  # the frame head and the start of the header first
+        conn.sendall(frame[1000:])
+
+    client = BlockingClient()
+    addr = server(serve)
+    for _ in range(2):
+        resp = client.invoke(addr, RemotingCommand.request(11, {}), timeout=10)
+        assert resp.remark == remark and resp.header == {"k": "v"} and resp.body == body
+        assert type(resp.body) is bytes and type(resp.remark) is str
+    client.close()
 
 # ---------------------------------------------------------------------------------------------------------------
 # The read buffer (several frames per recv, frames split across recvs) and the kernel timeouts (SO_RCVTIMEO).

@@ -1,14 +1,13 @@
 """remoting/receive.py's BytesReceiver: the C twin (``_native.BytesReceiver``) and the pure one receive the same
 bytes with the same counts from the same socket, however the peer splits them, and fail alike: end of stream
 is 0, an expired SO_RCVTIMEO is BlockingIOError, a prefix longer than the size, an early take and a second take
-are ValueError. Plus the blocking transport reading a large frame whose header is not all in its first read."""
+are ValueError. (The blocking transport's use of it: test_blocking_frames.py.)"""
 
 from __future__ import annotations
 
 import errno
 import socket
 import struct
-import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -16,8 +15,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from broker_core.protocol import FrameDecoder, RemotingCommand
-from broker_core.remoting.blocking import READ_BUFFER_SIZE, BlockingClient
 from broker_core.remoting.receive import PyBytesReceiver
 
 native = pytest.importorskip("broker_core.codec._native", reason="the extension is built by `make`")
@@ -108,32 +105,3 @@ def test_misuse_is_value_error_and_a_closed_socket_ebadf(kind: Callable[..., Any
         kind(1, b"").recv(b)
     assert closed.value.errno == errno.EBADF
 
-
-def test_a_large_frame_whose_header_outgrows_the_first_read_is_read_whole() -> None:
-    """A response whose header (a 100 KiB remark) is longer than the client's read buffer: the header is
-    received partly from the buffer, partly from the socket, then the body."""
-    remark = "r" * (100 * 1024)
-    body = bytes(range(256)) * 1000
-    lst = socket.create_server(("127.0.0.1", 0))
-
-    def run() -> None:
-        conn, _ = lst.accept()
-        decoder = FrameDecoder()
-        with conn:
-            while data := conn.recv(65536):
-                for req in decoder.feed(data):
-                    frame = req.response(0, remark, {"k": "v"}, body).encode()
-                    assert len(frame) > 2 * READ_BUFFER_SIZE
-                    conn.sendall(frame[:1000])  # the frame head and the start of the header first
-                    conn.sendall(frame[1000:])
-
-    threading.Thread(target=run, daemon=True).start()
-    client = BlockingClient()
-    try:
-        for _ in range(2):
-            resp = client.invoke(f"127.0.0.1:{lst.getsockname()[1]}", RemotingCommand.request(11, {}), timeout=10)
-            assert resp.remark == remark and resp.header == {"k": "v"} and resp.body == body
-            assert type(resp.body) is bytes
-    finally:
-        client.close()
-        lst.close()
