@@ -104,7 +104,7 @@ bench: $(STAMP) $(NATIVE)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r bench/requirements.txt
 	$(PY) -m bench.store
 	$(PY) -m bench.broker
-	PYTHONPATH="$(CURDIR)" $(PY) -m bench.push
+	$(PY) -m bench.push
 
 clean:
 	rm -rf $(VENV) $(CPP_CLIENT_VENV) $(NATIVE) build $(NODE_CLIENT_DIR)/node_modules var .pytest_cache .ruff_cache .hypothesis

@@ -1,6 +1,6 @@
 """Push consumer throughput: ``PushConsumer`` (concurrently, the SDK's defaults: pull batch 32, 20 consume
 threads, one message per listener call) draining ``-n`` pre-filled 1 KiB messages of one queue from a real name
-server and broker (subprocesses, as :mod:`bench.broker`). ``PYTHONPATH=. .venv/bin/python -m bench.push --help``.
+server and broker (subprocesses, as :mod:`bench.broker`). ``python -m bench.push --help``.
 
 Timed from the listener's first message to its last (start-up and the first rebalance are not timed); prints
 msg/s and the client process's CPU per message. The listener counts and returns CONSUME_SUCCESS. No peer row:
