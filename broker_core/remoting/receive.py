@@ -25,7 +25,7 @@ class BytesReceiver:
     __slots__ = ("_buf", "_view", "filled", "size")
 
     def __init__(self, size: int, prefix: bytes | bytearray | memoryview) -> None:
-        n = len(prefix) if not isinstance(prefix, memoryview) else prefix.nbytes
+        n = memoryview(prefix).nbytes
         if size < 0 or n > size:
             raise ValueError("BytesReceiver: the prefix is longer than the size")
         self._buf: bytearray | None = bytearray(size)
