@@ -6,13 +6,13 @@ then: on the appending thread, under the put lock, in a broker on the event loop
 under ``bench.broker``'s batched produce put a third of its CPU there (``zero_user_segments`` under the fault);
 on a virtual machine whose free memory goes back to the host, a fresh page also costs the host a fault.
 
-This thread takes those faults first: ``pages.populate_write`` (``madvise(MADV_POPULATE_WRITE)``, the GIL
-released) over the next ``prefaultAheadBytes`` past the write position, a chunk at a time, so the writer finds
-the pages mapped and writable. RocketMQ's ``warmMapedFileEnable`` (off by default, as here) instead writes the
-whole next segment with zeros and syncs it: a second disk write of every byte. Here the pages faulted in ahead
-are dirty zeros, so a flush that comes before the writer gets there writes at most ``prefaultAheadBytes`` of
-zeros past the data, which the data overwrites later; readers never read past the write position, and
-recovery reads zeros as the end of the log, as it reads the unwritten blocks.
+This thread takes those faults first: ``pages.populate_write`` (``madvise(MADV_POPULATE_WRITE)``, the GIL released)
+over the next ``prefaultAheadBytes`` past the write position, in one call per request (``CHUNK`` at most), so the
+writer finds the pages mapped and writable. RocketMQ's ``warmMapedFileEnable`` (off by default, as here) instead
+writes the whole next segment with zeros and syncs it: a second disk write of every byte. Here the pages faulted in
+ahead are dirty zeros, so a flush that comes before the writer gets there writes at most ``prefaultAheadBytes`` of
+zeros past the data, which the data overwrites later; readers never read past the write position, and recovery reads
+zeros as the end of the log, as it reads the unwritten blocks.
 
 The writer (``CommitLog``) calls :meth:`request` after an append once its position is within half the window of
 the populated end (a comparison per put call; a wake about every half window, 4 MiB by default). The pages just
@@ -39,7 +39,13 @@ from broker_core.store.mapped_file import MappedFile
 log = logging.getLogger(__name__)
 
 NICE = 10  # the thread's nice value (Linux sets it per thread)
-CHUNK = 256 * 1024  # per madvise call: the stop flag and a newer request are seen between calls
+# At most this much per madvise call (the stop flag and a newer request are seen between calls). Each call gives the
+# GIL up and must get it back, which a thread waiting behind a busy one does only after the switch interval
+# (CPython's default 5 ms; a broker lowers it, remoting/loops.py): with 256 KiB a call, an in-process store under
+# a batched writer (about 200 MB/s) ran ahead of this thread, which populated about a quarter of the pages, and
+# the writer faulted in the rest under the put lock (bench.store's put rows: 2.0-2.7 us of kernel time per 1 KiB
+# message on the writer; 0.5-1.0 us with one call for the whole window, and 168-199k -> 216-282k msg/s).
+CHUNK = 8 * 1024 * 1024
 GAP = 256 * 1024  # left to the writer past its position: populating the page it is writing makes it wait
 
 

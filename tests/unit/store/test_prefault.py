@@ -130,3 +130,23 @@ def test_where_the_platform_cannot_it_stops_asking(open_store, monkeypatch: pyte
     for _ in range(300):  # far past the window: nothing asks again
         assert store.put_message(MessageInner("No", b"y" * 1000)).ok
     assert len(calls) == 1 and store.commit_log._prefault_ahead == 0
+
+
+def test_a_request_is_populated_in_one_call_up_to_the_chunk(open_store, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """Each call hands the GIL back and waits to retake it (up to the 5 ms switch interval in-process): a window
+    cut into small calls fell behind a batched writer. Fails with the former 256 KiB calls."""
+    calls: list[tuple[int, int]] = []
+    real = mapped_file.populate_write
+
+    def counting(buf: mmap.mmap, start: int, length: int) -> bool:
+        calls.append((start, length))
+        return real(buf, start, length)
+
+    monkeypatch.setattr(mapped_file, "populate_write", counting)
+    ahead = 2 * SIZE
+    store = open_store(background=True, mapped_file_size_commit_log_bytes=16 * SIZE, prefault_ahead_bytes=ahead)
+    assert store.put_message(MessageInner("Whole", b"x" * 1000)).ok
+    mf = store.commit_log.mapped_file_queue.last()
+    _wait(lambda: mf.populated >= mf.wrote_position + ahead - PAGE)
+    assert len(calls) == 1, calls
+    assert calls[0][1] > ahead - store.commit_log.prefault.gap - 2 * PAGE
