@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import functools
 import json
 import logging
 import time
 from collections.abc import Callable, Iterable
 
+from broker_core.client.consumer.handoff import Handoff
 from broker_core.client.consumer.process_queue import Listener, ProcessQueue
 from broker_core.client.hooks import ConsumeContext, ConsumeMessageHook, call_hooks
 from broker_core.client.instance import ClientInstance
@@ -146,9 +146,12 @@ class ConcurrentlyConsumeService(ConsumeService):
     def __init__(self, instance: ClientInstance, group: str, listener: Listener, *,
                  pool: concurrent.futures.ThreadPoolExecutor, running: Callable[[], bool], max_reconsume_times: int,
                  clustering: bool, reconsume_delay: float, trace: ConsumeTrace | None = None,
-                 batch_max_size: int = 1, consume_timeout_s: float = 15 * 60) -> None:
+                 batch_max_size: int = 1, consume_timeout_s: float = 15 * 60, workers: int = 20) -> None:
         super().__init__(instance, group, listener, pool=pool, running=running,
                          max_reconsume_times=max_reconsume_times, trace=trace, batch_max_size=batch_max_size)
+        # listener calls run on up to ``workers`` pool threads at once (the pool's size: consumeThreadMax)
+        self._handoff: Handoff[tuple[ProcessQueue, list[MessageExt]], bool] = Handoff(
+            pool, workers, self._consume_item, self._settle)
         self.clustering = clustering
         self.reconsume_delay = reconsume_delay
         self.consume_timeout_s = consume_timeout_s
@@ -164,11 +167,19 @@ class ConcurrentlyConsumeService(ConsumeService):
         now = time.monotonic()
         for m in msgs:
             pq.consuming_since[m.queue_offset] = now
-        fut = asyncio.get_running_loop().run_in_executor(self.pool, self.consume, msgs)
-        fut.add_done_callback(functools.partial(self._consumed, pq, msgs))
+        self._handoff.put((pq, msgs))
 
-    def _consumed(self, pq: ProcessQueue, msgs: list[MessageExt], fut: asyncio.Future[bool]) -> None:
-        ok = not fut.cancelled() and fut.exception() is None and fut.result()
+    def _consume_item(self, item: tuple[ProcessQueue, list[MessageExt]]) -> bool:
+        return self.consume(item[1])
+
+    def _settle(self, outcomes: list[tuple[tuple[ProcessQueue, list[MessageExt]], bool | Exception]]) -> None:
+        """On the loop: the outcomes of listener calls that finished since the last delivery."""
+        for (pq, msgs), ok in outcomes:
+            if isinstance(ok, Exception):  # consume() itself failed (a hook raised): the messages failed
+                log.error("consuming %s failed: %r", [m.msg_id for m in msgs], ok)
+            self._consumed(pq, msgs, ok is True)
+
+    def _consumed(self, pq: ProcessQueue, msgs: list[MessageExt], ok: bool) -> None:
         for msg in msgs:
             if pq.dropped or pq.msgs.get(msg.queue_offset) is not msg:
                 continue  # dropped, or taken out by consumeTimeout

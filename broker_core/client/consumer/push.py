@@ -129,6 +129,7 @@ class PushConsumer(PullingMixin):
         self.enable_trace = enable_trace
         self.consume_service: ConsumeService | None = None  # built by start(), by the listener's kind
         self.process_queues: dict[MessageQueue, ProcessQueue] = {}
+        self.consume_thread_max = consume_thread_max
         self.pool = concurrent.futures.ThreadPoolExecutor(consume_thread_max, thread_name_prefix=f"consume-{group}")
         # RocketMQ's place for BROADCASTING offsets: stable across restarts of the same instance name
         self.instance_name = instance_name
@@ -209,7 +210,7 @@ class PushConsumer(PullingMixin):
                                                                else self.max_reconsume_times),
                                           clustering=self.clustering, reconsume_delay=self.reconsume_delay,
                                           trace=trace, batch_max_size=self.consume_message_batch_max_size,
-                                          consume_timeout_s=self.consume_timeout_s)
+                                          consume_timeout_s=self.consume_timeout_s, workers=self.consume_thread_max)
 
     async def _astart(self) -> None:
         self._register()
