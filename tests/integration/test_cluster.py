@@ -81,17 +81,25 @@ def test_topic_spread_over_two_brokers(admin: AdminClient):
     assert sorted(info["clusterAddrTable"]["DefaultCluster"]) == ["broker-a", "broker-b"]
 
 
+def _caught_up(admin: AdminClient, consumers: list[PushConsumer], group: str, topic: str) -> bool:
+    """Every queue of ``topic`` owned by exactly one of ``consumers``, pulled to its end, nothing in flight."""
+    ends = {(r["brokerName"], r["queueId"]): r["maxOffset"] for r in admin.consume_stats(group, topic)["offsetTable"]}
+    owned = [(mq, pq) for c in consumers for mq, pq in list(c.process_queues.items()) if mq.topic == topic]
+    return (sorted((mq.broker_name, mq.queue_id) for mq, _ in owned) == sorted(ends)
+            and all(not pq.msgs and pq.next_offset == ends[(mq.broker_name, mq.queue_id)] for mq, pq in owned))
+
+
 def test_clustering_three_consumers_exactly_once(cluster: Cluster, admin: AdminClient, producer: Producer):
     admin.create_topic("E2E", 4, 4)
     rec = Recorder()
     consumers = [push(cluster, "e2e-group", "E2E", rec, f"c{i}") for i in range(3)]
     try:
-        def stable() -> bool:
+        def stable() -> bool:  # averagely, 3/3/2 once every member sees all three (one that sees fewer takes 4
+            # or 8, one in the middle of a rebalance holds part of its share: under load 1/3/4 covered the 8 once)
             sets = [set(c.assigned_queues("E2E")) for c in consumers]
-            return sum(len(s) for s in sets) == 8 and len(set().union(*sets)) == 8
-        wait_until(stable, what="three consumers to split the 8 queues")
+            return len(set().union(*sets)) == 8 and sorted(len(s) for s in sets) == [2, 3, 3]
+        wait_until(stable, what="three consumers to split the 8 queues 3/3/2")
         owners = {(mq.broker_name, mq.queue_id): i for i, c in enumerate(consumers) for mq in c.assigned_queues("E2E")}
-        assert sorted(len(c.assigned_queues("E2E")) for c in consumers) == [2, 3, 3]
         total = 10_000
         for start in range(0, total, 100):
             producer.send_batch([Message("E2E", f"m-{i}".encode(), keys=f"key-{i}") for i in range(start, start + 100)])
@@ -101,6 +109,13 @@ def test_clustering_three_consumers_exactly_once(cluster: Cluster, admin: AdminC
         for i in range(len(consumers)):  # each consumed only from queues it owned
             assert rec.by_consumer[f"c{i}"]
             assert all(owners[(m.broker_name, m.queue_id)] == i for m in rec.by_consumer[f"c{i}"])
+        # A rolling stop: the next member leaves once those left own every queue and have nothing in flight. The
+        # rebalance after a member leaves races (at-least-once, as RocketMQ's): a member taking a queue over may
+        # read its committed offset before the member giving it up has committed the end, and consume the tail
+        # again; stopped in the middle of that, it commits where it got to (seen: broker-a/3 at 1265 of 1300).
+        while len(consumers) > 1:
+            consumers.pop(0).shutdown()
+            wait_until(lambda: _caught_up(admin, consumers, "e2e-group", "E2E"), what="the others to own and finish")
     finally:
         for c in consumers:
             c.shutdown()
