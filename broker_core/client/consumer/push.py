@@ -80,7 +80,9 @@ class PushConsumer(PullingMixin):
     ``pull_threshold_size_for_queue`` (MiB), ``pull_threshold_for_topic`` / ``pull_threshold_size_for_topic``
     (-1 = off), ``consume_concurrently_max_span``, ``pull_interval`` (s), ``consume_message_batch_max_size``
     (messages per listener call), ``consume_timeout`` (minutes a concurrent listener call may take before its
-    messages are sent back)."""
+    messages are sent back), ``await_termination_when_shutdown`` (s; RocketMQ's awaitTerminationMillisWhenShutdown,
+    0 as there: how long ``shutdown`` lets the concurrent listener calls under way finish, pulls stopped, before it
+    commits the offsets; a call still running then has its message delivered again after a restart)."""
 
     def __init__(self, group: str, namesrv_addr: str, *, message_model: str = "CLUSTERING",
                  consume_from: str = CONSUME_FROM_LAST, consume_timestamp_ms: int | None = None,
@@ -94,7 +96,7 @@ class PushConsumer(PullingMixin):
                  max_reconsume_times: int = -1, suspend_current_queue_time: float = 1.0,
                  lock_interval: float = 20.0, enable_trace: bool = False,
                  instance: ClientInstance | None = None, instance_name: str = "DEFAULT",
-                 credentials: SessionCredentials | None = None) -> None:
+                 credentials: SessionCredentials | None = None, await_termination_when_shutdown: float = 0.0) -> None:
         super().__init__(group, namesrv_addr, instance, credentials)
         if message_model not in ("CLUSTERING", "BROADCASTING"):
             raise ValueError("message_model must be CLUSTERING or BROADCASTING")
@@ -113,6 +115,7 @@ class PushConsumer(PullingMixin):
             raise ValueError("consume_message_batch_max_size must be >= 1 and consume_timeout > 0")
         self.consume_message_batch_max_size = consume_message_batch_max_size
         self.consume_timeout_s = consume_timeout * 60
+        self.await_termination_when_shutdown = await_termination_when_shutdown
         self.suspended = False
         self.consume_hooks: list[ConsumeMessageHook] = []
         self.rebalance_interval = rebalance_interval
@@ -251,6 +254,7 @@ class PushConsumer(PullingMixin):
         self.running = False
         for t in self._tasks:
             t.cancel()
+        await self._await_listeners()
         for pq in list(self.process_queues.values()):
             await self._drop(pq)
         await self._persist_offsets()
@@ -264,6 +268,19 @@ class PushConsumer(PullingMixin):
             self.instance.heartbeat_sources.remove(self._heartbeat_data)
         self._unregister()
         await self.instance.shutdown()
+
+    async def _await_listeners(self) -> None:
+        """Stop pulling, then wait up to ``await_termination_when_shutdown`` for the listener calls under way (queued
+        or running) to finish and settle, so that the offsets committed next cover them."""
+        if self.await_termination_when_shutdown <= 0:
+            return
+        for pq in self.process_queues.values():
+            if pq.task is not None:
+                pq.task.cancel()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.await_termination_when_shutdown
+        while any(pq.consuming_since for pq in self.process_queues.values()) and loop.time() < deadline:
+            await asyncio.sleep(0.01)
 
     def _heartbeat_data(self) -> dict[str, object]:
         """This consumer's ``ConsumerData`` of RocketMQ's HeartbeatData (``consumeOrderly`` is ours; Java
