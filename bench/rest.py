@@ -6,8 +6,10 @@ Setup (not timed): a temp dir holding a name server + one broker (subprocesses, 
 dir), a fresh SQLite database (``DJANGO_DB_PATH`` + ``manage.py migrate``), a superuser and its DRF token, and
 ``manage.py runserver --noreload --insecure 127.0.0.1:<free port>`` with ``BROKER_CORE_NAMESRV`` pointing at the
 name server. runserver is Django's threaded development server (one thread per connection, no worker
-processes); ``--server gunicorn`` serves the same application with gunicorn's gthread workers (``--workers`` x
-``--server-threads``), as ``make run`` does. Every request is authenticated with
+processes); ``--server granian`` serves the same application as ``make run`` does (the Procfile's web line: granian's
+Rust HTTP server, the WSGI app on ``--server-threads`` blocking threads in each of ``--workers`` processes), and
+``--server gunicorn`` with gunicorn's gthread workers (``--workers`` x ``--server-threads``), the former web line.
+Every request is authenticated with
 ``Authorization: Token <key>``; produce requests are written to the audit log, as in production.
 
 Client: ``--client raw`` (default) is a minimal HTTP/1.1 client on plain sockets (``RawHTTP``, TCP_NODELAY): each
@@ -158,6 +160,10 @@ class Stack:
         if self.server == "gunicorn":  # as the Procfile's web line runs it
             cmd = [sys.executable, "-m", "gunicorn", "console.wsgi:application", "--bind", f"127.0.0.1:{port}",
                    "--workers", str(self.workers), "--worker-class", "gthread", "--threads", str(self.threads)]
+        elif self.server == "granian":  # Rust HTTP/1.1 (hyper) in front of the same WSGI application
+            cmd = [sys.executable, "-m", "granian", "--interface", "wsgi", "--host", "127.0.0.1", "--port", str(port),
+                   "--workers", str(self.workers), "--blocking-threads", str(self.threads), "--no-ws",
+                   "console.wsgi:application"]
         else:
             cmd = [sys.executable, "manage.py", "runserver", "--noreload", "--insecure", f"127.0.0.1:{port}"]
         proc = subprocess.Popen(cmd, cwd=ROOT, env=self.env, stdout=log, stderr=log)
@@ -581,11 +587,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--client", choices=("raw", "requests"), default="raw",
                         help="raw: a minimal HTTP/1.1 client on plain sockets, one process per connection in the "
                              "throughput rows (default); requests: `requests` sessions in threads of this process")
-    parser.add_argument("--server", choices=("runserver", "gunicorn"), default="runserver",
-                        help="runserver (Django's threaded development server) or gunicorn (gthread workers, as "
-                             "`make run` serves the console)")
-    parser.add_argument("--workers", type=int, default=4, help="gunicorn worker processes (4)")
-    parser.add_argument("--server-threads", type=int, default=8, help="threads per gunicorn worker (8)")
+    parser.add_argument("--server", choices=("runserver", "gunicorn", "granian"), default="runserver",
+                        help="runserver (Django's threaded development server), granian (Rust HTTP server, WSGI on "
+                             "blocking threads: what `make run` serves) or gunicorn (gthread workers)")
+    parser.add_argument("--workers", type=int, default=4, help="gunicorn or granian worker processes (4)")
+    parser.add_argument("--server-threads", type=int, default=8,
+                        help="threads per gunicorn worker, blocking threads per granian worker (8)")
     parser.add_argument("--skip", choices=("batched", "single", "lookup"), action="append", default=[],
                         help="leave a row out (repeatable)")
     args = parser.parse_args(argv)
@@ -597,8 +604,9 @@ def main(argv: list[str] | None = None) -> int:
     clients = "raw HTTP/1.1 client processes" if args.client == "raw" else "`requests` client threads"
     print(f"# bench.rest: {args.body_size} B UTF-8 bodies, {args.threads} {clients}, Python "
           f"{sys.version.split()[0]}, {os.cpu_count()} CPUs")
-    if args.server == "gunicorn":
-        print(f"# server: gunicorn, {args.workers} worker processes x {args.server_threads} threads (gthread); "
+    if args.server in ("gunicorn", "granian"):
+        kind = "threads (gthread)" if args.server == "gunicorn" else "blocking threads (WSGI)"
+        print(f"# server: {args.server}, {args.workers} worker processes x {args.server_threads} {kind}; "
               "client, console, broker and name server share this machine", flush=True)
     else:
         print("# server: Django's threaded development server (manage.py runserver --noreload --insecure); client, "

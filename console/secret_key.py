@@ -2,7 +2,7 @@
 
 Order: ``DJANGO_SECRET_KEY`` (or the older ``SECRET_KEY``) in the environment, then the file
 ``DJANGO_SECRET_KEY_FILE`` (default ``var/secret_key``). ``make run`` creates that file with
-``manage.py ensure_secret_key`` before anything starts, so every process of one installation (gunicorn workers,
+``manage.py ensure_secret_key`` before anything starts, so every process of one installation (web workers,
 Celery) signs with the same key and sessions survive restarts.
 
 Invariants:

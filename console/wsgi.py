@@ -1,4 +1,5 @@
-"""WSGI entry point (``gunicorn console.wsgi:application``, as the Procfile's web line serves the console).
+"""WSGI entry point (``granian --interface wsgi console.wsgi:application``, as the Procfile's web line serves the
+console; ``gunicorn console.wsgi:application`` serves it as well).
 
 The console's own CSS/JS under ``STATIC_URL`` are served by Django's static files handler, as runserver does
 (``CONSOLE_SERVE_STATIC=0`` turns that off when a front server serves ``collectstatic``'s output).

@@ -10,7 +10,7 @@ Verified tokens are kept in process for ``CONSOLE_API_TOKEN_CACHE_SECONDS`` (def
 keyed by the key's hash: the lookup query was about a third of a one-message REST produce. Invariants: a cached
 entry is used only while younger than the setting, its expiry is checked on every use, and each use gets its own
 copies of the token and user rows (a request never sees another's attributes). Saving or deleting a token or a
-user clears the cache of the process that did it at once (signals, :func:`connect`); other processes (gunicorn
+user clears the cache of the process that did it at once (signals, :func:`connect`); other processes (web
 workers, hosts) see a revoked token or a deactivated user within the setting's seconds.
 """
 
