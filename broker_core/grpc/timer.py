@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from broker_core.codec.message import PROPERTY_REAL_QUEUE_ID, PROPERTY_REAL_TOPIC
 from broker_core.grpc.convert import PROPERTY_TIMER_DELIVER_MS
+from broker_core.remoting.loops import within
 from broker_core.server.retry import ensure_topic
 from broker_core.store import GetStatus, MessageInner
 
@@ -141,6 +142,6 @@ class TimerService:
                 delay = min(delay, max(0.0, (self.pending[0][0] - self.store.clock.now_ms()) / 1000))
             self._wake.clear()
             try:
-                await asyncio.wait_for(self._wake.wait(), delay)
+                await within(self._wake.wait(), delay)
             except TimeoutError:
                 pass

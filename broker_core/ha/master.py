@@ -35,6 +35,7 @@ import time
 from typing import TYPE_CHECKING
 
 from broker_core.ha.wire import encode_transfer, take_last_report
+from broker_core.remoting.loops import within
 from broker_core.store import PutStatus
 
 if TYPE_CHECKING:
@@ -89,7 +90,7 @@ class HAConnection:
         pending = bytearray()
         while True:
             try:
-                data = await asyncio.wait_for(self.reader.read(_READ_BYTES), cfg.ha_housekeeping_interval_ms / 1000)
+                data = await within(self.reader.read(_READ_BYTES), cfg.ha_housekeeping_interval_ms / 1000)
             except TimeoutError:
                 log.warning("HA slave %s silent for %d ms; closing", self.remote, cfg.ha_housekeeping_interval_ms)
                 return
@@ -145,7 +146,7 @@ class HAConnection:
                     self.last_write_ms = now
                     await self.writer.drain()
                 try:
-                    await asyncio.wait_for(self.wake.wait(), _IDLE_WAIT_S)
+                    await within(self.wake.wait(), _IDLE_WAIT_S)
                 except TimeoutError:
                     pass
         except (ConnectionError, OSError) as exc:

@@ -31,6 +31,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from broker_core.ha.wire import TransferReader, encode_report
+from broker_core.remoting.loops import within
 from broker_core.store import ReplicaError, split_whole_records
 
 if TYPE_CHECKING:
@@ -81,13 +82,13 @@ class HAClient:
                     self.connected_to = ""
             self._addr_changed.clear()
             try:
-                await asyncio.wait_for(self._addr_changed.wait(), RECONNECT_S if addr else 1.0)
+                await within(self._addr_changed.wait(), RECONNECT_S if addr else 1.0)
             except TimeoutError:
                 pass
 
     async def _session(self, addr: str) -> None:
         host, _, port = addr.rpartition(":")
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), 3.0)
+        reader, writer = await within(asyncio.open_connection(host, int(port)), 3.0)
         self.connected_to = addr
         log.info("HA connected to master %s; CommitLog ends at %d", addr, self.store.max_phy_offset())
         cfg = self.config
@@ -105,7 +106,7 @@ class HAClient:
                     log.info("HA master moved from %s to %s", addr, self.master_ha_addr())
                     return
                 try:
-                    data = await asyncio.wait_for(reader.read(_READ_BYTES), heartbeat_s)
+                    data = await within(reader.read(_READ_BYTES), heartbeat_s)
                 except TimeoutError:
                     data = None
                 if data == b"":

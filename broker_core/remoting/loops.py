@@ -19,13 +19,22 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 LOOP_ENV = "BROKER_CORE_EVENT_LOOP"
 SWITCH_ENV = "BROKER_CORE_SWITCH_INTERVAL_S"
 DEFAULT_SWITCH_INTERVAL_S = 0.0005
 T = TypeVar("T")
+
+
+async def within(aw: Awaitable[T], timeout: float) -> T:
+    """``await aw``, raising TimeoutError after ``timeout`` seconds: ``asyncio.wait_for`` without Python 3.11's
+    swallowed cancellation. 3.11's ``wait_for`` returns the result when its task is cancelled in the same loop turn
+    as the awaited thing completes, so a ``while True`` loop around it can outlive ``task.cancel()`` for ever (seen:
+    a slave's HA read loop kept its broker from exiting on SIGTERM). ``asyncio.timeout`` keeps the cancellation."""
+    async with asyncio.timeout(timeout):
+        return await aw
 
 
 def lower_switch_interval() -> float:

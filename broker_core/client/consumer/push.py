@@ -71,6 +71,7 @@ from broker_core.protocol.bodies import decode_mq_offset_table
 from broker_core.protocol.filter import Subscription, parse_subscription
 from broker_core.protocol.validation import RETRY_GROUP_TOPIC_PREFIX, retry_topic
 from broker_core.remoting.client import run_sync
+from broker_core.remoting.loops import within
 
 log = logging.getLogger(__name__)
 
@@ -316,7 +317,7 @@ class PushConsumer(PullingMixin):
         assert self._rebalance_now is not None
         while self.running:  # (not `while True`: 3.11's wait_for can swallow a cancellation)
             try:
-                await asyncio.wait_for(self._rebalance_now.wait(), self.rebalance_interval)
+                await within(self._rebalance_now.wait(), self.rebalance_interval)
             except TimeoutError:
                 pass
             self._rebalance_now.clear()
