@@ -315,7 +315,7 @@ class PushConsumer(PullingMixin):
     # ------------------------------------------------------------------ rebalance
     async def _rebalance_loop(self) -> None:
         assert self._rebalance_now is not None
-        while self.running:  # (not `while True`: 3.11's wait_for can swallow a cancellation)
+        while self.running:  # also ends the loop if a cancellation were lost (within keeps it; wait_for did not)
             try:
                 await within(self._rebalance_now.wait(), self.rebalance_interval)
             except TimeoutError:
