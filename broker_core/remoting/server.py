@@ -31,21 +31,18 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import itertools
 import logging
-from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import Any, Union, cast
+from typing import Union, cast
 
 from broker_core.protocol import FrameDecoder, ProtocolError, RemotingCommand, ResponseCode
 from broker_core.protocol.command import DEFAULT_MAX_FRAME_BYTES, FLAG_RESPONSE
 from broker_core.protocol.fields import BadRequest
-from broker_core.remoting.filesend import FileRegion, FileResponse, FileSender, GatherResponse
+from broker_core.remoting.connection import MAX_QUEUED, Connection, drop_response
+from broker_core.remoting.filesend import FileRegion, FileResponse, GatherResponse
 
-__all__ = ["BadRequest", "Connection", "FileRegion", "FileResponse", "GatherResponse", "Handler", "RemotingServer",
-           "Response", "RpcHook"]
-
-MAX_QUEUED = 8  # responses waiting behind a file response before the connection stops reading
+__all__ = ["MAX_QUEUED", "BadRequest", "Connection", "FileRegion", "FileResponse", "GatherResponse", "Handler",
+           "RemotingServer", "Response", "RpcHook"]
 
 log = logging.getLogger(__name__)
 
@@ -57,108 +54,9 @@ Handler = Callable[[RemotingCommand, "Connection"], Union[Response, Awaitable[Re
 RpcHook = Callable[[RemotingCommand, "Connection"], Response]
 
 
-class Connection:
-    """One client connection. Responses go out in the order :meth:`send` is called: while a file response's
-    region is on its way (``filesend``), later responses wait in ``outbox`` and follow it."""
-
-    _ids = itertools.count(1)
-
-    def __init__(self, transport: asyncio.Transport) -> None:
-        self.id = next(self._ids)
-        self.transport = transport
-        peer = transport.get_extra_info("peername") or ("?", 0)
-        self.remote = f"{peer[0]}:{peer[1]}"
-        self.attributes: dict[str, Any] = {}
-        self.inflight = 0
-        self.held = 0  # requests held by long polling (pulls and receives), capped per connection
-        self.last_activity = 0.0
-        self.closed = asyncio.Event()
-        self.transport_full = False  # the transport's unsent output passed the high-water mark (pause_writing)
-        self.reading_paused = False
-        self.pauses = 0  # times reading was paused (observability)
-        self.backlog: deque[RemotingCommand] = deque()  # decoded while paused, run on resume
-        self.outbox: deque[bytes | FileResponse] = deque()  # waiting behind the file response being sent
-        self.sender: FileSender | None = None
-        self.draining = False
-        self.on_output: Callable[[], None] | None = None  # the protocol's: called when ``paused`` changed
-
-    @property
-    def paused(self) -> bool:
-        """Not reading: the transport's output is past the high-water mark, or :data:`MAX_QUEUED` responses
-        wait behind a file response."""
-        return self.transport_full or len(self.outbox) >= MAX_QUEUED
-
-    @property
-    def write_buffer_size(self) -> int:
-        """Bytes of responses not yet taken by the socket (the transport's buffer, the file response being sent
-        and those queued behind it)."""
-        queued = sum(len(x) if isinstance(x, bytes) else len(x.head()) + x.region.count for x in self.outbox)
-        return int(self.transport.get_write_buffer_size()) + queued + (self.sender.remaining if self.sender else 0)
-
-    def send(self, cmd: RemotingCommand | FileResponse | GatherResponse | bytes) -> None:
-        if self.transport.is_closing():
-            _drop(cmd)
-            return
-        if self.sender is None and not self.outbox:
-            if type(cmd) is bytes:
-                self.transport.write(cmd)
-                return
-            if isinstance(cmd, RemotingCommand):
-                self.transport.write(cmd.encode())
-                return
-            if isinstance(cmd, GatherResponse):
-                cmd.write_to(self.transport)
-                return
-        was = self.paused
-        self.outbox.append(cmd if isinstance(cmd, FileResponse | bytes)
-                           else cmd.to_bytes() if isinstance(cmd, GatherResponse) else cmd.encode())
-        self._drain()
-        if self.paused != was and self.on_output is not None:
-            self.on_output()
-
-    def _drain(self) -> None:
-        """Write queued responses in order until a file response must wait for the socket."""
-        self.draining = True
-        try:
-            while self.sender is None and self.outbox and not self.transport.is_closing():
-                item = self.outbox.popleft()
-                if isinstance(item, bytes):
-                    self.transport.write(item)
-                    continue
-                self.sender = FileSender(self.transport, item, self._file_sent)
-                self.sender.pump()  # done at once: _file_sent cleared ``sender`` and the loop goes on
-        finally:
-            self.draining = False
-
-    def _file_sent(self, exc: BaseException | None) -> None:
-        self.sender = None
-        if exc is not None:
-            log.warning("connection %s: a file response failed, closing the connection: %s", self.remote, exc)
-            self.close()
-            return
-        if not self.draining:  # finished from the event loop (the socket took the rest): what waited goes now
-            was = self.paused
-            self._drain()
-            if self.paused != was and self.on_output is not None:
-                self.on_output()
-
-    def abort_output(self) -> None:
-        """The connection is lost: stop the file response being sent and drop the queued ones (their descriptors
-        are closed)."""
-        if self.sender is not None:
-            self.sender.abort()
-            self.sender = None
-        while self.outbox:
-            item = self.outbox.popleft()
-            if isinstance(item, FileResponse):
-                item.region.close()
-
-    def close(self) -> None:
-        if not self.transport.is_closing():
-            self.transport.close()
-
-
 class _ServerProtocol(asyncio.Protocol):
+    loop: asyncio.AbstractEventLoop  # the serving loop, from connection_made on
+
     def __init__(self, server: RemotingServer) -> None:
         self.server = server
         self.decoder = FrameDecoder(server.max_frame_bytes)
@@ -167,7 +65,8 @@ class _ServerProtocol(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # a stream transport (uvloop's is not an asyncio.Transport subclass, but has the same methods)
         self.conn = Connection(cast(asyncio.Transport, transport))
-        self.conn.last_activity = asyncio.get_running_loop().time()
+        self.loop = asyncio.get_running_loop()  # kept: get_running_loop() makes a getpid() system call each time
+        self.conn.last_activity = self.loop.time()
         self.conn.on_output = self._sync_reading
         if self.server.write_buffer_high > 0:
             self.conn.transport.set_write_buffer_limits(self.server.write_buffer_high, self.server.write_buffer_low)
@@ -176,7 +75,7 @@ class _ServerProtocol(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         conn = self.conn
         assert conn is not None
-        conn.last_activity = asyncio.get_running_loop().time()
+        conn.last_activity = self.loop.time()
         try:
             commands = self.decoder.feed(data)
         except ProtocolError as exc:
@@ -188,12 +87,21 @@ class _ServerProtocol(asyncio.Protocol):
             self._run_backlog()
             return
         dispatch = self.server.dispatch  # the common case: nothing queued, run the requests as they come
-        for i, cmd in enumerate(commands):
-            if conn.paused or conn.transport.is_closing():
-                conn.backlog.extend(c for c in commands[i:] if not c.is_response)
-                break
+        if len(commands) == 1 and not conn.transport.is_closing():
+            cmd = commands[0]
             if not cmd.flags & FLAG_RESPONSE:
                 dispatch(cmd, conn)
+            return
+        conn.cork()  # several requests in one read: their answers leave in one write
+        try:
+            for i, cmd in enumerate(commands):
+                if conn.paused or conn.transport.is_closing():
+                    conn.backlog.extend(c for c in commands[i:] if not c.is_response)
+                    break
+                if not cmd.flags & FLAG_RESPONSE:
+                    dispatch(cmd, conn)
+        finally:
+            conn.uncork()
 
     def _run_backlog(self) -> None:
         """Dispatch queued requests in order until the connection pauses (its output backs up)."""
@@ -365,15 +273,6 @@ class RemotingServer:
             conn.inflight -= 1
 
 
-def _drop(resp: RemotingCommand | FileResponse | GatherResponse | bytes) -> None:
-    """A response that will not be sent: a file response's descriptor is closed, a gather response's segments
-    released."""
-    if isinstance(resp, FileResponse):
-        resp.region.close()
-    elif isinstance(resp, GatherResponse):
-        resp.release()
-
-
 def _answer(cmd: RemotingCommand, conn: Connection, resp: Response) -> None:
     """Send ``resp`` unless the request was oneway (a dropped response releases what it holds)."""
     if resp is None:
@@ -381,4 +280,4 @@ def _answer(cmd: RemotingCommand, conn: Connection, resp: Response) -> None:
     if not cmd.is_oneway:
         conn.send(resp)
     else:
-        _drop(resp)
+        drop_response(resp)

@@ -81,6 +81,7 @@ class ReputMessageService:
         self._thread: threading.Thread | None = None
         self.errors = 0
         self._loop: asyncio.AbstractEventLoop | None = None  # drive_from
+        self._loop_thread: int | None = None  # the thread running _loop, once it has dispatched
         self._scheduled = False
 
     # ------------------------------------------------------------------ dispatchers
@@ -197,6 +198,7 @@ class ReputMessageService:
     def drive_from(self, loop: asyncio.AbstractEventLoop) -> None:
         """Dispatch on ``loop`` after each append (module docstring) from now on, until :meth:`detach`."""
         self._loop = loop
+        self._loop_thread = None  # learnt on the loop's first dispatch (call_soon_threadsafe until then)
         self.commit_log.after_append = self._soon
         self._soon()  # whatever was appended before
 
@@ -212,7 +214,8 @@ class ReputMessageService:
             return
         self._scheduled = True
         try:
-            if asyncio._get_running_loop() is loop:
+            # a thread id, not asyncio._get_running_loop(): that one makes a getpid() system call each time
+            if threading.get_ident() == self._loop_thread:
                 loop.call_soon(self._on_loop)
             else:
                 loop.call_soon_threadsafe(self._on_loop)
@@ -220,6 +223,7 @@ class ReputMessageService:
             self._scheduled = False
 
     def _on_loop(self) -> None:
+        self._loop_thread = threading.get_ident()
         self._scheduled = False  # before dispatching: an append from here on schedules again
         if self._logged_reput(_LOOP_BATCHES):  # a backlog (a slave catching up, a replay): the rest on later
             self._soon()  # loop turns, between the I/O
