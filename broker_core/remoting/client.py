@@ -77,6 +77,8 @@ class _Channel(asyncio.Protocol):
     """One connection: requests written on the transport, responses matched to their futures by opaque as
     they are decoded (a protocol, not streams: no reader task, no copy through a StreamReader buffer)."""
 
+    loop: asyncio.AbstractEventLoop  # the channel's loop, from connection_made on
+
     def __init__(self, addr: str, on_request: Callable[[str, RemotingCommand], None] | None = None) -> None:
         self.addr = addr
         self.on_request = on_request
@@ -91,6 +93,7 @@ class _Channel(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]  # a stream transport
+        self.loop = asyncio.get_running_loop()  # kept: get_running_loop() makes a getpid() system call each time
 
     def data_received(self, data: bytes) -> None:
         try:
@@ -182,7 +185,7 @@ class RemotingClient:
         cmd.serialize_type = self.serialize_type
         if self.credentials is not None:
             sign_command(cmd, self.credentials)
-        loop = asyncio.get_running_loop()
+        loop = ch.loop
         fut: asyncio.Future[RemotingCommand] = loop.create_future()
         ch.pending[cmd.opaque] = fut
         ch.write(cmd.encode())
