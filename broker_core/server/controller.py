@@ -158,7 +158,8 @@ class BrokerController:
             await loop.run_in_executor(None, self.store.start)
         self.hold = PullRequestHoldService(loop, self.limits.max_held_pulls)
         self.store.add_arrival_listener(self.hold.arrived)
-        self.store.reput.drive_from(loop)  # dispatch on this loop after appends (store/dispatcher.py)
+        # dispatch on this loop after appends (store/dispatcher.py): at once while pulls are held or slaves attached
+        self.store.reput.drive_from(loop, self._arrivals_awaited)
         self.transactions.load()
         self.pop_service.load()
         processors: list[Processor] = [
@@ -192,6 +193,11 @@ class BrokerController:
         log.info("broker %s serving on %s:%d (namesrv %s)", self.config.broker_name, host, self.port,
                  ";".join(self.namesrv_addrs) or "none")
         return self.port
+
+    def _arrivals_awaited(self) -> bool:
+        """Something waits for the next dispatch: a held pull, pop or receive, or a slave to send records to."""
+        hold = self.hold
+        return (hold is not None and hold.waiting_count > 0) or bool(self.ha.service.connections)
 
     async def _listen_vip(self, host: str, port: int) -> None:
         """RocketMQ's "VIP channel": Java clients up to 4.4 send to ``listenPort - 2`` by default. Served only

@@ -51,6 +51,11 @@ class PullRequestHoldService:
         task.add_done_callback(release)
         return task
 
+    @property
+    def waiting_count(self) -> int:
+        """Held waits times the queues each waits on (0: nothing waits for an arrival)."""
+        return self._count
+
     def arrived(self, batch: list[tuple]) -> None:
         """The dispatcher, on any thread."""
         if not self._count:

@@ -166,3 +166,63 @@ def test_a_backlog_is_spread_over_loop_turns(open_store):
     _on_a_new_loop(main)
     assert events == [1024, 1024, "other work", 952]
     assert store.get_max_offset_in_queue("Backlog", 0) == 3000
+
+
+def test_with_nothing_waiting_the_dispatch_is_deferred_and_batched(open_store):
+    """drive_from's ``waited_for`` False: an append on the loop is dispatched within _LOOP_DEFER_S, with the appends
+    that follow it, not in the next turn; a read dispatches first (read-your-writes); once something waits, the
+    next append is dispatched in the next turn and a deferred dispatch is brought forward."""
+    store = open_store()  # no dispatcher thread: only the loop dispatches
+    seen = _recorder(store)
+    waiting = [False]
+
+    async def main(loop: asyncio.AbstractEventLoop) -> None:
+        store.reput.drive_from(loop, lambda: waiting[0])
+        await asyncio.sleep(0)  # the first dispatch runs: the loop's thread is known from here on
+        assert store.put_message(MessageInner("Lazy", b"a")).ok
+        assert store.put_message(MessageInner("Lazy", b"b")).ok
+        assert store.reput.deferred and not _dispatched(store)  # no loop turn has run since: deterministic
+        await _until(lambda: _dispatched(store))  # the timer: both appends in one batch
+        assert [topics for _, topics in seen] == [["Lazy", "Lazy"]]
+        assert not store.reput.deferred
+
+        assert store.put_message(MessageInner("Lazy", b"c")).ok
+        assert store.reput.deferred
+        assert store.get_max_offset_in_queue("Lazy", 0) == 3  # the read dispatched what was appended
+        assert _dispatched(store)
+
+        assert store.put_message(MessageInner("Lazy", b"d")).ok  # deferred ...
+        waiting[0] = True
+        assert store.put_message(MessageInner("Lazy", b"e")).ok  # ... until something waits: the next turn
+        assert not store.reput.deferred
+        await asyncio.sleep(0)
+        assert _dispatched(store)
+        assert [topics for _, topics in seen][-1] == ["Lazy", "Lazy"]
+        store.reput.detach()
+
+    _on_a_new_loop(main)
+    assert store.get_max_offset_in_queue("Lazy", 0) == 5
+
+
+def test_the_broker_defers_only_while_nothing_waits(open_store):
+    """The broker's ``waited_for``: a held pull (PullRequestHoldService.waiting_count) makes appends dispatch in the
+    next turn, and its waiter is woken there."""
+    store = open_store()
+
+    async def main(loop: asyncio.AbstractEventLoop) -> None:
+        hold = PullRequestHoldService(loop)
+        store.add_arrival_listener(hold.arrived)
+        store.reput.drive_from(loop, lambda: hold.waiting_count > 0)
+        await asyncio.sleep(0)
+        assert store.put_message(MessageInner("Held", b"x")).ok
+        assert store.reput.deferred  # nobody waits
+        assert store.get_max_offset_in_queue("Held", 0) == 1
+        task = asyncio.ensure_future(hold.wait("Held", 0, 5.0))
+        await asyncio.sleep(0)  # the waiter registers
+        assert hold.waiting_count == 1
+        assert store.put_message(MessageInner("Held", b"y")).ok
+        assert not store.reput.deferred
+        assert await asyncio.wait_for(task, 5.0) is True
+        store.reput.detach()
+
+    _on_a_new_loop(main)
