@@ -11,7 +11,6 @@ the timer (:mod:`broker_core.grpc.timer`); one in the past is delivered at once.
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import zlib
 from typing import TYPE_CHECKING, Any
@@ -28,6 +27,7 @@ from broker_core.grpc.convert import PROPERTY_TIMER_DELIVER_MS
 from broker_core.grpc.stubs import pb, svc
 from broker_core.protocol.fields import BadRequest
 from broker_core.protocol.validation import topic_error
+from broker_core.remoting.loops import within
 from broker_core.server.transactions import HALF_TOPIC
 from broker_core.store import MessageInner, PutMessageResult, PutStatus
 
@@ -117,7 +117,7 @@ class SendService:
             r: PutMessageResult = results[0]
             if flush is not None and r.ok:
                 try:
-                    flushed = await asyncio.wait_for(flush.future(), ctl.config.sync_flush_timeout_ms / 1000)
+                    flushed = await within(flush.future(), ctl.config.sync_flush_timeout_ms / 1000)
                 except TimeoutError:
                     flushed = False
                 if not flushed:

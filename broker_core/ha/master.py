@@ -246,7 +246,7 @@ class HAService:
         heapq.heappush(self._waiters, (next_offset, next(self._seq), fut))
         self._wake_all()
         try:
-            ok = await asyncio.wait_for(fut, self.config.slave_timeout_ms / 1000)
+            ok = await within(fut, self.config.slave_timeout_ms / 1000)
         except TimeoutError:
             ok = False
         return PutStatus.PUT_OK if ok else PutStatus.FLUSH_SLAVE_TIMEOUT

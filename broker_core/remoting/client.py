@@ -165,7 +165,7 @@ class RemotingClient:
             try:
                 host, _, port = addr.rpartition(":")
                 loop = asyncio.get_running_loop()
-                _, channel = await asyncio.wait_for(
+                _, channel = await loops.within(
                     loop.create_connection(lambda: _Channel(addr, self.on_request), host, int(port)),
                     self.connect_timeout)
                 self._channels[addr] = channel

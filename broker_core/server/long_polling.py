@@ -16,10 +16,12 @@ gives the slot back when it ends, however it ends.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections import defaultdict
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
+from broker_core.remoting.loops import within
 from broker_core.remoting.server import Connection
 
 T = TypeVar("T")
@@ -30,6 +32,7 @@ class PullRequestHoldService:
         self.loop = loop
         self.waiting: dict[tuple[str, int], set[asyncio.Future[None]]] = defaultdict(set)
         self._count = 0
+        self._loop_thread: int | None = None  # the loop's thread (wait_any runs there)
         self.max_held_per_connection = max_held_per_connection
         self.refused = 0  # requests answered at once because their connection held the maximum
 
@@ -61,7 +64,9 @@ class PullRequestHoldService:
         if not self._count:
             return
         keys = {(d[2], d[3]) for d in batch}
-        if asyncio._get_running_loop() is self.loop:
+        # a thread id, not asyncio._get_running_loop() (a getpid() system call each time); wait_any, on the loop,
+        # set it before anything could wait
+        if threading.get_ident() == self._loop_thread:
             self._wake(keys)
         else:
             self.loop.call_soon_threadsafe(self._wake, keys)
@@ -78,12 +83,13 @@ class PullRequestHoldService:
 
     async def wait_any(self, keys: list[tuple[str, int]], timeout: float) -> bool:
         """Wait for an arrival on any of the queues; False on timeout."""
+        self._loop_thread = threading.get_ident()
         fut: asyncio.Future[None] = self.loop.create_future()
         for key in keys:
             self.waiting[key].add(fut)
             self._count += 1
         try:
-            await asyncio.wait_for(fut, timeout)
+            await within(fut, timeout)
             return True
         except TimeoutError:
             return False

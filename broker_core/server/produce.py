@@ -4,7 +4,6 @@ flag selects the batch layout (a 320 without it is one message whose body is the
 
 from __future__ import annotations
 
-import asyncio
 import random
 import time
 from collections.abc import Awaitable, Callable
@@ -31,6 +30,7 @@ from broker_core.protocol.command import V3_4_9
 from broker_core.protocol.fields import BadRequest, bool_field, int_field, str_field
 from broker_core.protocol.headers import send_header
 from broker_core.protocol.validation import RETRY_GROUP_TOPIC_PREFIX, TRANS_HALF_TOPIC, dlq_topic, topic_error
+from broker_core.remoting.loops import within
 from broker_core.remoting.server import Connection, Handler
 from broker_core.server.retry import ensure_topic
 from broker_core.server.send_fast import make_single_v2
@@ -82,7 +82,7 @@ def writable_topic(ctl: BrokerController, cmd: RemotingCommand, topic: str,
 async def _flushed(ctl: BrokerController, request: GroupCommitRequest) -> bool:
     """Whether the group commit ``request`` completed within ``syncFlushTimeout``."""
     try:
-        return await asyncio.wait_for(request.future(), ctl.config.sync_flush_timeout_ms / 1000)
+        return await within(request.future(), ctl.config.sync_flush_timeout_ms / 1000)
     except TimeoutError:
         return False
 

@@ -133,3 +133,11 @@ def spark_results_worker(tmp: Path, redis_url: str, namesrv: str, results_uri: s
     app.conf.update(broker_url=redis_url, result_backend=redis_url)
     with celery_worker(env, tmp / "spark-worker.log", f"spark-results-{tmp.name}@localhost", app, queues="spark"):
         yield env
+
+
+def wait_flushed(sdk_admin: AdminClient, cluster: Cluster, broker: str) -> None:
+    """Until ``broker`` has flushed its CommitLog: a segment the flush thread is syncing is held, and retention
+    stops at the first held segment (upstream's rule), so a test expecting deletions waits for the flush first."""
+    addr = cluster.brokers[broker].addr
+    wait_until(lambda: sdk_admin.broker_runtime(addr)["flush_lag_bytes"] == 0, timeout=30,
+               what=f"{broker}'s CommitLog to be flushed")
