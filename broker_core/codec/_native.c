@@ -1569,6 +1569,87 @@ static const char *const attr_names[A_COUNT] = {
     "born_port", "reconsume_times", "prepared_transaction_offset", "delay_ms", "tags", "keys", "uniq_key"};
 static PyObject *attr_str[A_COUNT];
 
+/* Reading a message's fields, and filling a result's, straight from their __slots__ (the per-message attribute
+ * lookups by name and the Python __init__ of the result were about half of this function's time, perf on a warm
+ * buffer). A SlotMap holds, for one exact class, the offsets of the member descriptors its attribute lookup finds
+ * for the names: reading an offset is what that lookup returns (a member descriptor is a data descriptor, so an
+ * instance __dict__ of a subclass cannot shadow it). A slot that is unset reads NULL: the caller then asks by name
+ * (and gets the AttributeError). Classes whose names do not all resolve to writable object slots are not mapped
+ * (the caller asks by name, calls the class). */
+typedef struct { PyTypeObject *tp; int usable; Py_ssize_t off[A_COUNT]; } SlotMap;
+static SlotMap msg_map;     /* MessageInner (or whatever class the store hands over): attr_str order */
+static SlotMap result_map;  /* the result class, R_* order, when it declares __native_slots__ as those names */
+enum { R_STATUS, R_PHY, R_SIZE, R_QOFF, R_STORE_TS, R_HOST, R_PORT, R_ERROR, R_COUNT };
+static const char *const result_names[R_COUNT] = {
+    "status", "phy_offset", "size", "queue_offset", "store_timestamp", "_host", "_port", "error"};
+static PyObject *result_str[R_COUNT];
+static PyObject *native_slots_str;  /* "__native_slots__" */
+static PyObject *empty_str;         /* "" */
+
+/* The map for `tp` (remapped when another class comes): 1 usable, 0 not, -1 error */
+static int slot_map_for(SlotMap *m, PyTypeObject *tp, PyObject *const *names, int n) {
+    if (m->tp == tp) return m->usable;
+    int usable = 1;
+    Py_ssize_t off[A_COUNT];
+    for (int i = 0; i < n && usable; i++) {
+        PyObject *descr = PyObject_GetAttr((PyObject *)tp, names[i]);
+        if (descr == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+            PyErr_Clear();
+            usable = 0;
+            break;
+        }
+        if (Py_IS_TYPE(descr, &PyMemberDescr_Type)) {
+            PyMemberDef *def = ((PyMemberDescrObject *)descr)->d_member;
+            usable = def->type == T_OBJECT_EX && !(def->flags & READONLY);
+            off[i] = def->offset;
+        } else {
+            usable = 0;
+        }
+        Py_DECREF(descr);
+    }
+    Py_XSETREF(m->tp, (PyTypeObject *)Py_NewRef((PyObject *)tp));
+    m->usable = usable;
+    if (usable) memcpy(m->off, off, sizeof(off[0]) * (size_t)n);
+    return usable;
+}
+
+/* The result class may be filled directly: it declares __native_slots__ equal to result_names (a promise that
+ * calling it with (status, phy, size, qoff, store_ts, host, port) sets exactly those slots, error ""), and they
+ * are writable object slots. 1 yes, 0 no (call it), -1 error. */
+static int result_map_for(PyObject *cls) {
+    if (!PyType_Check(cls)) return 0;
+    PyTypeObject *tp = (PyTypeObject *)cls;
+    if (result_map.tp == tp) return result_map.usable;
+    PyObject *names = PyDict_GetItemWithError(tp->tp_dict, native_slots_str);  /* borrowed; own dict only */
+    if (names == NULL && PyErr_Occurred()) return -1;
+    int declared = names != NULL && PyTuple_Check(names) && PyTuple_GET_SIZE(names) == R_COUNT &&
+                   tp->tp_alloc != NULL;
+    for (int i = 0; declared && i < R_COUNT; i++) {
+        int eq = PyUnicode_Check(PyTuple_GET_ITEM(names, i)) &&
+                 PyUnicode_Compare(PyTuple_GET_ITEM(names, i), result_str[i]) == 0;
+        if (PyErr_Occurred()) return -1;
+        declared = eq;
+    }
+    if (!declared) {
+        Py_XSETREF(result_map.tp, (PyTypeObject *)Py_NewRef(cls));
+        result_map.usable = 0;
+        return 0;
+    }
+    return slot_map_for(&result_map, tp, result_str, R_COUNT);
+}
+
+/* A new result with the R_* values in its slots (error ""), or NULL with an exception set */
+static PyObject *fill_result(PyObject *const *v) {
+    PyTypeObject *tp = result_map.tp;
+    PyObject *obj = tp->tp_alloc(tp, 0);
+    if (obj == NULL) return NULL;
+    char *base = (char *)obj;
+    for (int i = 0; i < R_ERROR; i++) *(PyObject **)(base + result_map.off[i]) = Py_NewRef(v[i]);
+    *(PyObject **)(base + result_map.off[R_ERROR]) = Py_NewRef(empty_str);
+    return obj;
+}
+
 /* o is an int (bool included, as struct packs it) within [lo, hi]: 1 and *out; otherwise 0, no error set */
 static int int_within(PyObject *o, long long lo, long long hi, long long *out) {
     if (!PyLong_Check(o)) return 0;
@@ -1624,11 +1705,16 @@ static PyObject *py_append_messages(PyObject *self, PyObject *args) {
     }
     store_ts_o = PyLong_FromLongLong(store_ts);
     if (store_ts_o == NULL) goto done;
+    int direct_result = result_map_for(result_cls);
+    if (direct_result < 0) goto done;
     unsigned char *w = (unsigned char *)buf.buf;
     for (; i < end; i++) {
         PyObject *msg = PyList_GET_ITEM(msgs, i);
+        int mapped = slot_map_for(&msg_map, Py_TYPE(msg), attr_str, A_COUNT);
+        if (mapped < 0) goto fail;
         for (int k = 0; k < A_COUNT; k++) {
-            a[k] = PyObject_GetAttr(msg, attr_str[k]);
+            PyObject *v = mapped ? *(PyObject **)((char *)msg + msg_map.off[k]) : NULL;
+            a[k] = v != NULL ? Py_NewRef(v) : PyObject_GetAttr(msg, attr_str[k]);
             if (a[k] == NULL) goto fail;
         }
         int refused = PyObject_IsTrue(a[A_LIMITS]);
@@ -1677,7 +1763,7 @@ static PyObject *py_append_messages(PyObject *self, PyObject *args) {
             pend = PyTuple_Pack(10, phy_o, total_o, a[A_TOPIC], a[A_QUEUE_ID], qoff_n, tags_o, store_ts_o,
                                 a[A_KEYS], a[A_UNIQ], a[A_SYS_FLAG]);
             PyObject *rargs[7] = {ok, phy_o, total_o, qoff_n, store_ts_o, store_host, store_port_o};
-            if (pend != NULL) r = PyObject_Vectorcall(result_cls, rargs, 7, NULL);
+            if (pend != NULL) r = direct_result ? fill_result(rargs) : PyObject_Vectorcall(result_cls, rargs, 7, NULL);
         }
         PyObject *pos_o = r ? PyLong_FromSsize_t(pos + total) : NULL;
         Py_XDECREF(phy_o); Py_XDECREF(total_o); Py_XDECREF(qoff_n); Py_XDECREF(tags_o);
@@ -2026,6 +2112,13 @@ PyMODINIT_FUNC PyInit__native(void) {
         attr_str[k] = PyUnicode_InternFromString(attr_names[k]);
         if (attr_str[k] == NULL) return NULL;
     }
+    for (int k = 0; k < R_COUNT; k++) {
+        result_str[k] = PyUnicode_InternFromString(result_names[k]);
+        if (result_str[k] == NULL) return NULL;
+    }
+    native_slots_str = PyUnicode_InternFromString("__native_slots__");
+    empty_str = PyUnicode_InternFromString("");
+    if (native_slots_str == NULL || empty_str == NULL) return NULL;
     PyObject *structmod = PyImport_ImportModule("struct");
     if (structmod == NULL) return NULL;
     struct_error = PyObject_GetAttrString(structmod, "error");

@@ -46,6 +46,10 @@ class PutMessageResult:
     """Outcome of one put. ``msg_id`` (the offset message id) is computed on demand."""
 
     __slots__ = ("_host", "_port", "error", "phy_offset", "queue_offset", "size", "status", "store_timestamp")
+    # A promise to the C put loop (codec/_native.c, append_messages): calling the class with its first seven
+    # arguments sets exactly these slots, in this order, and ``error`` to "", so the loop may fill them directly.
+    # Change __init__ and this together (tests/unit/codec/test_native_put.py holds both ways equal).
+    __native_slots__ = ("status", "phy_offset", "size", "queue_offset", "store_timestamp", "_host", "_port", "error")
 
     def __init__(
         self,
