@@ -10,8 +10,10 @@ Our workloads mirror the peers' (one queue, like one stream):
   pull's return, 50 rounds;
 - ``ours_latency_<rate>``: open-loop paced ``Producer.asend`` at each ``--rate`` (5k and 20k msg/s by default) with
   ``perf_counter_ns`` in the body (each send starts when due, without waiting for earlier replies; the Redis and
-  NATS latency rows pace synchronous sends at the first rate); a long-polling pull loop on another thread
-  records receive - send; first ``--warmup`` s dropped. ``sent/s`` shows the rate the producer actually reached;
+  NATS latency rows pace synchronous sends at the first rate); a long-polling pull loop records receive - send,
+  in a process of its own (``--consumer process``, bench/consumer_proc.py; ``thread`` puts it on a thread of the
+  producer's process, where the two share the GIL, as the peers' rows do); first ``--warmup`` s dropped.
+  ``sent/s`` shows the rate the producer actually reached;
 - ``paired`` (bench/paired.py): sync send, ours and Redis in alternating rounds with both servers up; the
   sync-send target is stated with the ratio of their medians (single rows a minute apart differ by 20% alone);
 - ``floor_rtt_<rate>`` (bench/floor.py): at the first rate, a minimal paced client and echo server (Python on
@@ -127,7 +129,10 @@ def ours_consume(namesrv: str, topic: str, n: int, body: bytes) -> Figures:
     return {"msg_per_s": n / dt}
 
 
-def ours_latency(namesrv: str, topic: str, rate: float, seconds: float, body: bytes, warmup: float = 1.0) -> Figures:
+def ours_latency(namesrv: str, topic: str, rate: float, seconds: float, body: bytes, warmup: float = 1.0,
+                 consumer_in: str = "process") -> Figures:
+    """``consumer_in``: "process" (bench/consumer_proc.py, a consumer service of its own) or "thread" (a thread of
+    this process, sharing the producer's GIL: its 5 ms switch interval shows in the tail)."""
     producer = Producer("bench-latency", namesrv).start()
     consumer = PullConsumer("bench-latency", namesrv).start()
     mq = consumer.fetch_queues(topic)[0]
@@ -150,8 +155,17 @@ def ours_latency(namesrv: str, topic: str, rate: float, seconds: float, body: by
             seen += len(res.messages)
             offset = res.next_begin_offset
 
+    proc: subprocess.Popen[str] | None = None
     t = threading.Thread(target=consume)
-    t.start()
+    if consumer_in == "process":
+        consumer.shutdown()
+        proc = subprocess.Popen([sys.executable, "-m", "bench.consumer_proc", namesrv, topic, str(start_offset),
+                                 str(total), str(skip)], cwd=ROOT, env=ENV, stdout=subprocess.PIPE, text=True)
+        assert proc.stdout is not None
+        if proc.stdout.readline().strip() != "READY":
+            raise RuntimeError("the consumer process did not start")
+    else:
+        t.start()
     time.sleep(0.3)
     pad = body[16:]
 
@@ -179,10 +193,17 @@ def ours_latency(namesrv: str, topic: str, rate: float, seconds: float, body: by
         return total / elapsed
 
     sent_per_s = run_sync(pace())
-    t.join(30)
-    done.set()
+    if proc is not None:
+        out, _ = proc.communicate(timeout=180)
+        lines = out.split()
+        if not lines or lines[-1] != "DONE":
+            raise RuntimeError(f"the consumer process ended without its samples (exit {proc.returncode})")
+        samples = [int(x) for x in lines[:-1]]
+    else:
+        t.join(30)
+        done.set()
+        consumer.shutdown()
     producer.shutdown()
-    consumer.shutdown()
     return {**quantiles_ms(samples), "count": float(len(samples)), "sent_per_s": sent_per_s}
 
 
@@ -231,6 +252,9 @@ def main(argv: list[str] | None = None) -> int:
                              "JSON; the broker answers in kind). 'both' measures our rows once per type; ratios "
                              "use ROCKETMQ (default ROCKETMQ)")
     parser.add_argument("--skip-latency", action="store_true", help="skip the paced latency rows")
+    parser.add_argument("--consumer", choices=("process", "thread"), default="process",
+                        help="where the latency rows' consumer runs: a process of its own, as a consumer service "
+                             "would (default), or a thread of the producer's process, sharing its GIL")
     parser.add_argument("--paired-rounds", type=int, default=6,
                         help="sync send against Redis in this many alternating rounds of 5,000 (bench/paired.py); "
                              "the sync-send target is stated with their medians. 0 skips them (6)")
@@ -263,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
                 for rate in rates:
                     report(f"ours_latency_{int(rate)}" + suffix, ours_latency(
                         broker.namesrv, _topic(admin, f"BenchLatency{int(rate)}"), rate, args.seconds, body,
-                        args.warmup))
+                        args.warmup, args.consumer))
                 if not suffix:  # this machine's floor at the first rate (bench/floor.py): not ours, a reference
                     report(f"floor_rtt_{int(rates[0])}", floor_latency(rates[0], args.seconds, body, args.warmup))
             admin.shutdown()
