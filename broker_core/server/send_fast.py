@@ -1,9 +1,9 @@
 """The broker's fast path for the common send: a SEND_MESSAGE_V2 of one plain message (no batch flag, no
 transaction, not to a retry topic) to an existing writable topic and queue, under ASYNC_FLUSH without a slave to
 wait for. It reads the V2 letters directly (no V1 map), remembers the born host per connection and the topic-name
-check per topic, builds the ``MessageInner`` from the encoded properties, and answers a stored message with the
-response frame encoded at once (same fields, same order as ``produce._send_response``'s; a JSON request or a
-refused put gets that function's answer). Anything unusual returns None: the general path in ``produce.py``
+check per topic, builds the ``MessageInner`` in one codec call (``codec/send_v2.py``, in C), and answers a stored
+message with the response frame encoded at once (same fields, same order as ``produce._send_response``'s; a JSON
+request or a refused put gets that function's answer). Anything unusual returns None: the general path in ``produce.py``
 decides, with its checks and errors. tests/unit/server/test_send_fast_path.py holds both paths equal."""
 
 from __future__ import annotations
@@ -11,15 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from broker_core.codec.message import (
-    PROPERTY_CLUSTER,
-    PROPERTY_TRANSACTION_PREPARED,
-    PROPERTY_WAIT_STORE_MSG_OK,
-    TRANSACTION_TYPE_MASK,
-    decode_properties,
-    encode_properties,
-    host_to_bytes,
-)
+from broker_core.codec.message import host_to_bytes
+from broker_core.codec.send_v2 import v2_message
 from broker_core.codec.wire import FLAG_RESPONSE, SERIALIZE_ROCKETMQ, encode_binary_frame
 from broker_core.protocol import RemotingCommand, ResponseCode
 from broker_core.protocol.command import CURRENT_VERSION, LANGUAGE, LANGUAGE_ORDINAL
@@ -60,28 +53,15 @@ def make_single_v2(ctl: BrokerController, send_response: SendResponse,
                 or (btext and btext.lower() == "true")
                 or topic.startswith(RETRY_GROUP_TOPIC_PREFIX) or ctl.store.sync_flush or ctl.ha.sync_master):
             return None
-        try:
-            queue_id = int(qtext)
-            sys_flag = int(h.get("f") or 0)
-            born_ts = int(h.get("g") or 0)
-            flag = int(h.get("h") or 0)
-            reconsume = int(h.get("j") or 0)
-        except ValueError:
-            return None
-        if not 0 <= queue_id < cfg.write_queue_nums or sys_flag & TRANSACTION_TYPE_MASK:
-            return None
-        props = decode_properties(h.get("i") or "")
-        if props.get(PROPERTY_TRANSACTION_PREPARED) == "true":
-            return None
-        props.pop(PROPERTY_WAIT_STORE_MSG_OK, None)  # what the broker drops and adds (RocketMQ 4.9.1+)
-        props[PROPERTY_CLUSTER] = ctl.config.broker_cluster_name
         born = conn.attributes.get("born")
         if born is None:
             host, port = born_of(conn)
             born = conn.attributes["born"] = (host_to_bytes(host), port)
-        msg = MessageInner.from_encoded(topic, cmd.body, queue_id, encode_properties(props), props, flag=flag,
-                                        sys_flag=sys_flag, born_timestamp=born_ts, born_host=born[0],
-                                        born_port=born[1], reconsume_times=reconsume)
+        msg = v2_message(MessageInner, h, cmd.body, cfg.write_queue_nums, ctl.config.broker_cluster_name, born[0],
+                         born[1])
+        if msg is None:
+            return None
+        queue_id = msg.queue_id
         results, _ = put_nowait([msg])
         r = results[0]
         if r.status is not PutStatus.PUT_OK or cmd.serialize_type != SERIALIZE_ROCKETMQ:
