@@ -36,6 +36,7 @@ import threading
 import time
 from pathlib import Path
 
+from bench.consumer_proc import collect
 from bench.floor import floor_latency
 from bench.paired import describe, paired_sync
 from bench.peers import Figures, format_header, format_row, quantiles_ms, run_peers
@@ -142,21 +143,8 @@ def ours_latency(namesrv: str, topic: str, rate: float, seconds: float, body: by
     samples: list[int] = []
     done = threading.Event()
 
-    def consume() -> None:
-        offset = start_offset
-        seen = 0
-        while seen < total and not done.is_set():
-            res = consumer.pull_block_if_not_found(mq, offset, 256, timeout=2.0)
-            now = time.perf_counter_ns()
-            for m in res.messages:
-                seq, sent = struct.unpack_from(">qq", m.body)
-                if seq >= skip:
-                    samples.append(now - sent)
-            seen += len(res.messages)
-            offset = res.next_begin_offset
-
     proc: subprocess.Popen[str] | None = None
-    t = threading.Thread(target=consume)
+    t = threading.Thread(target=collect, args=(consumer, mq, start_offset, total, skip, samples, done.is_set))
     if consumer_in == "process":
         consumer.shutdown()
         proc = subprocess.Popen([sys.executable, "-m", "bench.consumer_proc", namesrv, topic, str(start_offset),

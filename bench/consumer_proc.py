@@ -8,20 +8,17 @@ from __future__ import annotations
 import struct
 import sys
 import time
+from collections.abc import Callable
 
-from broker_core.client import PullConsumer
+from broker_core.client import MessageQueue, PullConsumer
 
 
-def main(argv: list[str]) -> int:
-    namesrv, topic, offset_s, total_s, skip_s = argv
-    offset, total, skip = int(offset_s), int(total_s), int(skip_s)
-    consumer = PullConsumer("bench-latency-proc", namesrv).start()
-    mq = consumer.fetch_queues(topic)[0]
-    samples: list[int] = []
+def collect(consumer: PullConsumer, mq: MessageQueue, offset: int, total: int, skip: int, samples: list[int],
+            stop: Callable[[], bool]) -> None:
+    """Pull ``total`` messages from ``offset`` (until ``stop()``), appending receive - send of each message numbered
+    ``skip`` or later to ``samples``. Also the latency rows' consumer thread (``--consumer thread``)."""
     seen = 0
-    print("READY", flush=True)
-    deadline = time.monotonic() + 120
-    while seen < total and time.monotonic() < deadline:
+    while seen < total and not stop():
         res = consumer.pull_block_if_not_found(mq, offset, 256, timeout=2.0)
         now = time.perf_counter_ns()
         for m in res.messages:
@@ -30,6 +27,16 @@ def main(argv: list[str]) -> int:
                 samples.append(now - sent)
         seen += len(res.messages)
         offset = res.next_begin_offset
+
+
+def main(argv: list[str]) -> int:
+    namesrv, topic, offset_s, total_s, skip_s = argv
+    consumer = PullConsumer("bench-latency-proc", namesrv).start()
+    mq = consumer.fetch_queues(topic)[0]
+    samples: list[int] = []
+    print("READY", flush=True)
+    deadline = time.monotonic() + 120
+    collect(consumer, mq, int(offset_s), int(total_s), int(skip_s), samples, lambda: time.monotonic() > deadline)
     consumer.shutdown()
     sys.stdout.write("".join(f"{s}\n" for s in samples) + "DONE\n")
     sys.stdout.flush()
