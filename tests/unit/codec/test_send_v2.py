@@ -50,7 +50,7 @@ def fields(msg: Any) -> Any:
 def outcome(fn: Any, *args: Any) -> Any:
     try:
         return fields(fn(*args))
-    except Exception as exc:  # the same type from both is what is compared
+    except Exception as exc:  # noqa: BLE001 - the same type from both is what is compared
         return type(exc)
 
 
