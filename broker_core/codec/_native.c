@@ -512,54 +512,80 @@ static PyObject *properties_dict(const unsigned char *p, Py_ssize_t n) {
  * (without running it). The class's own tests prove both ways give equal objects. Offsets are looked up once
  * per class (the member descriptors of its __slots__) and kept while that class object lives. */
 #define NATIVE_SLOTS_MAX 20
-static PyTypeObject *slots_type;       /* the class the offsets below belong to (a strong reference) */
-static Py_ssize_t slots_offsets[NATIVE_SLOTS_MAX];
-static Py_ssize_t slots_count;
+#define SLOTMAP_MAX 24
+/* Slot access shared by decode_pulled (filling a factory's slots) and the put loop (reading a message's fields,
+ * filling a result's). A SlotMap holds, for one exact class, the offsets of the member descriptors its attribute
+ * lookup finds for the names: reading an offset is what that lookup returns (a member descriptor is a data
+ * descriptor, so an instance __dict__ of a subclass cannot shadow it). A slot that is unset reads NULL: the caller
+ * then asks by name (and gets the AttributeError). A class whose names do not all resolve to writable object slots
+ * is mapped as not usable (the caller asks by name, calls the class, or refuses it). */
+typedef struct { PyTypeObject *tp; int usable; Py_ssize_t off[SLOTMAP_MAX]; } SlotMap;
+/* The map for `tp` (remapped when another class comes): 1 usable, 0 not, -1 error */
+static int slot_map_for(SlotMap *m, PyTypeObject *tp, PyObject *const *names, int n) {
+    if (m->tp == tp) return m->usable;
+    int usable = n <= SLOTMAP_MAX;
+    Py_ssize_t off[SLOTMAP_MAX];
+    for (int i = 0; i < n && usable; i++) {
+        PyObject *descr = PyObject_GetAttr((PyObject *)tp, names[i]);
+        if (descr == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
+            PyErr_Clear();
+            usable = 0;
+            break;
+        }
+        if (Py_IS_TYPE(descr, &PyMemberDescr_Type)) {
+            PyMemberDef *def = ((PyMemberDescrObject *)descr)->d_member;
+            usable = def->type == T_OBJECT_EX && !(def->flags & READONLY);
+            off[i] = def->offset;
+        } else {
+            usable = 0;
+        }
+        Py_DECREF(descr);
+    }
+    Py_XSETREF(m->tp, (PyTypeObject *)Py_NewRef((PyObject *)tp));
+    m->usable = usable;
+    if (usable) memcpy(m->off, off, sizeof(off[0]) * (size_t)n);
+    return usable;
+}
+
+static SlotMap pulled_map;  /* decode_pulled's factory: the names of its __native_slots__, in that order */
+static Py_ssize_t pulled_count;  /* how many names */
 static PyObject *uniq_key_str;
+static PyObject *native_slots_str;  /* "__native_slots__" */
 
 /* 1 with the offsets ready for `factory`, 0 when it has no usable __native_slots__ (call it instead), -1 error */
 static int native_slots_for(PyObject *factory) {
     if (!PyType_Check(factory)) return 0;
     PyTypeObject *tp = (PyTypeObject *)factory;
-    if (tp == slots_type) return 1;
-    PyObject *names = PyDict_GetItemString(tp->tp_dict, "__native_slots__");  /* borrowed; own dict only */
+    if (tp == pulled_map.tp && pulled_map.usable) return 1;
+    PyObject *names = PyDict_GetItemWithError(tp->tp_dict, native_slots_str);  /* borrowed; own dict only */
+    if (names == NULL && PyErr_Occurred()) return -1;
     if (names == NULL || !PyTuple_Check(names)) return 0;
     Py_ssize_t n = PyTuple_GET_SIZE(names);
     if (n < 14 || n > NATIVE_SLOTS_MAX || tp->tp_alloc == NULL || tp->tp_new == NULL) return 0;
-    Py_ssize_t offsets[NATIVE_SLOTS_MAX];
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *descr = PyObject_GetAttr(factory, PyTuple_GET_ITEM(names, i));
-        if (descr == NULL) return -1;
-        int ok = Py_IS_TYPE(descr, &PyMemberDescr_Type);
-        if (ok) {
-            PyMemberDef *def = ((PyMemberDescrObject *)descr)->d_member;
-            ok = def->type == T_OBJECT_EX && !(def->flags & READONLY);
-            offsets[i] = def->offset;
-        }
-        Py_DECREF(descr);
-        if (!ok) {
-            PyErr_Format(PyExc_TypeError, "%s.__native_slots__ names a field that is not a writable slot",
-                         tp->tp_name);
-            return -1;
-        }
+        if (!PyUnicode_Check(PyTuple_GET_ITEM(names, i))) return 0;
     }
-    Py_XSETREF(slots_type, (PyTypeObject *)Py_NewRef(factory));
-    memcpy(slots_offsets, offsets, sizeof(offsets[0]) * (size_t)n);
-    slots_count = n;
-    return 1;
+    int usable = slot_map_for(&pulled_map, tp, &PyTuple_GET_ITEM(names, 0), (int)n);
+    pulled_count = n;
+    if (usable == 0) {
+        PyErr_Format(PyExc_TypeError, "%s.__native_slots__ names a field that is not a writable slot", tp->tp_name);
+        return -1;
+    }
+    return usable;
 }
 
-/* A new instance of slots_type with argv[0:13] (new references or borrowed, see `owned`) in its slots. */
+/* A new instance of pulled_map's class with argv[0:13] (new references or borrowed, see `owned`) in its slots. */
 static PyObject *fill_slots(PyObject *const *argv, PyObject *props) {
-    PyTypeObject *tp = slots_type;
+    PyTypeObject *tp = pulled_map.tp;
     PyObject *obj = tp->tp_alloc(tp, 0);
     if (obj == NULL) return NULL;
     char *base = (char *)obj;
-    for (int i = 0; i < 13; i++) *(PyObject **)(base + slots_offsets[i]) = Py_NewRef(argv[i]);
+    for (int i = 0; i < 13; i++) *(PyObject **)(base + pulled_map.off[i]) = Py_NewRef(argv[i]);
     PyObject *uniq = PyDict_GetItemWithError(props, uniq_key_str);  /* borrowed */
     if (uniq == NULL && PyErr_Occurred()) { Py_DECREF(obj); return NULL; }
-    *(PyObject **)(base + slots_offsets[13]) = Py_NewRef(uniq ? uniq : Py_None);
-    for (Py_ssize_t i = 14; i < slots_count; i++) *(PyObject **)(base + slots_offsets[i]) = Py_NewRef(Py_None);
+    *(PyObject **)(base + pulled_map.off[13]) = Py_NewRef(uniq ? uniq : Py_None);
+    for (Py_ssize_t i = 14; i < pulled_count; i++) *(PyObject **)(base + pulled_map.off[i]) = Py_NewRef(Py_None);
     /* Every slot holds an atomic value, a tuple of them or a dict of str: nothing a cycle can run through, so
      * the object is left out of the cycle collector (as CPython does for such tuples and dicts), which
      * otherwise walks every message a consumer keeps, again and again. A cycle a caller builds through one
@@ -1569,51 +1595,15 @@ static const char *const attr_names[A_COUNT] = {
     "born_port", "reconsume_times", "prepared_transaction_offset", "delay_ms", "tags", "keys", "uniq_key"};
 static PyObject *attr_str[A_COUNT];
 
-/* Reading a message's fields, and filling a result's, straight from their __slots__ (the per-message attribute
- * lookups by name and the Python __init__ of the result were about half of this function's time, perf on a warm
- * buffer). A SlotMap holds, for one exact class, the offsets of the member descriptors its attribute lookup finds
- * for the names: reading an offset is what that lookup returns (a member descriptor is a data descriptor, so an
- * instance __dict__ of a subclass cannot shadow it). A slot that is unset reads NULL: the caller then asks by name
- * (and gets the AttributeError). Classes whose names do not all resolve to writable object slots are not mapped
- * (the caller asks by name, calls the class). */
-#define SLOTMAP_MAX 24
-typedef struct { PyTypeObject *tp; int usable; Py_ssize_t off[SLOTMAP_MAX]; } SlotMap;
+/* The put loop reads each message's fields and fills each result through SlotMaps: the per-message attribute lookups
+ * by name and the result's Python __init__ were about half of its time (perf on a warm buffer). */
 static SlotMap msg_map;     /* MessageInner (or whatever class the store hands over): attr_str order */
 static SlotMap result_map;  /* the result class, R_* order, when it declares __native_slots__ as those names */
 enum { R_STATUS, R_PHY, R_SIZE, R_QOFF, R_STORE_TS, R_HOST, R_PORT, R_ERROR, R_COUNT };
 static const char *const result_names[R_COUNT] = {
     "status", "phy_offset", "size", "queue_offset", "store_timestamp", "_host", "_port", "error"};
 static PyObject *result_str[R_COUNT];
-static PyObject *native_slots_str;  /* "__native_slots__" */
 static PyObject *empty_str;         /* "" */
-
-/* The map for `tp` (remapped when another class comes): 1 usable, 0 not, -1 error */
-static int slot_map_for(SlotMap *m, PyTypeObject *tp, PyObject *const *names, int n) {
-    if (m->tp == tp) return m->usable;
-    int usable = n <= SLOTMAP_MAX;
-    Py_ssize_t off[SLOTMAP_MAX];
-    for (int i = 0; i < n && usable; i++) {
-        PyObject *descr = PyObject_GetAttr((PyObject *)tp, names[i]);
-        if (descr == NULL) {
-            if (!PyErr_ExceptionMatches(PyExc_AttributeError)) return -1;
-            PyErr_Clear();
-            usable = 0;
-            break;
-        }
-        if (Py_IS_TYPE(descr, &PyMemberDescr_Type)) {
-            PyMemberDef *def = ((PyMemberDescrObject *)descr)->d_member;
-            usable = def->type == T_OBJECT_EX && !(def->flags & READONLY);
-            off[i] = def->offset;
-        } else {
-            usable = 0;
-        }
-        Py_DECREF(descr);
-    }
-    Py_XSETREF(m->tp, (PyTypeObject *)Py_NewRef((PyObject *)tp));
-    m->usable = usable;
-    if (usable) memcpy(m->off, off, sizeof(off[0]) * (size_t)n);
-    return usable;
-}
 
 /* The result class may be filled directly: it declares __native_slots__ equal to result_names (a promise that
  * calling it with (status, phy, size, qoff, store_ts, host, port) sets exactly those slots, error ""), and they
@@ -1952,7 +1942,6 @@ none_out:
 out:
     for (int k = 0; k < M_COUNT; k++) Py_XDECREF(v[k]);
     Py_XDECREF(props);
-    (void)none;
     if (res == NULL && !PyErr_Occurred() && none) res = Py_NewRef(Py_None);
     return res;
 }
