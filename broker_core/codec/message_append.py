@@ -23,6 +23,7 @@ the schedule topic (``delay_ms`` set) its delivery time ``store_ts + delay_ms``.
 
 from __future__ import annotations
 
+import time
 import zlib
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -90,5 +91,74 @@ def append_messages(buf: Any, pos: int, file_size: int, base: int, msgs: Sequenc
 
 # the pure function stays reachable: the store runs it for a message the C twin leaves, and the equality tests
 py_append_messages = append_messages
+
+
+def put_single(cl: Any, msg: Any, ok: Any, result_cls: Callable[..., Any]) -> Any:
+    """One message's put into the CommitLog ``cl`` when it is the common case, else None with nothing done (the
+    caller then takes its batch way, which waits for the lock, rolls segments and answers refusals).
+
+    What ``cl.put_messages([msg])[0]`` does for a message that fits its last segment, in one call (the C twin
+    holds the GIL from start to end): take ``cl.put_lock`` without waiting (None when another thread has it);
+    ``now`` from the wall clock plus ``cl.clock_offset_ms`` (None there: a clock of its own, None here);
+    :func:`append_messages` of ``msg`` into ``cl.mapped_file_queue.files[-1]`` (None if there is no segment, it
+    is full, or the message is not written: refused, past the segment's end, a field the loop does not take);
+    the segment's ``wrote_position`` and ``store_timestamp``; ``cl._prefault(mf)`` when the writer nears the
+    populated end (``cl.prefault.low_water``); ``cl.begin_time_in_lock`` set while the lock is held; then, the
+    lock released, the dispatcher told (``cl.after_append()``, else ``cl.appended.set()`` if
+    ``cl.wake_on_append``). Returns the result ``append_messages`` made."""
+    offset = cl.clock_offset_ms
+    if offset is None:
+        return None
+    lock = cl.put_lock
+    if not lock.acquire(False):
+        return None
+    try:
+        now = time.time_ns() // 1_000_000 + offset
+        written = _put_locked(cl, msg, ok, result_cls, now)
+    finally:
+        cl.begin_time_in_lock = 0
+        lock.release()
+    if written is None:
+        return None
+    hook = cl.after_append
+    if hook is not None:
+        hook()
+    elif cl.wake_on_append:
+        cl.appended.set()
+    return written
+
+
+def _put_locked(cl: Any, msg: Any, ok: Any, result_cls: Callable[..., Any], now: int) -> Any:
+    files = cl.mapped_file_queue.files
+    if not files:
+        return None
+    mf = files[-1]
+    size = cl.mapped_file_size
+    pos = mf.wrote_position
+    if not 0 <= pos < size:
+        return None
+    cl.begin_time_in_lock = now
+    results: list[Any] = [None]
+    progress = [pos]
+    # a field out of its range raises struct.error here as in the batch way, nothing recorded
+    _, i = py_append_messages(mf.mv, pos, size, mf.file_from_offset, [msg], 0, 1, cl.max_message_size, now,
+                              cl.store_host, cl.store_port, cl.topic_queue_table, cl.pending_dispatch.append, results,
+                              ok, result_cls, progress)
+    if i == 0:
+        return None
+    mf.wrote_position = progress[0]
+    mf.store_timestamp = now
+    if cl._prefault_ahead:
+        pf = cl.prefault
+        if pf is None or (progress[0] + pf.low_water > mf.populated and mf.populated < mf.file_size):
+            cl._prefault(mf)
+    return results[0]
+
+
+py_put_single = put_single
+# The store calls put_single only in C (its pure twin, the reference the tests hold it to, is no faster than the
+# batch way): None under BROKER_CORE_PURE_PYTHON=1.
+native_put_single: Callable[[Any, Any, Any, Callable[..., Any]], Any] | None = None
 if NATIVE is not None:
     append_messages = NATIVE.append_messages
+    put_single = native_put_single = NATIVE.put_single

@@ -41,7 +41,17 @@ class OffsetClock(Clock):
         self.offset_ms = offset_ms
 
     def now_ms(self) -> int:
-        return super().now_ms() + self.offset_ms
+        return time.time_ns() // 1_000_000 + self.offset_ms
+
+
+def wall_offset_ms(clock: Clock) -> int | None:
+    """How far ``clock`` reads from the wall clock (``time.time_ns() // 1_000_000``) when it is exactly that plus
+    a fixed offset (the C put reads the wall clock itself); None for any other clock."""
+    if type(clock) is Clock:
+        return 0
+    if type(clock) is OffsetClock:
+        return clock.offset_ms
+    return None
 
 
 SYSTEM_CLOCK = Clock()

@@ -37,10 +37,10 @@ from broker_core.codec.message import (
     decode_record,
     host_to_bytes,
 )
-from broker_core.codec.message_append import append_messages, py_append_messages
+from broker_core.codec.message_append import append_messages, native_put_single, py_append_messages
 from broker_core.config import BrokerConfig
 from broker_core.store.allocate import AllocateMappedFileService
-from broker_core.store.clock import Clock
+from broker_core.store.clock import Clock, wall_offset_ms
 from broker_core.store.durability import COMMIT_LOG
 from broker_core.store.mapped_file import MappedFile, SelectMappedBufferResult
 from broker_core.store.mapped_file_queue import MappedFileQueue
@@ -57,6 +57,7 @@ class CommitLog:
     def __init__(self, config: BrokerConfig, clock: Clock, allocator: AllocateMappedFileService | None) -> None:
         self.config = config
         self.clock = clock
+        self.clock_offset_ms = wall_offset_ms(clock)  # for put_single, which reads the wall clock itself
         self.mapped_file_size = config.mapped_file_size_commit_log_bytes
         self.mapped_file_queue = MappedFileQueue(config.commit_log_dir, self.mapped_file_size, allocator, COMMIT_LOG)
         self.topic_queue_table: dict[tuple[str, int], int] = {}
@@ -172,6 +173,12 @@ class CommitLog:
         return results  # type: ignore[return-value]  # every slot was filled in the loop above
 
     def put_message(self, msg: MessageInner) -> PutMessageResult:
+        """``put_messages([msg])[0]``: in one C call (``put_single``) when the record goes into the last segment as
+        it is, else (or without the C codec) the batch way."""
+        if native_put_single is not None:
+            result = native_put_single(self, msg, PutStatus.PUT_OK, PutMessageResult)
+            if result is not None:
+                return result
         return self.put_messages([msg])[0]
 
     def put_batch(self, topic: str, topic_bytes: bytes, queue_id: int, body: bytes, extra: bytes, sys_flag: int,

@@ -201,7 +201,7 @@ class MessageStore(ReplicationMixin):
         for msg in msgs:
             if msg.delay_level:
                 self.schedule.transform(msg)
-        results = self.commit_log.put_messages(msgs)
+        results = self.commit_log.put_messages(msgs) if len(msgs) != 1 else [self.commit_log.put_message(msgs[0])]
         if not self.sync_flush:
             # ASYNC_FLUSH: the flusher runs on its interval. Upstream also wakes it on every put; in
             # Python each wake costs a thread switch per put for at most a few pages, so it is not done.
@@ -258,7 +258,7 @@ class MessageStore(ReplicationMixin):
     def put_message(self, msg: MessageInner) -> PutMessageResult:
         if not self.sync_flush and self.running and not self.disk_full and self._writable_role and \
                 not msg.delay_level and not self.flush_failure.error:
-            return self.commit_log.put_messages([msg])[0]  # the common case, without the batch wrapping
+            return self.commit_log.put_message(msg)  # the common case, without the batch wrapping
         return self.put_messages([msg])[0]
 
     def put_delivered(self, msg: MessageInner) -> PutMessageResult:
