@@ -32,6 +32,7 @@
 static PyObject *CodecError;   /* broker_core.codec.errors.CodecError(message, source, position) */
 static PyObject *crc32_func;   /* isal.isal_zlib.crc32, else zlib.crc32 (the module's CRC32 names which) */
 static const char *crc32_name;
+static PyObject *empty_str;   /* "" */
 
 /* ------------------------------------------------------------------ big-endian helpers */
 static inline int32_t rd_i32(const unsigned char *p) {
@@ -1414,13 +1415,14 @@ static PyObject *py_offset_msg_ids(PyObject *self, PyObject *args) {
 /* ------------------------------------------------------------------ ROCKETMQ binary command header */
 #define BINARY_HEAD_SIZE 17
 
-/* decode_binary_header(buf) -> (code, language, version, opaque, flag, remark, ext_fields) */
-static PyObject *py_decode_binary_header(PyObject *self, PyObject *arg) {
-    Py_buffer view;
-    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
-    const unsigned char *b = (const unsigned char *)view.buf;
-    Py_ssize_t end = view.len, pos;
-    PyObject *remark = NULL, *ext = NULL, *res = NULL;
+typedef struct { int code, language, version; int32_t opaque, flag; PyObject *remark, *ext; } BinaryHeader;
+
+/* The header in b[0:end] into *h (new references to remark, None when absent, and ext): 0, or -1 with an
+ * exception set (CodecError for lengths, UnicodeDecodeError for text) */
+static int decode_header_into(const unsigned char *b, Py_ssize_t end, BinaryHeader *h) {
+    Py_ssize_t pos;
+    PyObject *remark = NULL, *ext = NULL;
+    int rc = -1;
     if (end < BINARY_HEAD_SIZE + 4) {
         codec_error("header", 0, "binary header of %zd bytes is shorter than its %d fixed bytes", end,
                     BINARY_HEAD_SIZE + 4);
@@ -1463,21 +1465,79 @@ static PyObject *py_decode_binary_header(PyObject *self, PyObject *arg) {
             codec_error("header", kend, "extFields value length %d runs past the header", (int)vlen);
             goto done;
         }
-        PyObject *k = PyUnicode_DecodeUTF8((const char *)b + pos + 2, klen, NULL);
+        /* the names (the same few letters in every request) from the string cache: hashed once */
+        PyObject *k = cached_utf8(b + pos + 2, klen);
         if (k == NULL) goto done;
         PyObject *v = PyUnicode_DecodeUTF8((const char *)b + kend + 4, vlen, NULL);
         if (v == NULL) { Py_DECREF(k); goto done; }
-        int rc = PyDict_SetItem(ext, k, v);
+        int set = PyDict_SetItem(ext, k, v);
         Py_DECREF(k);
         Py_DECREF(v);
-        if (rc < 0) goto done;
+        if (set < 0) goto done;
         pos = vend;
     }
-    res = Py_BuildValue("(iiiiiOO)", code, language, version, (int)opaque, (int)flag, remark, ext);
+    *h = (BinaryHeader){code, language, version, opaque, flag, remark, ext};
+    remark = ext = NULL;
+    rc = 0;
 done:
     Py_XDECREF(remark);
     Py_XDECREF(ext);
+    return rc;
+}
+
+/* decode_binary_header(buf) -> (code, language, version, opaque, flag, remark, ext_fields) */
+static PyObject *py_decode_binary_header(PyObject *self, PyObject *arg) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) return NULL;
+    BinaryHeader h;
+    PyObject *res = NULL;
+    if (decode_header_into((const unsigned char *)view.buf, view.len, &h) == 0) {
+        res = Py_BuildValue("(iiiiiOO)", h.code, h.language, h.version, (int)h.opaque, (int)h.flag, h.remark, h.ext);
+        Py_DECREF(h.remark);
+        Py_DECREF(h.ext);
+    }
     PyBuffer_Release(&view);
+    return res;
+}
+
+/* decode_frame(data, max_frame_bytes, factory, languages, other) -> command or None: see codec/wire.py */
+static PyObject *py_decode_frame(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "decode_frame takes 5 arguments");
+        return NULL;
+    }
+    PyObject *data = args[0], *factory = args[2], *languages = args[3], *other = args[4];
+    long long max_frame = PyLong_AsLongLong(args[1]);
+    if (max_frame == -1 && PyErr_Occurred()) return NULL;
+    if (!PyBytes_Check(data) || !PyTuple_Check(languages) || PyBytes_GET_SIZE(data) < 8) Py_RETURN_NONE;
+    const unsigned char *b = (const unsigned char *)PyBytes_AS_STRING(data);
+    Py_ssize_t n = PyBytes_GET_SIZE(data);
+    long long length = rd_i32(b);
+    uint32_t word = rd_u32(b + 4);
+    long long hlen = word & 0xFFFFFF;
+    if (length + 4 != n || length + 4 > max_frame || (word >> 24) != 1 || length < 4 || hlen > length - 4)
+        Py_RETURN_NONE;  /* not one whole ROCKETMQ frame, or one the general decoder refuses */
+    BinaryHeader h;
+    if (decode_header_into(b + 8, (Py_ssize_t)hlen, &h) < 0) {
+        if (PyErr_ExceptionMatches(CodecError) || PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+            PyErr_Clear();
+            Py_RETURN_NONE;  /* the general decoder says why */
+        }
+        return NULL;
+    }
+    PyObject *res = NULL, *code = PyLong_FromLong(h.code), *opaque = PyLong_FromLong(h.opaque);
+    PyObject *flag = PyLong_FromLong(h.flag), *version = PyLong_FromLong(h.version);
+    PyObject *body = PyBytes_FromStringAndSize((const char *)b + 8 + hlen, n - 8 - (Py_ssize_t)hlen);
+    PyObject *st = PyLong_FromLong(1);
+    PyObject *language = h.language < PyTuple_GET_SIZE(languages) ? PyTuple_GET_ITEM(languages, h.language) : other;
+    PyObject *remark = h.remark == Py_None ? empty_str : h.remark;
+    if (code && opaque && flag && version && body && st) {
+        PyObject *argv[9] = {code, opaque, flag, h.ext, body, remark, language, version, st};
+        res = PyObject_Vectorcall(factory, argv, 9, NULL);
+    }
+    Py_XDECREF(code); Py_XDECREF(opaque); Py_XDECREF(flag); Py_XDECREF(version); Py_XDECREF(body); Py_XDECREF(st);
+    Py_DECREF(h.remark);
+    Py_DECREF(h.ext);
     return res;
 }
 
@@ -1609,7 +1669,6 @@ enum { R_STATUS, R_PHY, R_SIZE, R_QOFF, R_STORE_TS, R_HOST, R_PORT, R_ERROR, R_C
 static const char *const result_names[R_COUNT] = {
     "status", "phy_offset", "size", "queue_offset", "store_timestamp", "_host", "_port", "error"};
 static PyObject *result_str[R_COUNT];
-static PyObject *empty_str;         /* "" */
 
 /* The result class may be filled directly: it declares __native_slots__ equal to result_names (a promise that
  * calling it with (status, phy, size, qoff, store_ts, host, port) sets exactly those slots, error ""), and they
@@ -2431,6 +2490,7 @@ static PyMethodDef methods[] = {
     {"offset_msg_ids", py_offset_msg_ids, METH_VARARGS, "Offset message ids joined by commas."},
     {"scan_records", (PyCFunction)(void (*)(void))py_scan_records, METH_VARARGS | METH_KEYWORDS, "Walk valid records; (end, why)."},
     {"decode_binary_header", py_decode_binary_header, METH_O, "Decode a ROCKETMQ binary header."},
+    {"decode_frame", (PyCFunction)(void (*)(void))py_decode_frame, METH_FASTCALL, "One whole frame's command, or None."},
     {"encode_binary_header", py_encode_binary_header, METH_VARARGS, "Encode a ROCKETMQ binary header."},
     {"append_messages", py_append_messages, METH_VARARGS, "The store's put loop: messages as CommitLog records."},
     {"put_single", (PyCFunction)(void (*)(void))py_put_single, METH_FASTCALL, "One message's put, or None."},

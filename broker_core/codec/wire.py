@@ -43,7 +43,8 @@ Pull, query and view responses carry CommitLog records as stored (see ``message.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 from broker_core.codec.errors import CodecError
 from broker_core.codec.native import NATIVE
@@ -196,7 +197,34 @@ def decode_batch(buf: bytes | memoryview, max_entries: int = 1 << 20) -> list[tu
     return out
 
 
+T = TypeVar("T")
+
+
+def decode_frame(data: bytes, max_frame_bytes: int, factory: Callable[..., T], languages: tuple[str, ...],
+                 other: str) -> T | None:
+    """The command of ``data`` when it is exactly one whole frame with a ROCKETMQ binary header (a request as it
+    usually arrives): ``factory(code, opaque, flag, ext_fields, body, remark or "", language, version,
+    SERIALIZE_ROCKETMQ)``, with ``language`` the name ``languages[ordinal]`` (``other`` past its end). None for
+    anything else (part of a frame, more than one, a JSON header), and for a frame over ``max_frame_bytes``, with
+    impossible lengths, or whose header does not decode: the caller's general decoder answers those, and says
+    why."""
+    if not isinstance(data, bytes) or len(data) < FRAME_HEAD_SIZE:
+        return None
+    length, word = FRAME_HEAD.unpack_from(data, 0)
+    hlen = word & HEADER_LENGTH_MASK
+    if (length + 4 != len(data) or length + 4 > max_frame_bytes or word >> 24 != SERIALIZE_ROCKETMQ or length < 4
+            or hlen > length - 4):
+        return None
+    try:
+        code, lang, version, opaque, flag, remark, ext = py_decode_binary_header(data[FRAME_HEAD_SIZE:8 + hlen])
+    except (CodecError, UnicodeDecodeError):
+        return None
+    return factory(code, opaque, flag, ext, data[8 + hlen:], remark or "",
+                   languages[lang] if lang < len(languages) else other, version, SERIALIZE_ROCKETMQ)
+
+
 # the pure functions stay reachable for the native-vs-pure equality tests
+py_decode_frame = decode_frame
 py_encode_binary_header, py_decode_binary_header, py_decode_batch, py_encode_batch = (
     encode_binary_header, decode_binary_header, decode_batch, encode_batch)
 py_encode_binary_frame = encode_binary_frame
@@ -205,4 +233,5 @@ if NATIVE is not None:
     encode_batch = NATIVE.encode_batch
     encode_binary_header = NATIVE.encode_binary_header
     decode_binary_header = NATIVE.decode_binary_header
+    decode_frame = NATIVE.decode_frame
     decode_batch = NATIVE.decode_batch

@@ -29,6 +29,7 @@ from broker_core.codec.wire import (
     SERIALIZE_JSON,
     SERIALIZE_ROCKETMQ,
     decode_binary_header,
+    decode_frame,
     encode_binary_frame,
     encode_binary_header,
     encode_frame,
@@ -216,6 +217,9 @@ class FrameDecoder:
 
     def feed(self, data: bytes) -> list[RemotingCommand]:
         if not self._buf and len(data) >= FRAME_HEAD_SIZE:  # nothing held back: one whole frame needs no copy
+            cmd = decode_frame(data, self.max_frame_bytes, RemotingCommand, LANGUAGES, "OTHER")
+            if cmd is not None:  # the common request, in one codec call
+                return [cmd]
             length, word = FRAME_HEAD.unpack_from(data, 0)
             if len(data) == 4 + length:
                 st, hlen = check_frame_head(length, word, self.max_frame_bytes)
