@@ -1895,12 +1895,12 @@ done:
 /* Attribute names put_single reads and writes (codec/message_append.py names the contract). */
 enum { P_CLOCK_OFFSET, P_PUT_LOCK, P_ACQUIRE, P_RELEASE, P_MFQ, P_FILES, P_SEG_SIZE, P_WROTE, P_BEGIN, P_BASE,
        P_MAX_BODY, P_HOST, P_PORT, P_TABLE, P_PENDING, P_APPEND, P_MV, P_STORE_TS, P_AHEAD, P_PREFAULT, P_PREFAULT_FN,
-       P_LOW_WATER, P_POPULATED, P_FILE_SIZE, P_AFTER_APPEND, P_WAKE, P_APPENDED, P_SET, P_COUNT };
+       P_LOW_WATER, P_PREFAULT_END, P_FILE_SIZE, P_AFTER_APPEND, P_WAKE, P_APPENDED, P_SET, P_COUNT };
 static const char *const put_names[P_COUNT] = {
     "clock_offset_ms", "put_lock", "acquire", "release", "mapped_file_queue", "files", "mapped_file_size",
     "wrote_position", "begin_time_in_lock", "file_from_offset", "max_message_size", "store_host", "store_port",
     "topic_queue_table", "pending_dispatch", "append", "mv", "store_timestamp", "_prefault_ahead", "prefault",
-    "_prefault", "low_water", "populated", "file_size", "after_append", "wake_on_append", "appended", "set"};
+    "_prefault", "low_water", "prefault_end", "file_size", "after_append", "wake_on_append", "appended", "set"};
 static PyObject *put_str[P_COUNT];
 
 /* getattr(o, put_str[k]) as a C long long; 0 and an exception set when it is not an int */
@@ -1916,18 +1916,18 @@ static int attr_ll(PyObject *o, int k, long long *out) {
 }
 
 /* After a record was appended to `mf` (position `pos`): the prefault request the CommitLog's _prefault makes,
- * asked only when the writer nears the populated end (or no prefault service exists yet). 0, or -1 error. */
+ * asked only when the writer nears the end it last asked for (or no prefault service exists yet). 0, or -1 error. */
 static int put_prefault(PyObject *cl, PyObject *mf, Py_ssize_t pos) {
-    long long ahead, low, populated, fsize;
+    long long ahead, low, asked, fsize;
     if (!attr_ll(cl, P_AHEAD, &ahead)) return -1;
     if (!ahead) return 0;
     PyObject *pf = PyObject_GetAttr(cl, put_str[P_PREFAULT]);
     if (pf == NULL) return -1;
     int wanted = pf == Py_None;
     if (!wanted) {
-        if (!attr_ll(pf, P_LOW_WATER, &low) || !attr_ll(mf, P_POPULATED, &populated) ||
+        if (!attr_ll(pf, P_LOW_WATER, &low) || !attr_ll(mf, P_PREFAULT_END, &asked) ||
             !attr_ll(mf, P_FILE_SIZE, &fsize)) { Py_DECREF(pf); return -1; }
-        wanted = pos + low > populated && populated < fsize;
+        wanted = pos + low > asked && asked < fsize;
     }
     Py_DECREF(pf);
     if (!wanted) return 0;

@@ -102,10 +102,11 @@ def put_single(cl: Any, msg: Any, ok: Any, result_cls: Callable[..., Any]) -> An
     ``now`` from the wall clock plus ``cl.clock_offset_ms`` (None there: a clock of its own, None here);
     :func:`append_messages` of ``msg`` into ``cl.mapped_file_queue.files[-1]`` (None if there is no segment, it
     is full, or the message is not written: refused, past the segment's end, a field the loop does not take);
-    the segment's ``wrote_position`` and ``store_timestamp``; ``cl._prefault(mf)`` when the writer nears the
-    populated end (``cl.prefault.low_water``); ``cl.begin_time_in_lock`` set while the lock is held; then, the
-    lock released, the dispatcher told (``cl.after_append()``, else ``cl.appended.set()`` if
-    ``cl.wake_on_append``). Returns the result ``append_messages`` made."""
+    the segment's ``wrote_position`` and ``store_timestamp``; ``cl._prefault(mf)`` when the writer nears the end
+    it last asked the prefault thread for (``mf.prefault_end``, ``cl.prefault.low_water``);
+    ``cl.begin_time_in_lock`` set while the lock is held; then, the lock released, the dispatcher told
+    (``cl.after_append()``, else ``cl.appended.set()`` if ``cl.wake_on_append``). Returns the result
+    ``append_messages`` made."""
     offset = cl.clock_offset_ms
     if offset is None:
         return None
@@ -150,7 +151,7 @@ def _put_locked(cl: Any, msg: Any, ok: Any, result_cls: Callable[..., Any], now:
     mf.store_timestamp = now
     if cl._prefault_ahead:
         pf = cl.prefault
-        if pf is None or (progress[0] + pf.low_water > mf.populated and mf.populated < mf.file_size):
+        if pf is None or (progress[0] + pf.low_water > mf.prefault_end and mf.prefault_end < mf.file_size):
             cl._prefault(mf)
     return results[0]
 

@@ -232,7 +232,7 @@ class CommitLog:
                               error)
 
     def _prefault(self, mf: MappedFile) -> None:
-        """After an append to ``mf``: ask the prefault thread for more when the writer nears the populated end."""
+        """After an append to ``mf``: ask the prefault thread for more when the writer nears the end last asked for."""
         pf = self.prefault
         if pf is None:
             pf = self.prefault = PrefaultService(self._prefault_ahead).start()

@@ -71,6 +71,7 @@ class MappedFile:
         self.store_timestamp = 0
         self.flushed_timestamp = 0
         self.populated = 0  # [0, populated) was faulted in for writing (populate; prefault.py)
+        self.prefault_end = 0  # the end the prefault thread was last asked to reach (prefault.py)
         self.first_create_in_queue = False
         self._lock = threading.Lock()
         self._ref_count = 1

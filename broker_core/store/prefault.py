@@ -15,7 +15,7 @@ zeros past the data, which the data overwrites later; readers never read past th
 zeros as the end of the log, as it reads the unwritten blocks.
 
 The writer (``CommitLog``) calls :meth:`request` after an append once its position is within half the window of
-the populated end (a comparison per put call; a wake about every half window, 4 MiB by default). The pages just
+the end it last asked for (a comparison per put call; a wake about every half window, 4 MiB by default). The pages just
 past the writer (``gap``, 256 KiB at most) are left to it, since a write to a page being populated waits for it;
 the thread runs at nice 10 so that on busy CPUs the threads serving requests go first (it then falls behind, and
 the writer faults in what it has not reached). Measured with a copy of ``bench.broker``'s paced 5k msg/s row, the
@@ -62,13 +62,16 @@ class PrefaultService:
         self._thread: threading.Thread | None = None
 
     def wanted(self, mf: MappedFile) -> bool:
-        """Whether the writer at ``mf.wrote_position`` should :meth:`request` more (the put path's check)."""
-        return mf.wrote_position + self.low_water > mf.populated and mf.populated < mf.file_size
+        """Whether the writer at ``mf.wrote_position`` should :meth:`request` more (the put path's check): it is
+        within ``low_water`` of the end last asked for. Asked, not reached: while the thread works on a request
+        (or lags behind a busy writer), the puts meanwhile do not ask again (they did, every one, before)."""
+        return mf.wrote_position + self.low_water > mf.prefault_end and mf.prefault_end < mf.file_size
 
     def request(self, mf: MappedFile) -> None:
         """Populate up to ``ahead`` bytes past ``mf``'s write position (returns at once)."""
         if self.stopped:
             return
+        mf.prefault_end = min(mf.wrote_position + self.ahead, mf.file_size)
         self._want = mf
         if not self._wake.is_set():
             self._wake.set()

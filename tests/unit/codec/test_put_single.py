@@ -192,7 +192,7 @@ def test_errors_release_the_lock_and_record_nothing(open_store: Any) -> None:
     assert cl.max_offset() == end and cl.begin_time_in_lock == 0 and not cl.put_lock.locked()
 
 
-def test_the_prefault_is_asked_when_the_writer_nears_the_populated_end(open_store: Any) -> None:
+def test_the_prefault_is_asked_when_the_writer_nears_the_end_asked_for(open_store: Any) -> None:
     store = open_store()
     cl = store.commit_log
     store.put_message(MessageInner("T", b"first"))
@@ -207,10 +207,10 @@ def test_the_prefault_is_asked_when_the_writer_nears_the_populated_end(open_stor
         low_water = 100
     cl.prefault = Service()  # type: ignore[assignment]
     mf = cl.mapped_file_queue.files[-1]
-    mf.populated = mf.wrote_position + 10_000  # far ahead: not asked
+    mf.prefault_end = mf.wrote_position + 10_000  # asked far ahead already: not asked
     native.put_single(cl, MessageInner("T", b"x"), PutStatus.PUT_OK, PutMessageResult)
     assert len(asked) == 1
-    mf.populated = mf.wrote_position + 150  # the next record ends within low_water of it: asked
+    mf.prefault_end = mf.wrote_position + 150  # the next record ends within low_water of it: asked
     native.put_single(cl, MessageInner("T", b"x"), PutStatus.PUT_OK, PutMessageResult)
     assert len(asked) == 2
     cl.prefault = None

@@ -6,17 +6,20 @@ asking where the platform cannot."""
 from __future__ import annotations
 
 import ctypes
+import itertools
 import mmap
 import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from broker_core.config import BrokerConfig, ConfigError
 from broker_core.store import mapped_file, pages
 from broker_core.store.message import MessageInner
+from broker_core.store.prefault import PrefaultService
 
 IMPLEMENTATIONS = [pages.py_populate_write]
 try:
@@ -150,3 +153,20 @@ def test_a_request_is_populated_in_one_call_up_to_the_chunk(open_store, monkeypa
     _wait(lambda: mf.populated >= mf.wrote_position + ahead - PAGE)
     assert len(calls) == 1, calls
     assert calls[0][1] > ahead - store.commit_log.prefault.gap - 2 * PAGE
+
+
+def test_the_writer_asks_once_a_half_window_while_the_thread_lags() -> None:
+    """``wanted`` compares with the end last asked for, not the end reached: a thread that has not populated
+    anything yet (here: not started) is asked once per half window, not after every put."""
+    ahead = 1 << 20
+    pf = PrefaultService(ahead)
+    mf = SimpleNamespace(wrote_position=0, populated=0, prefault_end=0, file_size=8 * ahead)
+    asked = []
+    while mf.wrote_position < mf.file_size:
+        mf.wrote_position += 1024
+        if pf.wanted(mf):
+            pf.request(mf)
+            asked.append(mf.wrote_position)
+    assert mf.populated == 0 and mf.prefault_end == mf.file_size
+    assert 14 <= len(asked) <= 17  # about file_size / (ahead / 2)
+    assert all(b - a >= ahead // 2 - 1024 for a, b in itertools.pairwise(asked))
