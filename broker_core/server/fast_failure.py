@@ -39,10 +39,11 @@ class FastFailure:
 
     def guard(self, send: SendHandler) -> SendHandler:
         """``send`` behind the fast-failure checks."""
-        store = self.ctl.store
+        commit_log = self.ctl.store.commit_log
+        lock = commit_log.put_lock
 
         def guarded(cmd: RemotingCommand, conn: Connection) -> Response | Awaitable[Response]:
-            if not store.put_lock_held_ms():
+            if not commit_log.begin_time_in_lock or not lock.locked():  # put_lock_held_ms() == 0, inlined
                 return send(cmd, conn)
             busy = self._pc_busy(cmd)
             return busy if busy is not None else self._wait_then(send, cmd, conn)

@@ -24,6 +24,7 @@ from broker_core.store import MessageInner, PutMessageResult, PutStatus
 if TYPE_CHECKING:
     from broker_core.server.controller import BrokerController
 
+PUT_OK = PutStatus.PUT_OK
 SingleV2 = Callable[[RemotingCommand, Connection, dict[str, str]], "RemotingCommand | bytes | None"]
 SendResponse = Callable[["BrokerController", RemotingCommand, list[PutMessageResult], int], RemotingCommand]
 
@@ -64,7 +65,7 @@ def make_single_v2(ctl: BrokerController, send_response: SendResponse,
         queue_id = msg.queue_id
         results, _ = put_nowait([msg])
         r = results[0]
-        if r.status is not PutStatus.PUT_OK or cmd.serialize_type != SERIALIZE_ROCKETMQ:
+        if r.status is not PUT_OK or cmd.serialize_type != SERIALIZE_ROCKETMQ:
             if r.ok:
                 ctl.stats.put_count += 1
             return send_response(ctl, cmd, results, queue_id)

@@ -8,7 +8,6 @@ from typing import Protocol
 
 from broker_core.codec.batch_append import offset_msg_ids
 from broker_core.codec.message import MessageRecord
-from broker_core.codec.message_id import encode_offset_msg_id
 
 
 class PutStatus(enum.Enum):
@@ -77,7 +76,7 @@ class PutMessageResult:
 
     @property
     def msg_id(self) -> str:
-        return encode_offset_msg_id(self._host, self._port, self.phy_offset) if self.phy_offset >= 0 else ""
+        return offset_msg_ids(self._host, self._port, (self.phy_offset,)) if self.phy_offset >= 0 else ""
 
     @property
     def next_offset(self) -> int:
