@@ -36,7 +36,7 @@ from collections.abc import Awaitable, Callable
 from typing import Union, cast
 
 from broker_core.protocol import FrameDecoder, ProtocolError, RemotingCommand, ResponseCode
-from broker_core.protocol.command import DEFAULT_MAX_FRAME_BYTES, FLAG_RESPONSE
+from broker_core.protocol.command import DEFAULT_MAX_FRAME_BYTES, FLAG_ONEWAY, FLAG_RESPONSE
 from broker_core.protocol.fields import BadRequest
 from broker_core.remoting.connection import MAX_QUEUED, Connection, drop_response
 from broker_core.remoting.filesend import FileRegion, FileResponse, GatherResponse
@@ -82,7 +82,7 @@ class _ServerProtocol(asyncio.Protocol):
             log.warning("%s: malformed frame from %s, closing the connection: %s", self.server.name, conn.remote, exc)
             conn.close()
             return
-        if conn.backlog or conn.paused:
+        if conn.backlog or conn.transport_full or len(conn.outbox) >= MAX_QUEUED:  # conn.paused, inlined
             conn.backlog.extend(cmd for cmd in commands if not cmd.is_response)
             self._run_backlog()
             return
@@ -254,8 +254,10 @@ class RemotingServer:
             task = asyncio.ensure_future(self._finish(cmd, conn, result))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
-        else:
-            _answer(cmd, conn, result)
+        elif result is not None and not cmd.flags & FLAG_ONEWAY:  # _answer(cmd, conn, result), inlined
+            conn.send(result)
+        elif result is not None:
+            drop_response(result)
 
     async def _finish(self, cmd: RemotingCommand, conn: Connection, pending: Awaitable[Response]) -> None:
         try:

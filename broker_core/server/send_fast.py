@@ -50,7 +50,7 @@ def make_single_v2(ctl: BrokerController, send_response: SendResponse,
         topic = h["b"]
         cfg = ctl.topics.table.get(topic)  # read each time: upserts replace the table
         qtext, btext = h.get("e"), h.get("m")
-        if (cfg is None or not cfg.perm & PERM_WRITE or not valid_topic(topic) or not qtext
+        if (cfg is None or not cfg.perm & PERM_WRITE or not (valid_names.get(topic) or valid_topic(topic)) or not qtext
                 or (btext and btext.lower() == "true")
                 or topic.startswith(RETRY_GROUP_TOPIC_PREFIX) or ctl.store.sync_flush or ctl.ha.sync_master):
             return None
