@@ -17,6 +17,12 @@ class LatencyFaultTolerance:
 
     def update(self, broker: str, latency_ms: float, now: float | None = None) -> None:
         """``now``: ``time.monotonic()`` when the caller has it."""
+        if latency_ms < LATENCY_MAX[2]:  # no penalty: the broker is available from now on
+            if now is None:
+                now = time.monotonic()
+            if self.unavailable_until.get(broker, 0.0) > now:  # (nothing to write when it already is)
+                self.unavailable_until[broker] = now
+            return
         i = bisect_right(LATENCY_MAX, latency_ms)  # the duration of the largest limit <= latency_ms, else 0
         duration = NOT_AVAILABLE_DURATION[i - 1] if i else 0
         self.unavailable_until[broker] = (time.monotonic() if now is None else now) + duration / 1000

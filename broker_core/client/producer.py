@@ -151,7 +151,8 @@ class Producer:
         last_broker: str | None = None
         last_error: Exception | None = None
         for _ in range(1 + (0 if queue is not None else self.retry_times)):
-            left = deadline - monotonic()
+            started = monotonic()
+            left = deadline - started
             if left <= 0:
                 break
             route = self.instance.routes.get(msg.topic) or route
@@ -159,9 +160,10 @@ class Producer:
             addr = self.instance.broker_addr(mq.broker_name)
             qid = mq.queue_id
             fields["e"] = str(qid) if type(qid) is int else qid
-            fields["g"] = str(int(time.time() * 1000))
-            cmd = RemotingCommand(_SEND_MESSAGE_V2, 0, 0, fields.copy(), body)
-            started = monotonic()
+            fields["g"] = str(time.time_ns() // 1_000_000)
+            # the command is this attempt's and dropped after it (signing gives it a new header, it does not
+            # change this one): the attempts share ``fields``
+            cmd = RemotingCommand(_SEND_MESSAGE_V2, 0, 0, fields, body)
             try:
                 resp = self.blocking.invoke(addr, cmd, left)
             except (ConnectionError, RemotingTimeout) as exc:

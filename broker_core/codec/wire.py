@@ -84,7 +84,8 @@ def decode_frame_head(buf: bytes | bytearray | memoryview, pos: int = 0) -> tupl
 
 def encode_binary_header(code: int, language: int, version: int, opaque: int, flag: int, remark: str | None,
                          ext_fields: dict[str, str] | None) -> bytes:
-    """The ROCKETMQ header; ``code`` and ``version`` must fit an i16. Null keys or values are skipped."""
+    """The ROCKETMQ header; ``code`` and ``version`` must fit an i16. Null keys or values are skipped; any other
+    key or value that is not text raises TypeError (the caller turns its fields to text first)."""
     rb = remark.encode() if remark else b""
     out = bytearray(BINARY_HEAD.pack(code, language, version, opaque, flag, len(rb)))
     out += rb
@@ -94,6 +95,8 @@ def encode_binary_header(code: int, language: int, version: int, opaque: int, fl
         for k, v in ext_fields.items():
             if k is None or v is None:
                 continue
+            if not isinstance(k, str) or not isinstance(v, str):
+                raise TypeError(f"extFields {k!r}: {v!r} is not text")
             kb = k.encode()
             vb = v.encode()
             out += len(kb).to_bytes(2, "big")

@@ -142,9 +142,13 @@ class RemotingCommand:
     def encode(self) -> bytes:
         if (self.serialize_type == SERIALIZE_ROCKETMQ and _I16_MIN <= self.code <= _I16_MAX
                 and _I16_MIN <= self.version <= _I16_MAX):  # the common case: one C call, one allocation
-            return encode_binary_frame(
-                self.code, LANGUAGE_ORDINAL.get(self.language, _OTHER), self.version, self.opaque, self.flags,
-                self.remark, _as_text(self.header) if self.header else None, self.body)
+            language = LANGUAGE_ORDINAL.get(self.language, _OTHER)
+            try:  # a header already all text (what decoding and the SDK's senders make) goes as it is
+                return encode_binary_frame(self.code, language, self.version, self.opaque, self.flags, self.remark,
+                                           self.header or None, self.body)
+            except TypeError:  # a value that is not text yet (an int, a bool): written as fastjson writes it
+                return encode_binary_frame(self.code, language, self.version, self.opaque, self.flags, self.remark,
+                                           stringify_fields(self.header), self.body)
         st, header = self.encode_header()
         return encode_frame(st, header, self.body)
 

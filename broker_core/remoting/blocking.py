@@ -24,10 +24,10 @@ import struct
 import threading
 import time
 
-from broker_core.codec.wire import FRAME_HEAD, FRAME_HEAD_SIZE
+from broker_core.codec.wire import FRAME_HEAD, FRAME_HEAD_SIZE, decode_frame
 from broker_core.protocol import ProtocolError, RemotingCommand
 from broker_core.protocol.acl import SessionCredentials, sign_command
-from broker_core.protocol.command import check_frame_head, decode_command
+from broker_core.protocol.command import LANGUAGES, check_frame_head, decode_command
 from broker_core.remoting.client import RemotingTimeout, default_serialize_type
 from broker_core.remoting.receive import BytesReceiver
 
@@ -126,15 +126,17 @@ class _Socket:
                 return self._read_large(serialize_type, header_len, length, deadline)
             start = self._fill(size, deadline)
         view = self.view
-        hstart = start + FRAME_HEAD_SIZE
-        bstart = hstart + header_len
         stop = start + size
-        header, body = bytes(view[hstart:bstart]), bytes(view[bstart:stop])
         if stop == self.end:
             self.start = self.end = 0
         else:  # the start of the next frame: kept for the next read
             self.start = stop
-        return decode_command(serialize_type, header, body)
+        frame = bytes(view[start:stop])
+        cmd = decode_frame(frame, size, RemotingCommand, LANGUAGES, "OTHER")  # the usual answer, in one call
+        if cmd is not None:
+            return cmd
+        hstart = FRAME_HEAD_SIZE
+        return decode_command(serialize_type, frame[hstart:hstart + header_len], frame[hstart + header_len:])
 
     def _read_large(self, serialize_type: int, header_len: int, length: int, deadline: float) -> RemotingCommand:
         """A frame over the buffer's size: every buffered byte is its own; the header and the body are each
