@@ -1895,12 +1895,12 @@ done:
 /* Attribute names put_single reads and writes (codec/message_append.py names the contract). */
 enum { P_CLOCK_OFFSET, P_PUT_LOCK, P_ACQUIRE, P_RELEASE, P_MFQ, P_FILES, P_SEG_SIZE, P_WROTE, P_BEGIN, P_BASE,
        P_MAX_BODY, P_HOST, P_PORT, P_TABLE, P_PENDING, P_APPEND, P_MV, P_STORE_TS, P_AHEAD, P_PREFAULT, P_PREFAULT_FN,
-       P_LOW_WATER, P_PREFAULT_END, P_FILE_SIZE, P_AFTER_APPEND, P_WAKE, P_APPENDED, P_SET, P_COUNT };
+       P_LOW_WATER, P_PREFAULT_END, P_FILE_SIZE, P_AFTER_APPEND, P_ARMED, P_WAKE, P_APPENDED, P_SET, P_COUNT };
 static const char *const put_names[P_COUNT] = {
     "clock_offset_ms", "put_lock", "acquire", "release", "mapped_file_queue", "files", "mapped_file_size",
     "wrote_position", "begin_time_in_lock", "file_from_offset", "max_message_size", "store_host", "store_port",
     "topic_queue_table", "pending_dispatch", "append", "mv", "store_timestamp", "_prefault_ahead", "prefault",
-    "_prefault", "low_water", "prefault_end", "file_size", "after_append", "wake_on_append", "appended", "set"};
+    "_prefault", "low_water", "prefault_end", "file_size", "after_append", "dispatch_armed", "wake_on_append", "appended", "set"};
 static PyObject *put_str[P_COUNT];
 
 /* getattr(o, put_str[k]) as a C long long; 0 and an exception set when it is not an int */
@@ -2037,11 +2037,15 @@ static PyObject *py_put_single(PyObject *self, PyObject *const *args, Py_ssize_t
         return NULL;
     }
     if (rc == 0) Py_RETURN_NONE;
-    /* appended: the CommitLog's notify_append, inlined (its event-loop hook, else its event if the dispatcher sleeps) */
+    /* appended: the CommitLog's notify_append, inlined (its event-loop hook unless a dispatch is armed there, else
+     * its event if the dispatcher sleeps) */
     PyObject *hook = PyObject_GetAttr(cl, put_str[P_AFTER_APPEND]);
     PyObject *called = NULL;
     if (hook != NULL && hook != Py_None) {
-        called = PyObject_CallNoArgs(hook);
+        PyObject *armed = PyObject_GetAttr(cl, put_str[P_ARMED]);
+        int a = armed == NULL ? -1 : PyObject_IsTrue(armed);
+        Py_XDECREF(armed);
+        called = a < 0 ? NULL : a ? Py_NewRef(Py_None) : PyObject_CallNoArgs(hook);
     } else if (hook != NULL) {
         PyObject *wake = PyObject_GetAttr(cl, put_str[P_WAKE]);
         int w = wake == NULL ? -1 : PyObject_IsTrue(wake);

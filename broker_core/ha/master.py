@@ -188,6 +188,7 @@ class HAService:
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conn = HAConnection(self, reader, writer)
         self.connections.add(conn)
+        self.store.reput.undefer()  # appends from now on are dispatched at once (the slave waits for them)
         log.info("HA connection from slave %s", conn.remote)
         await conn.serve()
 

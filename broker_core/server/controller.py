@@ -157,6 +157,7 @@ class BrokerController:
         if not self.store.running:
             await loop.run_in_executor(None, self.store.start)
         self.hold = PullRequestHoldService(loop, self.limits.max_held_pulls)
+        self.hold.on_wait = self.store.reput.undefer  # a held pull sees the next append dispatched at once
         self.store.add_arrival_listener(self.hold.arrived)
         # dispatch on this loop after appends (store/dispatcher.py): at once while pulls are held or slaves attached
         self.store.reput.drive_from(loop, self._arrivals_awaited)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import defaultdict
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from broker_core.remoting.loops import within
@@ -34,6 +34,8 @@ class PullRequestHoldService:
         self._count = 0
         self._loop_thread: int | None = None  # the loop's thread (wait_any runs there)
         self.max_held_per_connection = max_held_per_connection
+        # called on the loop when a wait starts (the broker's: the dispatcher runs a deferred dispatch now)
+        self.on_wait: Callable[[], None] | None = None
         self.refused = 0  # requests answered at once because their connection held the maximum
 
     def reserve(self, conn: Connection) -> bool:
@@ -88,6 +90,8 @@ class PullRequestHoldService:
         for key in keys:
             self.waiting[key].add(fut)
             self._count += 1
+        if self.on_wait is not None:
+            self.on_wait()
         try:
             await within(fut, timeout)
             return True

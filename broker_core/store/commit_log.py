@@ -78,6 +78,9 @@ class CommitLog:
         # Set by a dispatcher driven from an event loop (``ReputMessageService.drive_from``): called after every
         # append instead of waking the dispatcher thread
         self.after_append: Callable[[], None] | None = None
+        # True while that dispatcher has a dispatch scheduled on its loop (it clears it when the dispatch starts):
+        # an append then need not call the hook
+        self.dispatch_armed = False
         # Faults in the pages ahead of the write position on its own thread (prefault.py), started with the first
         # append; only with the store's background services (an allocator), and prefaultAheadBytes > 0
         self.prefault: PrefaultService | None = None
@@ -245,7 +248,8 @@ class CommitLog:
         """Records were appended: tell the dispatcher (its event-loop hook, or its thread if it sleeps)."""
         hook = self.after_append
         if hook is not None:
-            hook()
+            if not self.dispatch_armed:
+                hook()
         elif self.wake_on_append:
             self.appended.set()
 

@@ -222,8 +222,21 @@ class ReputMessageService:
     def detach(self) -> None:
         """Back to the dispatcher thread alone (before the loop stops)."""
         self.commit_log.after_append = None
+        self.commit_log.dispatch_armed = False
         self._loop = None
         self._drop_deferred()
+
+    def undefer(self) -> None:
+        """Something starts waiting for arrivals (a held pull, a slave; on the loop): a deferred dispatch runs in
+        the loop's next turn, and appends from now on tell this dispatcher again, which then sees the waiter.
+        While a deferred dispatch is armed appends do not call :meth:`_soon` (``CommitLog.dispatch_armed``), so
+        whoever starts to wait must call this."""
+        loop = self._loop
+        if self._deferred is None or loop is None:
+            return
+        self._drop_deferred()
+        self._scheduled = True
+        loop.call_soon(self._on_loop)
 
     def _soon(self, now: bool = False) -> None:
         """After an append (any thread): one dispatch scheduled on the loop until it runs; deferred by up to
@@ -244,6 +257,7 @@ class ReputMessageService:
                 loop.call_soon(self._on_loop)
             elif self._deferred is None:
                 self._deferred = loop.call_later(_LOOP_DEFER_S, self._on_loop)
+            self.commit_log.dispatch_armed = True  # until _on_loop starts: appends need not call this
         except RuntimeError:  # the loop is closed: the thread's next poll dispatches
             self._scheduled = False
 
@@ -260,6 +274,7 @@ class ReputMessageService:
     def _on_loop(self) -> None:
         self._loop_thread = threading.get_ident()
         self._scheduled = False  # before dispatching: an append from here on schedules again
+        self.commit_log.dispatch_armed = False
         self._drop_deferred()
         if self._logged_reput(_LOOP_BATCHES):  # a backlog (a slave catching up, a replay): the rest on later
             self._soon(now=True)  # loop turns, between the I/O

@@ -112,6 +112,9 @@ def test_the_common_case_records_and_notifies(open_store: Any, fn: Any) -> None:
     assert calls == [False]  # told once, after the lock was released
     assert cl.topic_queue_table[("T", 1)] == 1 and cl.pending_dispatch[-1][0] == before
     assert cl.mapped_file_queue.files[-1].store_timestamp == r.store_timestamp
+    cl.dispatch_armed = True  # a dispatch is scheduled on the loop already: not told again
+    assert single(fn, store, MessageInner("T", b"z")) is not None and calls == [False]
+    cl.dispatch_armed = False
     found = store.get_message("T", 1, 0, 1)
     assert found.messages[0].body == b"x" * 100 and found.messages[0].keys == ["a", "b"]
     cl.after_append = None  # the dispatcher thread's way: its event, set only when it sleeps

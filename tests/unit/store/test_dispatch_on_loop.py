@@ -170,8 +170,9 @@ def test_a_backlog_is_spread_over_loop_turns(open_store):
 
 def test_with_nothing_waiting_the_dispatch_is_deferred_and_batched(open_store):
     """drive_from's ``waited_for`` False: an append on the loop is dispatched within _LOOP_DEFER_S, with the appends
-    that follow it, not in the next turn; a read dispatches first (read-your-writes); once something waits, the
-    next append is dispatched in the next turn and a deferred dispatch is brought forward."""
+    that follow it, not in the next turn; a read dispatches first (read-your-writes); while a dispatch is armed,
+    appends do not call the dispatcher (``CommitLog.dispatch_armed``); once something waits and says so
+    (``undefer``), the deferred dispatch is brought forward and the next append is dispatched in the next turn."""
     store = open_store()  # no dispatcher thread: only the loop dispatches
     seen = _recorder(store)
     waiting = [False]
@@ -192,16 +193,26 @@ def test_with_nothing_waiting_the_dispatch_is_deferred_and_batched(open_store):
         assert _dispatched(store)
 
         assert store.put_message(MessageInner("Lazy", b"d")).ok  # deferred ...
+        assert store.commit_log.dispatch_armed
+        asked = []
+        store.commit_log.after_append = lambda: asked.append(1)
+        assert store.put_message(MessageInner("Lazy", b"d2")).ok  # armed: the dispatcher is not called
+        assert asked == [] and store.reput.deferred
+        store.commit_log.after_append = store.reput._soon
         waiting[0] = True
-        assert store.put_message(MessageInner("Lazy", b"e")).ok  # ... until something waits: the next turn
-        assert not store.reput.deferred
+        store.reput.undefer()  # ... until something waits and says so: the deferred dispatch in the next turn
+        assert not store.reput.deferred and store.commit_log.dispatch_armed
         await asyncio.sleep(0)
-        assert _dispatched(store)
+        assert _dispatched(store) and not store.commit_log.dispatch_armed
         assert [topics for _, topics in seen][-1] == ["Lazy", "Lazy"]
+        assert store.put_message(MessageInner("Lazy", b"e")).ok  # something waits: the next turn, not deferred
+        assert not store.reput.deferred and store.commit_log.dispatch_armed
+        await asyncio.sleep(0)
+        assert _dispatched(store) and [topics for _, topics in seen][-1] == ["Lazy"]
         store.reput.detach()
 
     _on_a_new_loop(main)
-    assert store.get_max_offset_in_queue("Lazy", 0) == 5
+    assert store.get_max_offset_in_queue("Lazy", 0) == 6
 
 
 def test_the_broker_defers_only_while_nothing_waits(open_store):
@@ -211,6 +222,7 @@ def test_the_broker_defers_only_while_nothing_waits(open_store):
 
     async def main(loop: asyncio.AbstractEventLoop) -> None:
         hold = PullRequestHoldService(loop)
+        hold.on_wait = store.reput.undefer  # as the broker wires it
         store.add_arrival_listener(hold.arrived)
         store.reput.drive_from(loop, lambda: hold.waiting_count > 0)
         await asyncio.sleep(0)
