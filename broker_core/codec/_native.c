@@ -1893,11 +1893,11 @@ done:
 
 /* ------------------------------------------------------------------ the store's single put */
 /* Attribute names put_single reads and writes (codec/message_append.py names the contract). */
-enum { P_CLOCK_OFFSET, P_PUT_LOCK, P_ACQUIRE, P_RELEASE, P_MFQ, P_FILES, P_SEG_SIZE, P_WROTE, P_BEGIN, P_BASE,
+enum { P_CLOCK, P_WALL_OFFSET, P_PUT_LOCK, P_ACQUIRE, P_RELEASE, P_MFQ, P_FILES, P_SEG_SIZE, P_WROTE, P_BEGIN, P_BASE,
        P_MAX_BODY, P_HOST, P_PORT, P_TABLE, P_PENDING, P_APPEND, P_MV, P_STORE_TS, P_AHEAD, P_PREFAULT, P_PREFAULT_FN,
        P_LOW_WATER, P_PREFAULT_END, P_FILE_SIZE, P_AFTER_APPEND, P_ARMED, P_WAKE, P_APPENDED, P_SET, P_COUNT };
 static const char *const put_names[P_COUNT] = {
-    "clock_offset_ms", "put_lock", "acquire", "release", "mapped_file_queue", "files", "mapped_file_size",
+    "clock", "wall_offset", "put_lock", "acquire", "release", "mapped_file_queue", "files", "mapped_file_size",
     "wrote_position", "begin_time_in_lock", "file_from_offset", "max_message_size", "store_host", "store_port",
     "topic_queue_table", "pending_dispatch", "append", "mv", "store_timestamp", "_prefault_ahead", "prefault",
     "_prefault", "low_water", "prefault_end", "file_size", "after_append", "dispatch_armed", "wake_on_append", "appended", "set"};
@@ -2003,7 +2003,10 @@ static PyObject *py_put_single(PyObject *self, PyObject *const *args, Py_ssize_t
         return NULL;
     }
     PyObject *cl = args[0], *msg = args[1], *ok = args[2], *result_cls = args[3];
-    PyObject *offset_o = PyObject_GetAttr(cl, put_str[P_CLOCK_OFFSET]);
+    PyObject *clock = PyObject_GetAttr(cl, put_str[P_CLOCK]);
+    if (clock == NULL) return NULL;
+    PyObject *offset_o = PyObject_GetAttr(clock, put_str[P_WALL_OFFSET]);
+    Py_DECREF(clock);
     if (offset_o == NULL) return NULL;
     if (offset_o == Py_None) { Py_DECREF(offset_o); Py_RETURN_NONE; }  /* a clock of its own: the batch way */
     long long offset = PyLong_AsLongLong(offset_o);

@@ -15,6 +15,7 @@ properties for the dispatcher (the last pair of a name wins, as in a dict).
 from __future__ import annotations
 
 import zlib
+from collections.abc import Sequence
 from typing import Any
 
 from broker_core.codec.errors import CodecError
@@ -138,7 +139,7 @@ def append_batch(buf: Any, pos: int, file_size: int, base: int, body: bytes, bod
     return pos, body_pos, queue_offset
 
 
-def offset_msg_ids(host: bytes, port: int, phys: list[int]) -> str:
+def offset_msg_ids(host: bytes, port: int, phys: Sequence[int]) -> str:
     """The offset message ids of records at ``phys`` on ``host:port``, joined by commas."""
     return ",".join(encode_offset_msg_id(host, port, phy) for phy in phys)
 

@@ -99,7 +99,7 @@ def put_single(cl: Any, msg: Any, ok: Any, result_cls: Callable[..., Any]) -> An
 
     What ``cl.put_messages([msg])[0]`` does for a message that fits its last segment, in one call (the C twin
     holds the GIL from start to end): take ``cl.put_lock`` without waiting (None when another thread has it);
-    ``now`` from the wall clock plus ``cl.clock_offset_ms`` (None there: a clock of its own, None here);
+    ``now`` from the wall clock plus ``cl.clock.wall_offset`` (None there: a clock of its own, None here);
     :func:`append_messages` of ``msg`` into ``cl.mapped_file_queue.files[-1]`` (None if there is no segment, it
     is full, or the message is not written: refused, past the segment's end, a field the loop does not take);
     the segment's ``wrote_position`` and ``store_timestamp``; ``cl._prefault(mf)`` when the writer nears the end
@@ -107,7 +107,7 @@ def put_single(cl: Any, msg: Any, ok: Any, result_cls: Callable[..., Any]) -> An
     ``cl.begin_time_in_lock`` set while the lock is held; then, the lock released, the dispatcher told
     (``cl.after_append()`` unless ``cl.dispatch_armed``, else ``cl.appended.set()`` if ``cl.wake_on_append``).
     Returns the result ``append_messages`` made."""
-    offset = cl.clock_offset_ms
+    offset = cl.clock.wall_offset
     if offset is None:
         return None
     lock = cl.put_lock

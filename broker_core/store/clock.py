@@ -6,7 +6,18 @@ import time
 
 
 class Clock:
-    """Wall clock in milliseconds and seconds, and a sleep."""
+    """Wall clock in milliseconds and seconds, and a sleep.
+
+    ``wall_offset``: this clock reads the wall clock (``time.time_ns() // 1_000_000``) plus this many ms, or None
+    when it keeps a time of its own (the C put reads the wall clock itself when it is not None). A subclass that
+    defines ``now_ms`` without declaring ``wall_offset`` gets None."""
+
+    wall_offset: int | None = 0
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        if "now_ms" in cls.__dict__ and "wall_offset" not in cls.__dict__:
+            cls.wall_offset = None
 
     def now_ms(self) -> int:
         return time.time_ns() // 1_000_000
@@ -35,23 +46,24 @@ class ManualClock(Clock):
 
 
 class OffsetClock(Clock):
-    """The wall clock shifted by a fixed offset (``clockOffsetMs``): a broker can rehearse 04:00 at noon."""
+    """The wall clock shifted by an offset (``clockOffsetMs``, which UPDATE_BROKER_CONFIG may change while the
+    broker runs): a broker can rehearse 04:00 at noon."""
+
+    wall_offset: int | None = 0  # this instance's offset (the property below), never None
 
     def __init__(self, offset_ms: int) -> None:
-        self.offset_ms = offset_ms
+        self.wall_offset = offset_ms
+
+    @property
+    def offset_ms(self) -> int:
+        return self.wall_offset or 0
+
+    @offset_ms.setter
+    def offset_ms(self, value: int) -> None:
+        self.wall_offset = value
 
     def now_ms(self) -> int:
-        return time.time_ns() // 1_000_000 + self.offset_ms
-
-
-def wall_offset_ms(clock: Clock) -> int | None:
-    """How far ``clock`` reads from the wall clock (``time.time_ns() // 1_000_000``) when it is exactly that plus
-    a fixed offset (the C put reads the wall clock itself); None for any other clock."""
-    if type(clock) is Clock:
-        return 0
-    if type(clock) is OffsetClock:
-        return clock.offset_ms
-    return None
+        return time.time_ns() // 1_000_000 + (self.wall_offset or 0)
 
 
 SYSTEM_CLOCK = Clock()

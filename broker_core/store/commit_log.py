@@ -40,7 +40,7 @@ from broker_core.codec.message import (
 from broker_core.codec.message_append import append_messages, native_put_single, py_append_messages
 from broker_core.config import BrokerConfig
 from broker_core.store.allocate import AllocateMappedFileService
-from broker_core.store.clock import Clock, wall_offset_ms
+from broker_core.store.clock import Clock
 from broker_core.store.durability import COMMIT_LOG
 from broker_core.store.mapped_file import MappedFile, SelectMappedBufferResult
 from broker_core.store.mapped_file_queue import MappedFileQueue
@@ -57,7 +57,6 @@ class CommitLog:
     def __init__(self, config: BrokerConfig, clock: Clock, allocator: AllocateMappedFileService | None) -> None:
         self.config = config
         self.clock = clock
-        self.clock_offset_ms = wall_offset_ms(clock)  # for put_single, which reads the wall clock itself
         self.mapped_file_size = config.mapped_file_size_commit_log_bytes
         self.mapped_file_queue = MappedFileQueue(config.commit_log_dir, self.mapped_file_size, allocator, COMMIT_LOG)
         self.topic_queue_table: dict[tuple[str, int], int] = {}

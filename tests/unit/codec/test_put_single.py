@@ -56,10 +56,29 @@ def view(r: PutMessageResult) -> tuple[Any, ...]:
 
 
 def test_wall_offset_of_each_clock() -> None:
-    from broker_core.store.clock import wall_offset_ms
-    assert wall_offset_ms(Clock()) == 0
-    assert wall_offset_ms(OffsetClock(-3_600_000)) == -3_600_000
-    assert wall_offset_ms(ManualClock()) is None
+    assert Clock().wall_offset == 0
+    shifted = OffsetClock(-3_600_000)
+    assert shifted.wall_offset == shifted.offset_ms == -3_600_000
+    shifted.offset_ms = 7_200_000  # UPDATE_BROKER_CONFIG clockOffsetMs, while the broker runs
+    assert shifted.wall_offset == 7_200_000 and abs(shifted.now_ms() - Clock().now_ms() - 7_200_000) < 1000
+    assert ManualClock().wall_offset is None
+
+    class Own(Clock):  # a time of its own, offset undeclared: not the wall clock
+        def now_ms(self) -> int:
+            return 5
+    assert Own().wall_offset is None
+
+
+def test_the_put_follows_a_clock_offset_changed_while_running(open_store: Any) -> None:
+    store = open_store()
+    cl = store.commit_log
+    cl.clock = OffsetClock(0)
+    store.put_message(MessageInner("T", b"first"))
+    for offset in (0, 3_600_000, -86_400_000):
+        cl.clock.offset_ms = offset
+        want = time.time_ns() // 1_000_000 + offset
+        r = native.put_single(cl, MessageInner("T", b"x"), PutStatus.PUT_OK, PutMessageResult)
+        assert r is not None and want <= r.store_timestamp <= want + 1000
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
@@ -139,7 +158,7 @@ def test_anything_else_is_left_to_the_batch_way(open_store: Any, fn: Any) -> Non
     time.sleep(0.05)
     assert single(fn, store, MessageInner("T", b"x")) is None  # another thread holds the lock: no waiting here
     holder.join()
-    cl.clock_offset_ms = None  # a clock of its own (ManualClock)
+    cl.clock = ManualClock()  # a clock of its own
     assert single(fn, store, MessageInner("T", b"x")) is None
     assert cl.max_offset() == end and cl.begin_time_in_lock == 0 and not cl.put_lock.locked()
 
