@@ -124,6 +124,18 @@ class MappedFile:
             os.pwrite(self._fd, zeros[: min(_WARM_CHUNK, self.file_size - start)], start)
         datasync(self._fd)
 
+    def advise(self, advice: int) -> None:
+        """``madvise`` the whole mapping (``mmap.MADV_*``); a file being destroyed is left alone, and a platform
+        without the call or the advice changes nothing (advice changes no byte, only how pages are brought in)."""
+        if not self.hold():
+            return
+        try:
+            self.mm.madvise(advice)
+        except (AttributeError, OSError, ValueError):
+            pass
+        finally:
+            self.release()
+
     def populate(self, upto: int, chunk: int, stop: Callable[[], bool], gap: int = 0) -> bool:
         """Fault in ``[populated, upto)`` for writing (``pages.populate_write``, ``chunk`` bytes a call, each
         releasing the GIL), starting no lower than the page ``gap`` bytes past the write position (pages the writer

@@ -170,3 +170,32 @@ def test_the_writer_asks_once_a_half_window_while_the_thread_lags() -> None:
     assert mf.populated == 0 and mf.prefault_end == mf.file_size
     assert 14 <= len(asked) <= 17  # about file_size / (ahead / 2)
     assert all(b - a >= ahead // 2 - 1024 for a, b in itertools.pairwise(asked))
+
+
+def _vm_flags(path: Path) -> set[str] | None:
+    """The VmFlags of this process's mapping of ``path`` (/proc/self/smaps), None when it is not mapped."""
+    flags = None
+    current = False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        if line[:1].isdigit() or line[:1] in "abcdef" and "-" in line.split()[0]:
+            current = line.rstrip().endswith(str(path))
+        elif current and line.startswith("VmFlags:"):
+            flags = set(line.split()[1:])
+    return flags
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="Linux only")
+def test_readahead_is_off_on_the_segment_being_populated_and_back_on_after(open_store) -> None:  # type: ignore[no-untyped-def]
+    """MADV_RANDOM ("rr" in VmFlags) on the segment the thread populates, MADV_NORMAL again once it is done with it:
+    a populating fault would otherwise read ahead, zeroing large folios in one unpreemptible stretch."""
+    ahead = 512 * 1024
+    store = open_store(background=True, mapped_file_size_commit_log_bytes=4 * SIZE, prefault_ahead_bytes=ahead)
+    assert store.put_message(MessageInner("Advice", b"x" * 1000)).ok
+    mf = store.commit_log.mapped_file_queue.last()
+    _wait(lambda: mf.populated > 0)
+    flags = _vm_flags(mf.path)
+    assert flags is not None and "rr" in flags
+    assert store.get_message("Advice", 0, 0, 1).messages[0].body == b"x" * 1000  # reads are not affected
+    store.commit_log.prefault.shutdown()
+    flags = _vm_flags(mf.path)
+    assert flags is not None and "rr" not in flags
