@@ -9,6 +9,7 @@ import ctypes
 import itertools
 import mmap
 import os
+import re
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -177,7 +178,7 @@ def _vm_flags(path: Path) -> set[str] | None:
     flags = None
     current = False
     for line in Path("/proc/self/smaps").read_text().splitlines():
-        if line[:1].isdigit() or line[:1] in "abcdef" and "-" in line.split()[0]:
+        if re.match(r"[0-9a-f]+-[0-9a-f]+ ", line):  # a mapping's first line
             current = line.rstrip().endswith(str(path))
         elif current and line.startswith("VmFlags:"):
             flags = set(line.split()[1:])
