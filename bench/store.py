@@ -154,9 +154,10 @@ def sync_flush_async_writers(n: int, workdir: Path, writers: int) -> tuple[float
     bad = [0]
 
     async def writer(w: int) -> None:
+        loop = asyncio.get_running_loop()
         for _ in range(per):
             results, request = store.put_messages_nowait([MessageInner("SyncTopic", BODY, w % 8)])
-            if not await request.future() or not results[0].ok:
+            if not await request.future(loop) or not results[0].ok:
                 bad[0] += 1
 
     async def run() -> float:

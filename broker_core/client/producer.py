@@ -161,9 +161,7 @@ class Producer:
             qid = mq.queue_id
             fields["e"] = str(qid) if type(qid) is int else qid
             fields["g"] = str(time.time_ns() // 1_000_000)
-            # the command is this attempt's and dropped after it (signing gives it a new header, it does not
-            # change this one): the attempts share ``fields``
-            cmd = RemotingCommand(_SEND_MESSAGE_V2, 0, 0, fields, body)
+            cmd = RemotingCommand(_SEND_MESSAGE_V2, 0, 0, fields, body)  # attempts share fields: none changes them
             try:
                 resp = self.blocking.invoke(addr, cmd, left)
             except (ConnectionError, RemotingTimeout) as exc:

@@ -132,7 +132,7 @@ class GroupCommitRequest:
 
     ``wait(timeout)`` blocks a thread; ``future()`` serves coroutines (the broker's send handlers). A plain
     lock is the latch: it is the cheapest thing to wake in CPython, which matters with many concurrent
-    writers."""
+    writers. It is made by the first ``wait`` (a coroutine's request never needs one)."""
 
     __slots__ = ("_future", "_guard", "_latch", "error", "next_offset", "ok")
 
@@ -140,23 +140,31 @@ class GroupCommitRequest:
         self.next_offset = next_offset
         self.ok: bool | None = None
         self.error = ""  # set before completion when a failed flush (not a timeout) is the reason
-        self._latch = threading.Lock()
-        self._latch.acquire()
+        self._latch: threading.Lock | None = None  # held until completion, once a thread waits
         self._future: tuple[asyncio.AbstractEventLoop, asyncio.Future[bool]] | None = None
         self._guard = threading.Lock()
 
     def wait(self, timeout: float) -> bool:
         """True once flushed; False on timeout or when the service reported failure."""
-        if self._latch.acquire(timeout=timeout):
-            self._latch.release()
+        with self._guard:
+            if self.ok is not None:
+                return self.ok
+            latch = self._latch
+            if latch is None:
+                latch = self._latch = threading.Lock()
+                latch.acquire()
+        if latch.acquire(timeout=timeout):
+            latch.release()
             return bool(self.ok)
         return False
 
-    def future(self) -> asyncio.Future[bool]:
-        """For a coroutine on the running loop: a future that resolves to the outcome. The service resolves all
-        the futures of one commit with a single call into each loop (one wake-up per commit, not one per
-        request: each wake-up from the flush thread hands the GIL to the loop and back)."""
-        loop = asyncio.get_running_loop()
+    def future(self, loop: asyncio.AbstractEventLoop | None = None) -> asyncio.Future[bool]:
+        """For a coroutine on the running loop (``loop``, when the caller has it: asking for it costs a system
+        call): a future that resolves to the outcome. The service resolves all the futures of one commit with a
+        single call into each loop (one wake-up per commit, not one per request: each wake-up from the flush
+        thread hands the GIL to the loop and back)."""
+        if loop is None:
+            loop = asyncio.get_running_loop()
         fut: asyncio.Future[bool] = loop.create_future()
         with self._guard:
             if self.ok is None:
@@ -171,7 +179,9 @@ class GroupCommitRequest:
         with self._guard:
             self.ok = ok
             future, self._future = self._future, None
-        self._latch.release()
+            latch = self._latch
+        if latch is not None:
+            latch.release()
         return future
 
 

@@ -56,6 +56,7 @@ from broker_core.store.results import (
     PutMessageResult,
     PutStatus,
     QueryMessageResult,
+    batch_end,
 )
 from broker_core.store.retention import CleanCommitLogService, RetentionReport
 from broker_core.store.schedule import DeliveryReport, ScheduleMessageService
@@ -203,10 +204,9 @@ class MessageStore(ReplicationMixin):
                 self.schedule.transform(msg)
         results = self.commit_log.put_messages(msgs) if len(msgs) != 1 else [self.commit_log.put_message(msgs[0])]
         if not self.sync_flush:
-            # ASYNC_FLUSH: the flusher runs on its interval. Upstream also wakes it on every put; in
-            # Python each wake costs a thread switch per put for at most a few pages, so it is not done.
+            # ASYNC_FLUSH: the flusher runs on its interval (upstream wakes it per put: here a thread switch each)
             return results, None
-        end = max((r.next_offset for r in results if r.ok), default=-1)
+        end = batch_end(results)
         if end < 0:
             return results, None
         return results, self._flush_request(end)

@@ -88,6 +88,15 @@ class PutMessageResult:
                 f"queue_offset={self.queue_offset}{extra})")
 
 
+def batch_end(results: list[PutMessageResult]) -> int:
+    """Where the stored records of one put end (the largest next offset of the OK results), -1 if none is OK."""
+    if results:
+        last = results[-1]  # all stored, the common case: the last ends them (one lock hold appends in order)
+        if last.status is PutStatus.PUT_OK:
+            return last.phy_offset + last.size
+    return max((r.next_offset for r in results if r.ok), default=-1)
+
+
 @dataclass(slots=True)
 class BatchPutResult:
     """Outcome of a batch put (:meth:`MessageStore.put_batch_nowait`): the records written, in order. A refused

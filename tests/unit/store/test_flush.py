@@ -141,3 +141,36 @@ def test_a_group_commit_whose_batch_ends_in_the_next_segment_syncs_both(open_sto
     assert all(r.ok for r in results)
     assert len({r.phy_offset // 4096 for r in results}) >= 2
     assert store.commit_log.flushed_where >= results[-1].next_offset
+
+
+def test_group_commit_request_latch_waits_and_completions_in_any_order() -> None:
+    """The latch is made by the first ``wait`` (a coroutine's request has none): a thread waiting before the
+    completion is woken by it, waits after it return at once, a timeout is False, and ``future(loop)`` takes the
+    caller's loop."""
+    import asyncio
+    import threading
+
+    from broker_core.store.flush import GroupCommitRequest, resolve_futures
+
+    early = GroupCommitRequest(10)
+    got: list[bool] = []
+    waiter = threading.Thread(target=lambda: got.append(early.wait(5.0)))
+    waiter.start()
+    time.sleep(0.05)
+    assert early.complete(True) is None and early._latch is not None
+    waiter.join(5.0)
+    assert got == [True] and early.wait(0.0) is True
+
+    late = GroupCommitRequest(20)
+    assert late.complete(False) is None and late._latch is None  # nobody waited: no latch was made
+    assert late.wait(5.0) is False
+    assert GroupCommitRequest(30).wait(0.01) is False  # timed out
+
+    async def main() -> bool:
+        loop = asyncio.get_running_loop()
+        req = GroupCommitRequest(40)
+        fut = req.future(loop)
+        resolve_futures([req.complete(True)], [True])
+        return await asyncio.wait_for(fut, 5.0)
+
+    assert asyncio.run(main()) is True
