@@ -1667,7 +1667,7 @@ static SlotMap msg_map;     /* MessageInner (or whatever class the store hands o
 static SlotMap result_map;  /* the result class, R_* order, when it declares __native_slots__ as those names */
 enum { R_STATUS, R_PHY, R_SIZE, R_QOFF, R_STORE_TS, R_HOST, R_PORT, R_ERROR, R_COUNT };
 static const char *const result_names[R_COUNT] = {
-    "status", "phy_offset", "size", "queue_offset", "store_timestamp", "_host", "_port", "error"};
+    "status", "phy_offset", "size", "queue_offset", "store_timestamp", "store_host", "store_port", "error"};
 static PyObject *result_str[R_COUNT];
 
 /* The result class may be filled directly: it declares __native_slots__ equal to result_names (a promise that
@@ -1889,6 +1889,88 @@ done:
     Py_XDECREF(c.store_ts_o);
     PyBuffer_Release(&buf);
     return res;
+}
+
+/* encode_send_ok(opaque, language, version, host, port, phy, queue_id, queue_offset, region, trace_on) -> bytes:
+ * see codec/wire.py. The usual arguments are written straight into the frame; anything else (a host that is not 4
+ * bytes, a number outside its field, text that is not str) goes through the general encoder with the same map, so
+ * the errors are its own. */
+static PyObject *s_msgid, *s_queueid, *s_queueoffset, *s_region, *s_traceon;
+static PyObject *py_encode_send_ok(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 10) {
+        PyErr_SetString(PyExc_TypeError, "encode_send_ok takes 10 arguments");
+        return NULL;
+    }
+    long long opaque, language, version, port, phy, qid, qoff;
+    int ok = int_within(args[0], I32_MIN, I32_MAX, &opaque) && int_within(args[1], 0, 255, &language) &&
+             int_within(args[2], -32768, 32767, &version) && PyBytes_Check(args[3]) && PyBytes_GET_SIZE(args[3]) == 4 &&
+             int_within(args[4], I32_MIN, I32_MAX, &port) && int_within(args[5], I64_MIN, I64_MAX, &phy) &&
+             int_within(args[6], I64_MIN, I64_MAX, &qid) && int_within(args[7], I64_MIN, I64_MAX, &qoff) &&
+             PyUnicode_Check(args[8]) && PyUnicode_Check(args[9]);
+    Py_ssize_t rlen = 0, tlen = 0;
+    const char *region = ok ? PyUnicode_AsUTF8AndSize(args[8], &rlen) : NULL;
+    const char *trace = region ? PyUnicode_AsUTF8AndSize(args[9], &tlen) : NULL;
+    if (trace == NULL) {
+        PyErr_Clear();  /* the general encoder says what is wrong, if anything */
+        PyObject *id = NULL, *ext = PyDict_New();
+        if (ext == NULL) return NULL;
+        PyObject *phys = PyTuple_Pack(1, args[5]);
+        PyObject *pargs = phys ? PyTuple_Pack(3, args[3], args[4], phys) : NULL;
+        id = pargs ? py_offset_msg_ids(NULL, pargs) : NULL;
+        Py_XDECREF(phys);
+        Py_XDECREF(pargs);
+        PyObject *q = id ? PyObject_Str(args[6]) : NULL, *o = q ? PyObject_Str(args[7]) : NULL;
+        PyObject *res = NULL;
+        if (o && PyDict_SetItem(ext, s_msgid, id) == 0 && PyDict_SetItem(ext, s_queueid, q) == 0 &&
+            PyDict_SetItem(ext, s_queueoffset, o) == 0 && PyDict_SetItem(ext, s_region, args[8]) == 0 &&
+            PyDict_SetItem(ext, s_traceon, args[9]) == 0) {
+            long lang_l = PyLong_AsLong(args[1]), ver_l = PyLong_AsLong(args[2]), op_l = PyLong_AsLong(args[0]);
+            Py_buffer none = {0};
+            if (!PyErr_Occurred()) res = binary_header(0, lang_l, ver_l, op_l, 1, Py_None, ext, &none);
+        }
+        Py_XDECREF(id); Py_XDECREF(q); Py_XDECREF(o); Py_DECREF(ext);
+        return res;
+    }
+    char qbuf[24], obuf[24];
+    int qlen = snprintf(qbuf, sizeof qbuf, "%lld", qid), olen = snprintf(obuf, sizeof obuf, "%lld", qoff);
+    /* entries: msgId (32 hex), queueId, queueOffset, MSG_REGION, TRACE_ON; each 2 + key + 4 + value */
+    Py_ssize_t ext_size = (2 + 5 + 4 + 32) + (2 + 7 + 4 + qlen) + (2 + 11 + 4 + olen) + (2 + 10 + 4 + rlen) +
+                          (2 + 8 + 4 + tlen);
+    Py_ssize_t hlen = BINARY_HEAD_SIZE + 4 + ext_size;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, 8 + hlen);
+    if (out == NULL) return NULL;
+    unsigned char *w = (unsigned char *)PyBytes_AS_STRING(out);
+    wr_i32(w, 4 + hlen);
+    wr_i32(w + 4, ((int64_t)1 << 24) | hlen);
+    w += 8;
+    wr_i16(w, 0);  /* SUCCESS */
+    w[2] = (unsigned char)language;
+    wr_i16(w + 3, version);
+    wr_i32(w + 5, opaque);
+    wr_i32(w + 9, 1);  /* the response flag */
+    wr_i32(w + 13, 0);  /* no remark */
+    w += BINARY_HEAD_SIZE;
+    wr_i32(w, ext_size);
+    w += 4;
+    static const char hexd[] = "0123456789ABCDEF";
+    unsigned char raw[16];
+    memcpy(raw, PyBytes_AS_STRING(args[3]), 4);
+    wr_i32(raw + 4, port);
+    wr_i64(raw + 8, phy);
+    char id[32];
+    for (int k = 0; k < 16; k++) { id[2 * k] = hexd[raw[k] >> 4]; id[2 * k + 1] = hexd[raw[k] & 15]; }
+    const struct { const char *k; Py_ssize_t kl; const char *v; Py_ssize_t vl; } e[5] = {
+        {"msgId", 5, id, 32}, {"queueId", 7, qbuf, qlen}, {"queueOffset", 11, obuf, olen},
+        {"MSG_REGION", 10, region, rlen}, {"TRACE_ON", 8, trace, tlen}};
+    for (int k = 0; k < 5; k++) {
+        wr_i16(w, e[k].kl);
+        memcpy(w + 2, e[k].k, (size_t)e[k].kl);
+        w += 2 + e[k].kl;
+        wr_i32(w, e[k].vl);
+        memcpy(w + 4, e[k].v, (size_t)e[k].vl);
+        w += 4 + e[k].vl;
+    }
+    return out;
 }
 
 /* ------------------------------------------------------------------ the store's single put */
@@ -2503,6 +2585,7 @@ static PyMethodDef methods[] = {
     {"scan_records", (PyCFunction)(void (*)(void))py_scan_records, METH_VARARGS | METH_KEYWORDS, "Walk valid records; (end, why)."},
     {"decode_binary_header", py_decode_binary_header, METH_O, "Decode a ROCKETMQ binary header."},
     {"decode_frame", (PyCFunction)(void (*)(void))py_decode_frame, METH_FASTCALL, "One whole frame's command, or None."},
+    {"encode_send_ok", (PyCFunction)(void (*)(void))py_encode_send_ok, METH_FASTCALL, "A stored send's answer frame."},
     {"encode_binary_header", py_encode_binary_header, METH_VARARGS, "Encode a ROCKETMQ binary header."},
     {"append_messages", py_append_messages, METH_VARARGS, "The store's put loop: messages as CommitLog records."},
     {"put_single", (PyCFunction)(void (*)(void))py_put_single, METH_FASTCALL, "One message's put, or None."},
@@ -2563,7 +2646,8 @@ PyMODINIT_FUNC PyInit__native(void) {
     struct { PyObject **slot; const char *text; } interned[] = {
         {&s_b, "b"}, {&s_e, "e"}, {&s_f, "f"}, {&s_g, "g"}, {&s_h, "h"}, {&s_i, "i"}, {&s_j, "j"},
         {&s_tags, "TAGS"}, {&s_keys, "KEYS"}, {&s_uniq, "UNIQ_KEY"}, {&s_delay, "DELAY"}, {&s_cluster, "CLUSTER"},
-        {&s_tran, "TRAN_MSG"}, {&s_wait, "WAIT"}, {&s_true, "true"}};
+        {&s_tran, "TRAN_MSG"}, {&s_wait, "WAIT"}, {&s_true, "true"}, {&s_msgid, "msgId"}, {&s_queueid, "queueId"},
+        {&s_queueoffset, "queueOffset"}, {&s_region, "MSG_REGION"}, {&s_traceon, "TRACE_ON"}};
     for (size_t k = 0; k < sizeof(interned) / sizeof(interned[0]); k++) {
         *interned[k].slot = PyUnicode_InternFromString(interned[k].text);
         if (*interned[k].slot == NULL) return NULL;

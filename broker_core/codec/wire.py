@@ -226,8 +226,25 @@ def decode_frame(data: bytes, max_frame_bytes: int, factory: Callable[..., T], l
                    languages[lang] if lang < len(languages) else other, version, SERIALIZE_ROCKETMQ)
 
 
+def encode_send_ok(opaque: int, language: int, version: int, host: bytes, port: int, phy: int, queue_id: int,
+                   queue_offset: int, region: str, trace_on: str) -> bytes:
+    """The answer to a stored send (SUCCESS, the response flag, no remark, no body) as the broker writes it:
+    ``msgId`` (the offset message id of ``host:port`` and ``phy``), ``queueId``, ``queueOffset``, ``MSG_REGION``,
+    ``TRACE_ON``, in that order."""
+    return py_encode_binary_frame(0, language, version, opaque, FLAG_RESPONSE, None, {
+        "msgId": py_offset_msg_id(host, port, phy), "queueId": str(queue_id), "queueOffset": str(queue_offset),
+        "MSG_REGION": region, "TRACE_ON": trace_on})
+
+
+def py_offset_msg_id(host: bytes, port: int, phy: int) -> str:
+    """The offset message id (codec/message_id.py's layout; the C twin checks the host is 4 bytes)."""
+    if len(host) != 4:
+        raise ValueError("host must be 4 bytes")
+    return (host + struct.pack(">iq", port, phy)).hex().upper()
+
+
 # the pure functions stay reachable for the native-vs-pure equality tests
-py_decode_frame = decode_frame
+py_decode_frame, py_encode_send_ok = decode_frame, encode_send_ok
 py_encode_binary_header, py_decode_binary_header, py_decode_batch, py_encode_batch = (
     encode_binary_header, decode_binary_header, decode_batch, encode_batch)
 py_encode_binary_frame = encode_binary_frame
@@ -237,4 +254,5 @@ if NATIVE is not None:
     encode_binary_header = NATIVE.encode_binary_header
     decode_binary_header = NATIVE.decode_binary_header
     decode_frame = NATIVE.decode_frame
+    encode_send_ok = NATIVE.encode_send_ok
     decode_batch = NATIVE.decode_batch

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 
 from broker_core.codec.message import host_to_bytes
 from broker_core.codec.send_v2 import v2_message
-from broker_core.codec.wire import FLAG_RESPONSE, SERIALIZE_ROCKETMQ, encode_binary_frame
-from broker_core.protocol import RemotingCommand, ResponseCode
+from broker_core.codec.wire import SERIALIZE_ROCKETMQ, encode_send_ok
+from broker_core.protocol import RemotingCommand
 from broker_core.protocol.command import CURRENT_VERSION, LANGUAGE, LANGUAGE_ORDINAL
 from broker_core.protocol.validation import RETRY_GROUP_TOPIC_PREFIX, topic_error
 from broker_core.remoting.server import Connection
@@ -70,9 +70,8 @@ def make_single_v2(ctl: BrokerController, send_response: SendResponse,
                 ctl.stats.put_count += 1
             return send_response(ctl, cmd, results, queue_id)
         ctl.stats.put_count += 1
-        return encode_binary_frame(
-            ResponseCode.SUCCESS, language, CURRENT_VERSION, cmd.opaque, FLAG_RESPONSE, None,
-            {"msgId": r.msg_id, "queueId": str(queue_id), "queueOffset": str(r.queue_offset),
-             "MSG_REGION": ctl.config.region_id, "TRACE_ON": "true" if ctl.config.trace_on else "false"})
+        config = ctl.config
+        return encode_send_ok(cmd.opaque, language, CURRENT_VERSION, r.store_host, r.store_port, r.phy_offset, queue_id,
+                              r.queue_offset, config.region_id, "true" if config.trace_on else "false")
 
     return single_v2

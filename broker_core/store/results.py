@@ -44,11 +44,12 @@ class GetStatus(enum.Enum):
 class PutMessageResult:
     """Outcome of one put. ``msg_id`` (the offset message id) is computed on demand."""
 
-    __slots__ = ("_host", "_port", "error", "phy_offset", "queue_offset", "size", "status", "store_timestamp")
+    __slots__ = ("error", "phy_offset", "queue_offset", "size", "status", "store_host", "store_port", "store_timestamp")
     # A promise to the C put loop (codec/_native.c, append_messages): calling the class with its first seven
     # arguments sets exactly these slots, in this order, and ``error`` to "", so the loop may fill them directly.
     # Change __init__ and this together (tests/unit/codec/test_native_put.py holds both ways equal).
-    __native_slots__ = ("status", "phy_offset", "size", "queue_offset", "store_timestamp", "_host", "_port", "error")
+    __native_slots__ = ("status", "phy_offset", "size", "queue_offset", "store_timestamp", "store_host", "store_port",
+                        "error")
 
     def __init__(
         self,
@@ -66,8 +67,8 @@ class PutMessageResult:
         self.size = size
         self.queue_offset = queue_offset
         self.store_timestamp = store_timestamp
-        self._host = host
-        self._port = port
+        self.store_host = host
+        self.store_port = port
         self.error = error
 
     @property
@@ -76,7 +77,7 @@ class PutMessageResult:
 
     @property
     def msg_id(self) -> str:
-        return offset_msg_ids(self._host, self._port, (self.phy_offset,)) if self.phy_offset >= 0 else ""
+        return offset_msg_ids(self.store_host, self.store_port, (self.phy_offset,)) if self.phy_offset >= 0 else ""
 
     @property
     def next_offset(self) -> int:

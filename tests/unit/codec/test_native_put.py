@@ -20,7 +20,7 @@ from broker_core.store.results import PutMessageResult, PutStatus
 native = pytest.importorskip("broker_core.codec._native", reason="the extension is built by `make`")
 
 HOST, PORT, TS = b"\x7f\x00\x00\x01", 10911, 1_700_000_000_123
-RESULT_SLOTS = ("status", "phy_offset", "size", "queue_offset", "store_timestamp", "_host", "_port", "error")
+RESULT_SLOTS = ("status", "phy_offset", "size", "queue_offset", "store_timestamp", "store_host", "store_port", "error")
 
 
 def put(fn: Any, msgs: list[Any], result_cls: Any = PutMessageResult) -> tuple[bytes, list[Any], list[Any], dict]:
@@ -102,8 +102,8 @@ def test_result_classes_that_declare_nothing_or_other_names_are_called() -> None
 
     class Other(Plain):
         __slots__ = ()
-        __native_slots__ = ("status", "size", "phy_offset", "queue_offset", "store_timestamp", "_host",  # type: ignore[assignment]  # another order: called
-                            "_port", "error")
+        __native_slots__ = ("status", "size", "phy_offset", "queue_offset", "store_timestamp", "store_host",  # type: ignore[assignment]  # another order: called
+                            "store_port", "error")
 
     for cls in (Plain, Other, Plain):
         calls.clear()

@@ -22,7 +22,7 @@ from broker_core.store.results import PutMessageResult
 
 native = pytest.importorskip("broker_core.codec._native", reason="the extension is built by `make`")
 
-RESULT_SLOTS = ("status", "phy_offset", "size", "queue_offset", "store_timestamp", "_host", "_port", "error")
+RESULT_SLOTS = ("status", "phy_offset", "size", "queue_offset", "store_timestamp", "store_host", "store_port", "error")
 STORE_TS = slice(56, 64)  # a record's store timestamp: the wall clock's, so it differs between two stores
 
 
