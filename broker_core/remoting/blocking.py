@@ -78,7 +78,16 @@ class _Socket:
 
     def send(self, data: bytes, deadline: float) -> None:
         """All of ``data`` by ``deadline`` (TimeoutError)."""
-        sent, size = 0, len(data)
+        self.set_deadline(deadline)
+        try:
+            sent = self.sock.send(data)  # a request usually goes in one call
+        except BlockingIOError:  # the kernel timeout expired before anything was taken
+            sent = 0
+        if sent < len(data):
+            self._send_rest(data, sent, deadline)
+
+    def _send_rest(self, data: bytes, sent: int, deadline: float) -> None:
+        size = len(data)
         with memoryview(data) as view:
             while sent < size:
                 self.set_deadline(deadline)

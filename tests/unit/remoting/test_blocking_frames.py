@@ -223,3 +223,50 @@ def test_a_deadline_longer_than_the_kernel_timeout_set_before_is_waited_for(serv
     assert client.invoke(addr, RemotingCommand.request(11, {}), timeout=1).body == b"x"
     assert client.invoke(addr, RemotingCommand.request(11, {"delay": "1.3"}), timeout=1.9).body == b"x"
     client.close()
+
+
+
+def test_a_send_the_kernel_takes_in_part_goes_on_from_where_it_stopped() -> None:
+    """``_Socket.send``: one call in the usual case; when the kernel takes part of the request (or its timeout
+    expires with nothing taken), the rest follows, in order, until all is sent."""
+    from broker_core.remoting.blocking import _Socket
+
+    class Partial:
+        def __init__(self, takes: list[int]) -> None:
+            self.takes, self.out = takes, bytearray()
+
+        def send(self, data: bytes | memoryview) -> int:
+            n = self.takes.pop(0) if self.takes else len(data)
+            if n < 0:
+                raise BlockingIOError  # SO_SNDTIMEO expired, nothing taken
+            self.out += bytes(data[:n])
+            return n
+
+        def setsockopt(self, *args: object) -> None:
+            pass
+
+    data = bytes(range(256)) * 40
+    for takes in ([], [100], [100, -1, 3000, 1], [-1, 10]):
+        s = _Socket.__new__(_Socket)
+        s.sock, s.timeout = Partial(list(takes)), 0.0  # type: ignore[assignment]
+        s.send(data, time.monotonic() + 5.0)
+        assert bytes(s.sock.out) == data  # type: ignore[attr-defined]
+
+
+def test_a_request_larger_than_the_socket_buffers_is_sent_whole(server: Callable[[Serve], str]) -> None:
+    """A send the kernel takes in part (the request outgrows both sockets' buffers while the peer reads slowly)
+    goes on from where it stopped: the peer gets every byte, in order."""
+    got: list[bytes] = []
+
+    def serve(conn: socket.socket, req: RemotingCommand) -> None:
+        got.append(req.body)
+        conn.sendall(req.response(0).encode())
+
+    addr = server(serve)
+    client = BlockingClient()
+    body = bytes(range(256)) * (16 * 1024)  # 4 MiB: several partial sends
+    try:
+        resp = client.invoke(addr, RemotingCommand.request(310, {"b": "T"}, body), timeout=10.0)
+        assert resp.code == 0 and got == [body]
+    finally:
+        client.close()
