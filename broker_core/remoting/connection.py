@@ -80,7 +80,8 @@ class Connection:
                     if len(corked) >= CORK_MAX_RESPONSES:
                         self._write_corked()
                 else:
-                    self._write_corked()
+                    if corked:
+                        self._write_corked()
                     self.transport.write(data)
                 return
             self._write_corked()  # what was held goes first

@@ -46,19 +46,22 @@ def make_single_v2(ctl: BrokerController, send_response: SendResponse,
             valid_names[topic] = ok
         return ok
 
+    config = ctl.config
+
     def single_v2(cmd: RemotingCommand, conn: Connection, h: dict[str, str]) -> RemotingCommand | bytes | None:
         topic = h["b"]
         cfg = ctl.topics.table.get(topic)  # read each time: upserts replace the table
         qtext, btext = h.get("e"), h.get("m")
         if (cfg is None or not cfg.perm & PERM_WRITE or not (valid_names.get(topic) or valid_topic(topic)) or not qtext
                 or (btext and btext.lower() == "true")
-                or topic.startswith(RETRY_GROUP_TOPIC_PREFIX) or ctl.store.sync_flush or ctl.ha.sync_master):
+                or topic.startswith(RETRY_GROUP_TOPIC_PREFIX) or ctl.store.sync_flush
+                or config.broker_role == "SYNC_MASTER"):  # ctl.ha.sync_master, inlined
             return None
         born = conn.attributes.get("born")
         if born is None:
             host, port = born_of(conn)
             born = conn.attributes["born"] = (host_to_bytes(host), port)
-        msg = v2_message(MessageInner, h, cmd.body, cfg.write_queue_nums, ctl.config.broker_cluster_name, born[0],
+        msg = v2_message(MessageInner, h, cmd.body, cfg.write_queue_nums, config.broker_cluster_name, born[0],
                          born[1])
         if msg is None:
             return None
@@ -70,7 +73,6 @@ def make_single_v2(ctl: BrokerController, send_response: SendResponse,
                 ctl.stats.put_count += 1
             return send_response(ctl, cmd, results, queue_id)
         ctl.stats.put_count += 1
-        config = ctl.config
         return encode_send_ok(cmd.opaque, language, CURRENT_VERSION, r.store_host, r.store_port, r.phy_offset, queue_id,
                               r.queue_offset, config.region_id, "true" if config.trace_on else "false")
 

@@ -186,10 +186,10 @@ class MessageStore(ReplicationMixin):
             return [PutMessageResult(PutStatus.SERVICE_NOT_AVAILABLE, error="store is not running")] * n
         if not self._writable_role:  # RocketMQ: "message store is slave mode, so putMessage is forbidden"
             return [PutMessageResult(PutStatus.SERVICE_NOT_AVAILABLE, error=SLAVE_REFUSAL)] * n
-        if self.disk_full:
+        if self.disk_guard.full:
             return [PutMessageResult(PutStatus.SERVICE_NOT_AVAILABLE,
                                      error="disk full: writes are refused until disk use drops")] * n
-        if self.flush_failure.failed:
+        if self.flush_failure.error:
             return [PutMessageResult(PutStatus.FLUSH_DISK_FAILED, error=self.flush_failure.error)] * n
         return None
 
@@ -256,7 +256,7 @@ class MessageStore(ReplicationMixin):
         return results
 
     def put_message(self, msg: MessageInner) -> PutMessageResult:
-        if not self.sync_flush and self.running and not self.disk_full and self._writable_role and \
+        if not self.sync_flush and self.running and not self.disk_guard.full and self._writable_role and \
                 not msg.delay_level and not self.flush_failure.error:
             return self.commit_log.put_message(msg)  # the common case, without the batch wrapping
         return self.put_messages([msg])[0]
