@@ -105,8 +105,8 @@ def put_single(cl: Any, msg: Any, ok: Any, result_cls: Callable[..., Any]) -> An
     the segment's ``wrote_position`` and ``store_timestamp``; ``cl._prefault(mf)`` when the writer nears the end
     it last asked the prefault thread for (``mf.prefault_end``, ``cl.prefault.low_water``);
     ``cl.begin_time_in_lock`` set while the lock is held; then, the lock released, the dispatcher told
-    (``cl.after_append()`` unless ``cl.dispatch_armed``, else ``cl.appended.set()`` if ``cl.wake_on_append``).
-    Returns the result ``append_messages`` made."""
+    (``cl.notify_append()``: ``cl.after_append()`` unless ``cl.dispatch_armed``, else ``cl.appended.set()`` if
+    ``cl.wake_on_append``). Returns the result ``append_messages`` made."""
     offset = cl.clock.wall_offset
     if offset is None:
         return None
@@ -121,12 +121,7 @@ def put_single(cl: Any, msg: Any, ok: Any, result_cls: Callable[..., Any]) -> An
         lock.release()
     if written is None:
         return None
-    hook = cl.after_append
-    if hook is not None:
-        if not cl.dispatch_armed:
-            hook()
-    elif cl.wake_on_append:
-        cl.appended.set()
+    cl.notify_append()  # the C twin inlines it (the hook unless a dispatch is armed, else the event if asked)
     return written
 
 
