@@ -11,7 +11,9 @@
  * (the store's page prefaulting, store/pages.py) releases the GIL around one madvise call, holding the buffer
  * (an mmap cannot be closed while it is exported). Another: BytesReceiver (the SDK's blocking transport,
  * remoting/receive.py) receives a large frame's parts from a socket straight into new bytes objects, the GIL
- * released while recv waits.
+ * released while recv waits. put_single (the store's one-message put, codec/message_append.py) is not a loop over
+ * bytes either: it reads and writes the CommitLog's attributes by name, takes its lock without waiting, and calls
+ * back into Python for the prefault request and the dispatcher's hook, holding the GIL throughout.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
