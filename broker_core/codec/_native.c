@@ -1914,6 +1914,10 @@ static PyObject *py_encode_send_ok(PyObject *self, PyObject *const *args, Py_ssi
     const char *trace = region ? PyUnicode_AsUTF8AndSize(args[9], &tlen) : NULL;
     if (trace == NULL) {
         PyErr_Clear();  /* the general encoder says what is wrong, if anything */
+        if (!int_within(args[4], I32_MIN, I32_MAX, &port) || !int_within(args[5], I64_MIN, I64_MAX, &phy)) {
+            PyErr_SetString(struct_error, "the offset message id's port or offset does not fit its field");
+            return NULL;  /* as the pure twin's struct packing */
+        }
         PyObject *id = NULL, *ext = PyDict_New();
         if (ext == NULL) return NULL;
         PyObject *phys = PyTuple_Pack(1, args[5]);

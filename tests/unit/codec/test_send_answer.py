@@ -52,6 +52,10 @@ def test_equal_to_the_general_encoder(opaque: int, lang: int, version: int, host
     (1, 3, 409, b"\x7f\0\0\1", 10911, 5, 0, 1, 7, "true"),  # region not text
     (1, 3, 409, b"\x7f\0\0\1", 10911, 5, True, 1 << 70, "R", "true"),  # a bool, an offset past i64
     (1, 3, 409, b"\x7f\0\0\1", 10911, 5, 0, 1, "\ud800", "true"),  # not encodable as UTF-8
+    (1, 3, 409, b"\x7f\0\0\1", 1 << 31, 5, 0, 1, "R", "true"),  # port past an int
+    (1, 3, 409, b"\x7f\0\0\1", 10911, 1 << 63, 0, 1, "R", "true"),  # offset past a long
+    (1, 3, 409, b"\x7f\0\0\1", "10911", 5, 0, 1, "R", "true"),  # port not a number
+    (1, 3, 409, bytearray(b"\x7f\0\0\1"), 10911, 5, 0, 1, "R", "true"),  # another buffer
 ])
 def test_what_the_fast_path_does_not_take_is_the_general_encoders(args: tuple[Any, ...]) -> None:
     both(*args)
