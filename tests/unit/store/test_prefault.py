@@ -18,7 +18,7 @@ from types import SimpleNamespace
 import pytest
 
 from broker_core.config import BrokerConfig, ConfigError
-from broker_core.store import mapped_file, pages
+from broker_core.store import mapped_file, pages, prefault
 from broker_core.store.message import MessageInner
 from broker_core.store.prefault import PrefaultService
 
@@ -186,9 +186,11 @@ def _vm_flags(path: Path) -> set[str] | None:
 
 
 @pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="Linux only")
-def test_readahead_is_off_on_the_segment_being_populated_and_back_on_after(open_store) -> None:  # type: ignore[no-untyped-def]
-    """MADV_RANDOM ("rr" in VmFlags) on the segment the thread populates, MADV_NORMAL again once it is done with it:
-    a populating fault would otherwise read ahead, zeroing large folios in one unpreemptible stretch."""
+def test_readahead_is_off_on_the_segment_being_populated_and_back_on_after(open_store, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """MADV_RANDOM ("rr" in VmFlags) on the segment the thread populates, MADV_NORMAL again once it is done with it,
+    on a device that reads ahead megabytes: a populating fault would read ahead, zeroing large folios in one
+    unpreemptible stretch."""
+    monkeypatch.setattr(prefault, "device_readahead_kb", lambda path: 8192)  # this VM's disk
     ahead = 512 * 1024
     store = open_store(background=True, mapped_file_size_commit_log_bytes=4 * SIZE, prefault_ahead_bytes=ahead)
     assert store.put_message(MessageInner("Advice", b"x" * 1000)).ok
@@ -200,3 +202,39 @@ def test_readahead_is_off_on_the_segment_being_populated_and_back_on_after(open_
     store.commit_log.prefault.shutdown()
     flags = _vm_flags(mf.path)
     assert flags is not None and "rr" not in flags
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="Linux only")
+def test_readahead_stays_on_where_the_device_reads_ahead_little(open_store, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(prefault, "device_readahead_kb", lambda path: 128)  # most disks
+    store = open_store(background=True, mapped_file_size_commit_log_bytes=4 * SIZE, prefault_ahead_bytes=512 * 1024)
+    assert store.put_message(MessageInner("Advice", b"x" * 1000)).ok
+    mf = store.commit_log.mapped_file_queue.last()
+    _wait(lambda: mf.populated > 0)
+    flags = _vm_flags(mf.path)
+    assert flags is not None and "rr" not in flags
+
+
+def test_the_device_readahead_is_read_from_sysfs(tmp_path: Path) -> None:
+    """The disk's queue, a partition's parent disk's queue, the backing device's; None where none answers."""
+    target = tmp_path / "file"
+    target.write_bytes(b"x")
+    st = os.stat(target)
+    dev = f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
+    sys_root = tmp_path / "sys"
+    assert pages.device_readahead_kb(target, sys_root) is None
+    bdi = sys_root / "class" / "bdi" / dev
+    bdi.mkdir(parents=True)
+    (bdi / "read_ahead_kb").write_text("512\n")
+    assert pages.device_readahead_kb(target, sys_root) == 512
+    disk = sys_root / "devices" / "vda"
+    (disk / "vda1").mkdir(parents=True)
+    (disk / "queue").mkdir()
+    (disk / "queue" / "read_ahead_kb").write_text("8192\n")
+    (sys_root / "dev" / "block").mkdir(parents=True)
+    (sys_root / "dev" / "block" / dev).symlink_to(disk / "vda1")  # a partition: its disk's queue
+    assert pages.device_readahead_kb(target, sys_root) == 8192
+    (disk / "vda1" / "queue").mkdir()
+    (disk / "vda1" / "queue" / "read_ahead_kb").write_text("128\n")
+    assert pages.device_readahead_kb(target, sys_root) == 128
+    assert pages.device_readahead_kb(tmp_path / "missing", sys_root) is None
