@@ -114,10 +114,12 @@ class StandaloneCluster:
                                            start_new_session=True))
 
     def _status(self) -> dict[str, Any] | None:
+        """The master's state, None while its web UI does not answer it (a master just started may serve its HTML
+        page at /json/ for a moment: a clean-clone CI run of 2026-11-27 failed there)."""
         try:
             with urllib.request.urlopen(self.status_url, timeout=2) as resp:
                 return dict(json.loads(resp.read()))
-        except OSError:
+        except (OSError, ValueError):
             return None
 
     def logs(self) -> str:
