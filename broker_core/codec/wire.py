@@ -231,16 +231,14 @@ def encode_send_ok(opaque: int, language: int, version: int, host: bytes, port: 
     """The answer to a stored send (SUCCESS, the response flag, no remark, no body) as the broker writes it:
     ``msgId`` (the offset message id of ``host:port`` and ``phy``), ``queueId``, ``queueOffset``, ``MSG_REGION``,
     ``TRACE_ON``, in that order."""
-    return py_encode_binary_frame(0, language, version, opaque, FLAG_RESPONSE, None, {
-        "msgId": py_offset_msg_id(host, port, phy), "queueId": str(queue_id), "queueOffset": str(queue_offset),
-        "MSG_REGION": region, "TRACE_ON": trace_on})
-
-
-def py_offset_msg_id(host: bytes, port: int, phy: int) -> str:
-    """The offset message id (codec/message_id.py's layout; the C twin checks the host is 4 bytes)."""
-    if len(host) != 4:
+    if len(host) != 4:  # the offset message id packs 4 bytes (and would pad or cut others)
         raise ValueError("host must be 4 bytes")
-    return (host + struct.pack(">iq", port, phy)).hex().upper()
+    # message_id.encode_offset_msg_id's layout, written here: that module needs socket, which the sans-I/O protocol
+    # package (this module's importer) must not import
+    msg_id = (host + struct.pack(">iq", port, phy)).hex().upper()
+    return py_encode_binary_frame(0, language, version, opaque, FLAG_RESPONSE, None, {
+        "msgId": msg_id, "queueId": str(queue_id), "queueOffset": str(queue_offset), "MSG_REGION": region,
+        "TRACE_ON": trace_on})
 
 
 # the pure functions stay reachable for the native-vs-pure equality tests

@@ -49,21 +49,21 @@ class OffsetClock(Clock):
     """The wall clock shifted by an offset (``clockOffsetMs``, which UPDATE_BROKER_CONFIG may change while the
     broker runs): a broker can rehearse 04:00 at noon."""
 
-    wall_offset: int | None = 0  # this instance's offset (the property below), never None
+    wall_offset: int = 0  # this instance's offset (``offset_ms``, below)
 
     def __init__(self, offset_ms: int) -> None:
         self.wall_offset = offset_ms
 
     @property
     def offset_ms(self) -> int:
-        return self.wall_offset or 0
+        return self.wall_offset
 
     @offset_ms.setter
     def offset_ms(self, value: int) -> None:
         self.wall_offset = value
 
     def now_ms(self) -> int:
-        return time.time_ns() // 1_000_000 + (self.wall_offset or 0)
+        return time.time_ns() // 1_000_000 + self.wall_offset
 
 
 SYSTEM_CLOCK = Clock()

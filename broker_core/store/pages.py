@@ -3,10 +3,9 @@ file mapping (``madvise(MADV_POPULATE_WRITE)``, Linux 5.14+) without changing a 
 take no page fault. The prefault thread (``prefault.py``) calls it ahead of the CommitLog's writer.
 
 The C twin (``_native.populate_write``) releases the GIL for the call, so the faults are taken on another core
-while the writer goes on; this pure one (``mmap.madvise``) holds the GIL for it. Both ask in ``SLICE``s: the kernel
-zeroes each page it faults in, and one call over megabytes kept a CPU for 11-16 ms on this VM (a ``perf sched``
-timeline of bench.broker's 20k msg/s row: every process's wake-ups on that CPU waited, a stall every 8 MiB written);
-a call's return to user space lets the scheduler run whoever was woken meanwhile. Both widen the range to whole
+while the writer goes on; this pure one (``mmap.madvise``) holds the GIL for it. Both ask in ``SLICE``s, so no one
+call runs long in the kernel (the stalls of a populating thread on this VM came from readahead, not from the calls'
+length: prefault.py switches it off where the device reads ahead megabytes). Both widen the range to whole
 pages, refuse a range outside the buffer (ValueError), return False where the kernel has no such advice (EINVAL,
 or not Linux) and raise OSError for any other failure. ``buf`` is an ``mmap.mmap``.
 """

@@ -26,7 +26,7 @@ the large folios it allocates for that in one stretch that cannot be preempted (
 preemption). ``perf sched`` of bench.broker's 20k msg/s row showed this thread on a CPU for 11-19 ms at each request,
 whatever its scheduling class, and every other process waiting (the latency rows' stalls, one every 8 MiB written);
 with readahead off the faults come a page at a time, preemptible between pages (a toy of the same populate beside a
-CPU-bound process: stalls of an unrelated process 19 ms -> none over 3 ms). The thread also runs as ``SCHED_IDLE``
+CPU-bound process: stalls of an unrelated process 19 ms -> none over 5 ms). The thread also runs as ``SCHED_IDLE``
 (nice 10 where that is refused), so any other runnable thread goes first. Reads of the segment being written hit the
 page cache; older segments keep their readahead. Readahead stays on where the device's window is small
 (``pages.LARGE_READAHEAD_KB``, 1 MiB; most disks read ahead 128 KiB): its folios are small there, and populating

@@ -153,11 +153,21 @@ def test_anything_else_is_left_to_the_batch_way(open_store: Any, fn: Any) -> Non
     for msg in refused:
         assert single(fn, store, msg) is None
         assert not store.put_message(msg).ok
-    holder = threading.Thread(target=lambda: (cl.put_lock.acquire(), time.sleep(0.3), cl.put_lock.release()))
+    held, done = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with cl.put_lock:
+            held.set()
+            done.wait(5.0)
+
+    holder = threading.Thread(target=hold)
     holder.start()
-    time.sleep(0.05)
-    assert single(fn, store, MessageInner("T", b"x")) is None  # another thread holds the lock: no waiting here
-    holder.join()
+    assert held.wait(5.0)
+    try:
+        assert single(fn, store, MessageInner("T", b"x")) is None  # another thread holds the lock: no waiting here
+    finally:
+        done.set()
+        holder.join()
     cl.clock = ManualClock()  # a clock of its own
     assert single(fn, store, MessageInner("T", b"x")) is None
     assert cl.max_offset() == end and cl.begin_time_in_lock == 0 and not cl.put_lock.locked()
