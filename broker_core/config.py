@@ -22,6 +22,7 @@ from broker_core.codec.properties_file import parse_properties
 ENV_PREFIX = "BROKER_CORE_"
 
 FLUSH_TYPES = ("ASYNC_FLUSH", "SYNC_FLUSH")
+WRITE_MODES = ("pwrite", "mmap")
 BROKER_ROLES = ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE")
 SECRET_KEYS = frozenset({"clusterSecret"})  # never reported (GET_BROKER_CONFIG leaves them out)
 
@@ -128,6 +129,10 @@ class BrokerConfig:
     prefault_ahead_bytes: int = _f(
         "prefaultAheadBytes", 8 * 1024 * 1024, "bytes past the CommitLog write position a background thread faults "
         "in for writing (madvise MADV_POPULATE_WRITE) so appends take no page faults; 0 = off (not a RocketMQ key)")
+    commit_log_write_mode: str = _f(
+        "commitLogWriteMode", "pwrite", "how appends reach the CommitLog's page cache: pwrite (records staged in "
+        "memory, written with pwrite; the mapping is for reads) | mmap (stored through the shared mapping, with "
+        "prefaulting); see store/mapped_file.py stage (not a RocketMQ key)")
     # Flush
     flush_disk_type: str = _f("flushDiskType", "ASYNC_FLUSH", "ASYNC_FLUSH | SYNC_FLUSH")
     flush_interval_commit_log_ms: int = _f("flushIntervalCommitLog", 500, "async flush interval")
@@ -240,6 +245,8 @@ class BrokerConfig:
             store_path_index="", store_checkpoint="", abort_file="", extra=dict(self.extra))
 
     def validate(self) -> BrokerConfig:
+        if self.commit_log_write_mode not in WRITE_MODES:
+            raise ConfigError(f"commitLogWriteMode must be one of {WRITE_MODES}, got {self.commit_log_write_mode!r}")
         if self.flush_disk_type not in FLUSH_TYPES:
             raise ConfigError(f"flushDiskType must be one of {FLUSH_TYPES}, got {self.flush_disk_type!r}")
         if self.broker_role not in BROKER_ROLES:

@@ -1980,15 +1980,18 @@ static PyObject *py_encode_send_ok(PyObject *self, PyObject *const *args, Py_ssi
 }
 
 /* ------------------------------------------------------------------ the store's single put */
+#define STAGE_RELEASE (4LL * 1024 * 1024)  /* store/mapped_file.py STAGE_RELEASE */
 /* Attribute names put_single reads and writes (codec/message_append.py names the contract). */
 enum { P_CLOCK, P_WALL_OFFSET, P_PUT_LOCK, P_ACQUIRE, P_RELEASE, P_MFQ, P_FILES, P_SEG_SIZE, P_WROTE, P_BEGIN, P_BASE,
-       P_MAX_BODY, P_HOST, P_PORT, P_TABLE, P_PENDING, P_APPEND, P_MV, P_STORE_TS, P_AHEAD, P_PREFAULT, P_PREFAULT_FN,
-       P_LOW_WATER, P_PREFAULT_END, P_FILE_SIZE, P_AFTER_APPEND, P_ARMED, P_WAKE, P_APPENDED, P_SET, P_COUNT };
+       P_MAX_BODY, P_HOST, P_PORT, P_TABLE, P_PENDING, P_APPEND, P_WV, P_STORE_TS, P_AHEAD, P_PREFAULT, P_PREFAULT_FN,
+       P_LOW_WATER, P_PREFAULT_END, P_FILE_SIZE, P_AFTER_APPEND, P_ARMED, P_WAKE, P_APPENDED, P_SET, P_STAGED, P_FD,
+       P_RELEASED, P_RELEASE_STAGED, P_COUNT };
 static const char *const put_names[P_COUNT] = {
     "clock", "wall_offset", "put_lock", "acquire", "release", "mapped_file_queue", "files", "mapped_file_size",
     "wrote_position", "begin_time_in_lock", "file_from_offset", "max_message_size", "store_host", "store_port",
-    "topic_queue_table", "pending_dispatch", "append", "mv", "store_timestamp", "_prefault_ahead", "prefault",
-    "_prefault", "low_water", "prefault_end", "file_size", "after_append", "dispatch_armed", "wake_on_append", "appended", "set"};
+    "topic_queue_table", "pending_dispatch", "append", "wv", "store_timestamp", "_prefault_ahead", "prefault",
+    "_prefault", "low_water", "prefault_end", "file_size", "after_append", "dispatch_armed", "wake_on_append", "appended", "set",
+    "staged", "fd", "released", "release_staged"};
 static PyObject *put_str[P_COUNT];
 
 /* getattr(o, put_str[k]) as a C long long; 0 and an exception set when it is not an int */
@@ -2050,7 +2053,7 @@ static int put_locked(PyObject *cl, PyObject *msg, PyObject *ok, PyObject *resul
     table = port ? PyObject_GetAttr(cl, put_str[P_TABLE]) : NULL;
     pending = table ? PyObject_GetAttr(cl, put_str[P_PENDING]) : NULL;
     append = pending ? PyObject_GetAttr(pending, put_str[P_APPEND]) : NULL;
-    mv = append ? PyObject_GetAttr(mf, put_str[P_MV]) : NULL;
+    mv = append ? PyObject_GetAttr(mf, put_str[P_WV]) : NULL;
     if (mv == NULL) goto out;
     PutCtx c = {.file_size = (Py_ssize_t)size, .max_body = (Py_ssize_t)max_body, .base = base, .store_ts = now,
                 .store_ts_o = now_o, .table = table, .pending_append = append, .ok = ok, .result_cls = result_cls};
@@ -2069,8 +2072,44 @@ static int put_locked(PyObject *cl, PyObject *msg, PyObject *ok, PyObject *resul
     c.w = (unsigned char *)buf.buf;
     Py_ssize_t at = (Py_ssize_t)pos;
     rc = append_one(&c, msg, &at, &r, &pos_o);
+    int staged = 0, written = 0;
+    long long fd = -1, released = 0;
+    if (rc == 1) {  /* a staged segment (MappedFile.stage): the record into the file before its position is published */
+        PyObject *st = PyObject_GetAttr(mf, put_str[P_STAGED]);
+        staged = st == NULL ? -1 : PyObject_IsTrue(st);
+        Py_XDECREF(st);
+        if (staged > 0 && (!attr_ll(mf, P_FD, &fd) || !attr_ll(mf, P_RELEASED, &released))) staged = -1;
+        if (staged > 0) {
+            const unsigned char *src = c.w + pos;
+            Py_ssize_t left = at - (Py_ssize_t)pos;
+            off_t where = (off_t)pos;
+            while (left > 0) {
+                ssize_t n = pwrite((int)fd, src, (size_t)left, where);
+                if (n < 0 && errno == EINTR) continue;
+                if (n <= 0) break;
+                src += n; left -= n; where += n;
+            }
+            written = left == 0;
+        }
+    }
     PyBuffer_Release(&buf);
     if (rc != 1) goto out;
+    if (staged < 0) { rc = -1; goto out; }
+    if (staged > 0) {
+        /* a failed pwrite: MappedFile.commit writes it again, or through the mapping; else staging given back */
+        PyObject *done = NULL;
+        if (!written) {
+            done = PyObject_CallMethod(mf, "commit", "nn", (Py_ssize_t)pos, at);
+        } else if (at >= size || at - released >= STAGE_RELEASE) {
+            PyObject *at_o = PyLong_FromSsize_t(at);
+            done = at_o ? PyObject_CallMethodOneArg(mf, put_str[P_RELEASE_STAGED], at_o) : NULL;
+            Py_XDECREF(at_o);
+        } else {
+            done = Py_NewRef(Py_None);
+        }
+        if (done == NULL) { rc = -1; goto out; }
+        Py_DECREF(done);
+    }
     /* written and recorded: the segment's wrote position moves past it (the Python loop's `finally`) */
     if (PyObject_SetAttr(mf, put_str[P_WROTE], pos_o) < 0 || PyObject_SetAttr(mf, put_str[P_STORE_TS], now_o) < 0 ||
         put_prefault(cl, mf, at) < 0) {
@@ -2448,6 +2487,36 @@ static PyObject *py_populate_write(PyObject *self, PyObject *args) {
 #endif
 }
 
+/* sync_range(buf, start, length): msync(MS_SYNC) of the pages holding [start, start+length) of a shared file
+ * mapping, the GIL released: the kernel writes back and waits for only that range of the file (vfs_fsync_range,
+ * as fdatasync does for the whole file, device cache flush included). pages.py's pure twin is mmap.flush. */
+static PyObject *py_sync_range(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    Py_ssize_t start, length;
+    if (!PyArg_ParseTuple(args, "w*nn", &buf, &start, &length)) return NULL;
+    if (start < 0 || length < 0 || start > buf.len || length > buf.len - start) {
+        PyBuffer_Release(&buf);
+        PyErr_SetString(PyExc_ValueError, "sync_range: range outside the buffer");
+        return NULL;
+    }
+    if (length == 0) {
+        PyBuffer_Release(&buf);
+        Py_RETURN_NONE;
+    }
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = ((uintptr_t)buf.buf + (uintptr_t)start) & ~(page - 1);
+    uintptr_t hi = (uintptr_t)buf.buf + (uintptr_t)(start + length);
+    int rc, err = 0;
+    Py_BEGIN_ALLOW_THREADS
+    rc = msync((void *)lo, (size_t)(hi - lo), MS_SYNC);
+    if (rc != 0) err = errno;
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&buf);
+    if (rc == 0) Py_RETURN_NONE;
+    errno = err;
+    return PyErr_SetFromErrno(PyExc_OSError);
+}
+
 /* ------------------------------------------------------------------ BytesReceiver
  * BytesReceiver(size, prefix): a bytes object of ``size`` bytes under construction, starting with ``prefix``.
  * recv(sock, flags) receives into the rest (one recv() call, GIL released; EINTR runs the signal handlers and
@@ -2598,6 +2667,7 @@ static PyMethodDef methods[] = {
     {"pack_units", py_pack_units, METH_VARARGS, "Consecutive ConsumeQueue units written into a buffer."},
     {"take_pending", py_take_pending, METH_VARARGS, "The dispatcher's drain of the put path's hand-off."},
     {"populate_write", py_populate_write, METH_VARARGS, "Fault in a mapping's pages for writing (GIL released)."},
+    {"sync_range", py_sync_range, METH_VARARGS, "msync(MS_SYNC) a range of a file mapping (GIL released)."},
     {"encode_binary_frame", py_encode_binary_frame, METH_VARARGS, "A whole frame with a ROCKETMQ binary header."},
     {"v2_message", py_v2_message, METH_VARARGS, "The store message of a plain SEND_MESSAGE_V2, or None."},
     {NULL, NULL, 0, NULL},

@@ -100,10 +100,13 @@ def put_single(cl: Any, msg: Any, ok: Any, result_cls: Callable[..., Any]) -> An
     What ``cl.put_messages([msg])[0]`` does for a message that fits its last segment, in one call (the C twin
     holds the GIL from start to end): take ``cl.put_lock`` without waiting (None when another thread has it);
     ``now`` from the wall clock plus ``cl.clock.wall_offset`` (None there: a clock of its own, None here);
-    :func:`append_messages` of ``msg`` into ``cl.mapped_file_queue.files[-1]`` (None if there is no segment, it
-    is full, or the message is not written: refused, past the segment's end, a field the loop does not take);
-    the segment's ``wrote_position`` and ``store_timestamp``; ``cl._prefault(mf)`` when the writer nears the end
-    it last asked the prefault thread for (``mf.prefault_end``, ``cl.prefault.low_water``);
+    :func:`append_messages` of ``msg`` into ``cl.mapped_file_queue.files[-1]``'s write buffer ``wv`` (None if there
+    is no segment, it is full, or the message is not written: refused, past the segment's end, a field the loop
+    does not take); for a staged segment the record ``pwrite`` into the file (``mf.fd``), then ``mf.commit`` on a
+    failed write or ``mf.release_staged`` once ``mf.released`` lags a ``STAGE_RELEASE`` (the pure twin calls
+    ``mf.commit``, which does both); the segment's ``wrote_position`` and ``store_timestamp``; ``cl._prefault(mf)``
+    when the writer nears the end it last asked the prefault thread for (``mf.prefault_end``,
+    ``cl.prefault.low_water``);
     ``cl.begin_time_in_lock`` set while the lock is held; then, the lock released, the dispatcher told
     (``cl.notify_append()``: ``cl.after_append()`` unless ``cl.dispatch_armed``, else ``cl.appended.set()`` if
     ``cl.wake_on_append``). Returns the result ``append_messages`` made."""
@@ -138,11 +141,13 @@ def _put_locked(cl: Any, msg: Any, ok: Any, result_cls: Callable[..., Any], now:
     results: list[Any] = [None]
     progress = [pos]
     # a field out of its range raises struct.error here as in the batch way, nothing recorded
-    _, i = py_append_messages(mf.mv, pos, size, mf.file_from_offset, [msg], 0, 1, cl.max_message_size, now,
+    _, i = py_append_messages(mf.wv, pos, size, mf.file_from_offset, [msg], 0, 1, cl.max_message_size, now,
                               cl.store_host, cl.store_port, cl.topic_queue_table, cl.pending_dispatch.append, results,
                               ok, result_cls, progress)
     if i == 0:
         return None
+    if mf.staged:
+        mf.commit(pos, progress[0])
     mf.wrote_position = progress[0]
     mf.store_timestamp = now
     if cl._prefault_ahead:

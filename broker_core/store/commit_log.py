@@ -83,6 +83,9 @@ class CommitLog:
         # Faults in the pages ahead of the write position on its own thread (prefault.py), started with the first
         # append; only with the store's background services (an allocator), and prefaultAheadBytes > 0
         self.prefault: PrefaultService | None = None
+        # commitLogWriteMode=pwrite: appends go through each segment's staging buffer (MappedFile.stage); the
+        # prefault thread then reads the pages ahead into the page cache instead (MappedFile.populate)
+        self.staged_writes = config.commit_log_write_mode == "pwrite"
         self._prefault_ahead = config.prefault_ahead_bytes if allocator is not None else 0
 
     # ------------------------------------------------------------------ checks
@@ -129,16 +132,20 @@ class CommitLog:
                     self.begin_time_in_lock = 0
                     return [r or PutMessageResult(PutStatus.CREATE_MAPEDFILE_FAILED, error="cannot create segment")
                             for r in results]
+            elif self.staged_writes and not mf.staged:
+                mf.stage()
             n = len(msgs)
             i = 0
             progress = [mf.wrote_position]
             while i < n:
-                pos = progress[0]
+                pos = start = progress[0]
                 try:
-                    pos, i = append_messages(mf.mv, pos, size, mf.file_from_offset, msgs, i, n, max_body, now,
+                    pos, i = append_messages(mf.wv, pos, size, mf.file_from_offset, msgs, i, n, max_body, now,
                                              host, port, table, pending.append, results, PutStatus.PUT_OK,
                                              PutMessageResult, progress)
                 finally:
+                    if mf.staged:
+                        mf.commit(start, progress[0])
                     mf.wrote_position = progress[0]  # what was written and recorded, also when a field is refused
                 if i >= n:
                     break
@@ -148,9 +155,7 @@ class CommitLog:
                     results[i] = self.check(msg)
                     i += 1
                 elif total + END_FILE_MIN_BLANK_LENGTH > size - pos:
-                    BLANK.pack_into(mf.mv, pos, size - pos, BLANK_MAGIC_CODE)
-                    mf.store_timestamp = now
-                    mf.wrote_position = size
+                    self._blank_rest(mf, pos, now)
                     mf = self._new_segment()
                     if mf is None:
                         for j in range(i, n):
@@ -160,10 +165,12 @@ class CommitLog:
                     progress[0] = mf.wrote_position
                 else:  # a field the C loop does not take as is: the pure loop packs it (or raises struct.error)
                     try:
-                        _, i = py_append_messages(mf.mv, pos, size, mf.file_from_offset, msgs, i, i + 1, max_body,
+                        _, i = py_append_messages(mf.wv, pos, size, mf.file_from_offset, msgs, i, i + 1, max_body,
                                                   now, host, port, table, pending.append, results, PutStatus.PUT_OK,
                                                   PutMessageResult, progress)
                     finally:
+                        if mf.staged:
+                            mf.commit(pos, progress[0])
                         mf.wrote_position = progress[0]
             if mf is not None:
                 mf.store_timestamp = now
@@ -207,19 +214,22 @@ class CommitLog:
                         if mf is None:
                             status, error = PutStatus.CREATE_MAPEDFILE_FAILED, "cannot create the next segment"
                             break
+                    elif self.staged_writes and not mf.staged:
+                        mf.stage()
                     start = mf.wrote_position
                     pos, body_pos, qoff = append_batch(
-                        mf.mv, start, size, mf.file_from_offset, body, body_pos, topic, topic_bytes, queue_id, qoff,
+                        mf.wv, start, size, mf.file_from_offset, body, body_pos, topic, topic_bytes, queue_id, qoff,
                         extra, sys_flag, born_ts, born_host, born_port, now, self.store_host, self.store_port,
                         reconsume, dispatch, phys)
+                    if mf.staged:
+                        mf.commit(start, pos)
                     mf.wrote_position = pos
                     mf.store_timestamp = now
                     if body_pos < end:  # the next entry does not fit: blank the rest, go on in a new segment
                         if pos == 0:
                             status, error = PutStatus.MESSAGE_ILLEGAL, "a record does not fit an empty segment"
                             break
-                        BLANK.pack_into(mf.mv, pos, size - pos, BLANK_MAGIC_CODE)
-                        mf.wrote_position = size
+                        self._blank_rest(mf, pos, now)
             finally:
                 if mf is not None and self._prefault_ahead:
                     self._prefault(mf)
@@ -252,12 +262,31 @@ class CommitLog:
         elif self.wake_on_append:
             self.appended.set()
 
+    def _blank_rest(self, mf: MappedFile, pos: int, now: int) -> None:
+        """The segment's end from ``pos`` as a blank record (the next record goes into a new segment)."""
+        size = self.mapped_file_size
+        BLANK.pack_into(mf.wv, pos, size - pos, BLANK_MAGIC_CODE)
+        if mf.staged:
+            mf.commit(pos, pos + 8)  # the blank's header; the zeros after it are the file's already
+        mf.store_timestamp = now
+        mf.wrote_position = size
+        mf.unstage()
+
     def _new_segment(self) -> MappedFile | None:
         try:
-            return self.mapped_file_queue.get_last_mapped_file(0)
+            mf = self.mapped_file_queue.get_last_mapped_file(0)
         except OSError as exc:
             log.error("cannot create CommitLog segment: %s", exc)
             return None
+        if mf is not None and self.staged_writes:
+            mf.stage()
+        return mf
+
+    def stage_last(self) -> None:
+        """After recovery: appends to the last segment go through its staging buffer (``staged_writes``)."""
+        mf = self.mapped_file_queue.last()
+        if mf is not None and self.staged_writes:
+            mf.stage()
 
     # ------------------------------------------------------------------ reads
     def min_offset(self) -> int:

@@ -1,19 +1,20 @@
 """Durability primitives: every ``fdatasync`` of store data, directory fsyncs, and the flush-failure latch.
 
 Invariants:
-1. Store data reaches the disk only through :func:`datasync` (segment, ConsumeQueue, IndexFile and checkpoint
-   descriptors). A name becomes durable only through :func:`fsync_dir` on its directory, called after a file
-   is created or renamed into place (:func:`create_durable_dir` for new directories, up to the first that
+1. Store data reaches the disk only through :func:`sync_mapped` (the written range of a CommitLog or ConsumeQueue
+   segment) and :func:`datasync` (IndexFile, checkpoint and quarantine descriptors, a warmed segment). A name
+   becomes durable only through :func:`fsync_dir` on its directory, called after a file is created or renamed
+   into place (:func:`create_durable_dir` for new directories, up to the first that
    already existed).
-2. A failed ``fdatasync`` is never retried as if nothing happened: on Linux a write-back error is reported
+2. A failed sync is never retried as if nothing happened: on Linux a write-back error is reported
    once and the dirty pages may then be marked clean, so a second call can succeed while the data is gone
    (PostgreSQL's "fsyncgate"). The caller records the failure in a :class:`FlushFailure`; from then on the
    store counts nothing more as flushed and refuses writes until the broker is restarted (and recovery, which
    never trusts the page cache of a failed disk more than the checkpoint, verifies the CommitLog again).
 
 Test hook (honest fault injection, no monkeypatching of a live process): with the environment variable
-``BROKER_CORE_FAULT_FSYNC_EIO_AFTER=N`` set when the process starts, the first ``N`` calls of
-:func:`datasync` for CommitLog data succeed and every later one raises ``OSError(EIO)`` before touching the
+``BROKER_CORE_FAULT_FSYNC_EIO_AFTER=N`` set when the process starts, the first ``N`` calls of :func:`datasync`
+or :func:`sync_mapped` for CommitLog data succeed and every later one raises ``OSError(EIO)`` before touching the
 file, as a failing disk would. Only CommitLog flushes are counted, so under SYNC_FLUSH the count follows the
 produce sequence. In-process tests call :func:`inject_fsync_failure` instead. Unset (the default), the hook
 costs one integer comparison per flush.
@@ -23,10 +24,13 @@ from __future__ import annotations
 
 import errno
 import logging
+import mmap
 import os
 import threading
 import time
 from pathlib import Path
+
+from broker_core.store.pages import sync_range
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +80,14 @@ def datasync(fd: int, what: str = OTHER) -> None:
     if what == COMMIT_LOG and _fault.after >= 0:
         _fault.check()
     os.fdatasync(fd)
+
+
+def sync_mapped(buf: mmap.mmap, start: int, length: int, what: str = OTHER) -> None:
+    """``[start, start+length)`` of a mapped segment made durable (``pages.sync_range``: ``msync(MS_SYNC)`` of
+    that range, the GIL released); raises ``OSError`` on failure, never retries."""
+    if what == COMMIT_LOG and _fault.after >= 0:
+        _fault.check()
+    sync_range(buf, start, length)
 
 
 def fsync_dir(path: str | os.PathLike[str]) -> None:

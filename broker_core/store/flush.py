@@ -8,14 +8,16 @@
   commit). A request not satisfied within ``syncFlushTimeout`` reports ``FLUSH_DISK_TIMEOUT``.
 - :class:`FlushConsumeQueueService`: ConsumeQueues, the current IndexFile and the checkpoint.
 
-Flushing is ``os.fdatasync`` on the segment's descriptor: it releases the GIL (``mmap.flush`` does not)
-and on Linux writes back the dirty pages of the shared mapping.
+Flushing is ``MappedFile.flush``: ``msync(MS_SYNC)`` of the segment's written range (``pages.sync_range``; the C
+twin releases the GIL), which writes back and waits for that range of the file with a device cache flush, as
+``fdatasync`` does for the whole file. Not the whole file: the pages prefaulted past the write position
+(``prefault.py``) would be written as zeros and cleaned, and the writer's next store to each would fault again.
 
 Invariants:
 1. The checkpoint only ever records flushed times: the CommitLog's is the store time of a record below the
    flushed offset (``CommitLog.flushed_timestamp``), the ConsumeQueues' the dispatch time read before the
    queues were flushed, the index's the newest entry's time read before the index was flushed.
-2. A failed ``fdatasync`` (``OSError``, e.g. EIO) is not retried and never counted: the flushed offset does not
+2. A failed sync (``OSError``, e.g. EIO) is not retried and never counted: the flushed offset does not
    move past it, the SYNC_FLUSH writers waiting for it are released with a failure (``FLUSH_DISK_FAILED``,
    never success), the store's :class:`~broker_core.store.durability.FlushFailure` latch is set, so every later
    put is refused with ``FLUSH_DISK_FAILED`` and a remark naming the failure, and from then on no flush of any

@@ -7,7 +7,7 @@ Invariants:
 3. ``files`` is replaced, never mutated in place (copy on write), so readers can iterate a snapshot
    without a lock while the writer adds or retention removes files.
 
-4. ``flushed_where`` only grows through a successful ``fdatasync``. After one fails, ``flush_error`` is
+4. ``flushed_where`` only grows through a successful sync. After one fails, ``flush_error`` is
    set and every later :meth:`flush` raises it again without syncing: the position never moves past data
    whose write-back failed (see ``durability.py``).
 

@@ -152,3 +152,4 @@ def load_and_recover(store: MessageStore) -> None:
     store.reput.reput_from_offset = max(reput_from, 0)
     store.reput.do_reput()
     recover_topic_queue_table(store)
+    store.commit_log.stage_last()  # commitLogWriteMode=pwrite: appends to the last segment are staged

@@ -214,13 +214,13 @@ def test_errors_release_the_lock_and_record_nothing(open_store: Any) -> None:
     cl.after_append = None
     end = cl.max_offset()
     mf = cl.mapped_file_queue.files[-1]
-    real = mf.mv
-    mf.mv = memoryview(bytearray(16))  # shorter than the segment: refused before anything is written
+    real = mf.wv
+    mf.wv = memoryview(bytearray(16))  # shorter than the segment: refused before anything is written
     try:
         with pytest.raises(ValueError, match="shorter"):
             native.put_single(cl, MessageInner("T", b"x"), PutStatus.PUT_OK, PutMessageResult)
     finally:
-        mf.mv = real
+        mf.wv = real
     assert cl.max_offset() == end and cl.begin_time_in_lock == 0 and not cl.put_lock.locked()
 
 

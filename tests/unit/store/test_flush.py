@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import mmap
 import time
 
-from broker_core.store import PutStatus
+from broker_core.store import PutStatus, durability
 from broker_core.store.message import MessageInner
 
 
@@ -110,24 +111,22 @@ def test_coroutines_awaiting_one_group_commit_are_woken_together(open_store):
 def test_a_group_commit_syncs_again_only_when_the_first_sync_did_not_reach_its_requests(open_store, monkeypatch):
     """Upstream checks ``flushOK`` before each of its two rounds: bytes another writer appended during the first
     sync are not this commit's to wait for (a second sync of them doubled every commit's time)."""
-    import os
 
     store = open_store(background=True, flush_disk_type="SYNC_FLUSH")
     service = store.flush_service
     service.shutdown()  # its thread stops: the test drives do_commit
     results, request = store.put_messages_nowait([MessageInner("S", b"first")])
     segment = store.commit_log.mapped_file_queue.last()
-    segment_fd = segment._fd  # the descriptor the CommitLog's syncs use
-    real, syncs = os.fdatasync, []
+    real, syncs = durability.sync_range, []
 
-    def fdatasync(fd: int) -> None:
-        if fd == segment_fd:  # the ConsumeQueue flusher's syncs are not counted
-            syncs.append(fd)
+    def sync_range(buf: mmap.mmap, start: int, length: int) -> None:
+        if buf is segment.mm:  # the ConsumeQueue flusher's syncs are not counted
+            syncs.append(length)
             if len(syncs) == 1:  # a writer appends while the first sync runs
                 store.put_messages_nowait([MessageInner("S", b"meanwhile")])
-        real(fd)
+        real(buf, start, length)
 
-    monkeypatch.setattr(os, "fdatasync", fdatasync)
+    monkeypatch.setattr(durability, "sync_range", sync_range)
     service.do_commit()
     assert request.wait(1.0) and results[0].ok
     assert len(syncs) == 1

@@ -128,7 +128,8 @@ def test_where_the_platform_cannot_it_stops_asking(open_store, monkeypatch: pyte
         return False
 
     monkeypatch.setattr(mapped_file, "populate_write", cannot)
-    store = open_store(background=True, mapped_file_size_commit_log_bytes=4 * SIZE, prefault_ahead_bytes=1 << 16)
+    store = open_store(background=True, commit_log_write_mode="mmap",
+                       mapped_file_size_commit_log_bytes=4 * SIZE, prefault_ahead_bytes=1 << 16)
     assert store.put_message(MessageInner("No", b"x")).ok
     _wait(lambda: store.commit_log.prefault is not None and store.commit_log.prefault.stopped)
     for _ in range(300):  # far past the window: nothing asks again
@@ -148,7 +149,8 @@ def test_a_request_is_populated_in_one_call_up_to_the_chunk(open_store, monkeypa
 
     monkeypatch.setattr(mapped_file, "populate_write", counting)
     ahead = 2 * SIZE
-    store = open_store(background=True, mapped_file_size_commit_log_bytes=16 * SIZE, prefault_ahead_bytes=ahead)
+    store = open_store(background=True, commit_log_write_mode="mmap",
+                       mapped_file_size_commit_log_bytes=16 * SIZE, prefault_ahead_bytes=ahead)
     assert store.put_message(MessageInner("Whole", b"x" * 1000)).ok
     mf = store.commit_log.mapped_file_queue.last()
     _wait(lambda: mf.populated >= mf.wrote_position + ahead - PAGE)
@@ -192,7 +194,8 @@ def test_readahead_is_off_on_the_segment_being_populated_and_back_on_after(open_
     unpreemptible stretch."""
     monkeypatch.setattr(prefault, "device_readahead_kb", lambda path: 8192)  # this VM's disk
     ahead = 512 * 1024
-    store = open_store(background=True, mapped_file_size_commit_log_bytes=4 * SIZE, prefault_ahead_bytes=ahead)
+    store = open_store(background=True, commit_log_write_mode="mmap",
+                       mapped_file_size_commit_log_bytes=4 * SIZE, prefault_ahead_bytes=ahead)
     assert store.put_message(MessageInner("Advice", b"x" * 1000)).ok
     mf = store.commit_log.mapped_file_queue.last()
     _wait(lambda: mf.populated > 0)
@@ -207,7 +210,8 @@ def test_readahead_is_off_on_the_segment_being_populated_and_back_on_after(open_
 @pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="Linux only")
 def test_readahead_stays_on_where_the_device_reads_ahead_little(open_store, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setattr(prefault, "device_readahead_kb", lambda path: 128)  # most disks
-    store = open_store(background=True, mapped_file_size_commit_log_bytes=4 * SIZE, prefault_ahead_bytes=512 * 1024)
+    store = open_store(background=True, commit_log_write_mode="mmap",
+                       mapped_file_size_commit_log_bytes=4 * SIZE, prefault_ahead_bytes=512 * 1024)
     assert store.put_message(MessageInner("Advice", b"x" * 1000)).ok
     mf = store.commit_log.mapped_file_queue.last()
     _wait(lambda: mf.populated > 0)
@@ -238,3 +242,41 @@ def test_the_device_readahead_is_read_from_sysfs(tmp_path: Path) -> None:
     (disk / "vda1" / "queue" / "read_ahead_kb").write_text("128\n")
     assert pages.device_readahead_kb(target, sys_root) == 128
     assert pages.device_readahead_kb(tmp_path / "missing", sys_root) is None
+
+
+def test_a_staged_segment_is_read_in_not_faulted_in(open_store, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """commitLogWriteMode=pwrite: the writer's pages come into the page cache by posix_fadvise(WILLNEED) on the
+    descriptor (clean zeros), never by a writable fault of the mapping (every such page would be cleaned with a
+    TLB shootdown at each flush)."""
+    faulted: list[int] = []
+    read: list[tuple[int, int]] = []
+    real = mapped_file.read_in
+
+    def reading(fd: int, start: int, length: int) -> bool:
+        read.append((start, length))
+        return real(fd, start, length)
+
+    monkeypatch.setattr(mapped_file, "populate_write", lambda buf, start, length: faulted.append(start) or True)
+    monkeypatch.setattr(mapped_file, "read_in", reading)
+    ahead = 2 * SIZE
+    store = open_store(background=True, mapped_file_size_commit_log_bytes=16 * SIZE, prefault_ahead_bytes=ahead)
+    assert store.put_message(MessageInner("Staged", b"x" * 1000)).ok
+    mf = store.commit_log.mapped_file_queue.last()
+    assert mf.staged
+    _wait(lambda: mf.populated >= mf.wrote_position + ahead - PAGE)
+    assert read and not faulted
+    assert read[0][0] >= mf.wrote_position - mf.wrote_position % PAGE
+    assert store.get_message("Staged", 0, 0, 1).messages[0].body == b"x" * 1000
+
+
+def test_read_in_changes_no_byte(tmp_path: Path) -> None:
+    path = tmp_path / "seg"
+    with open(path, "wb") as f:
+        f.write(b"\x07" * 3 * PAGE)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        assert pages.read_in(fd, 0, 3 * PAGE) is True
+        assert pages.read_in(fd, PAGE, 0) is True
+    finally:
+        os.close(fd)
+    assert path.read_bytes() == b"\x07" * 3 * PAGE
