@@ -1,4 +1,5 @@
-"""In-process stores: a manual clock and ``open_store`` (small files, shut down after the test)."""
+"""In-process stores: a manual clock and ``open_store`` (small files, shut down after the test), and
+``records_written`` (a store's records as bytes, to compare two stores)."""
 
 from __future__ import annotations
 
@@ -31,3 +32,21 @@ def open_store(tmp_path: Path, clock: ManualClock) -> Iterator[Callable[..., Mes
     yield factory
     for store in opened:
         store.shutdown()
+
+
+STORE_TS = slice(56, 64)  # a record's store timestamp: it differs between two stores written one after the other
+
+
+def records_written(store: MessageStore) -> list[bytes]:
+    """Each record (or end-of-segment blank) written so far, in order, its store timestamp zeroed."""
+    out = []
+    for mf in store.commit_log.mapped_file_queue.files:
+        data = bytes(mf.mv[:mf.wrote_position])
+        pos = 0
+        while pos + 8 <= len(data):
+            size = int.from_bytes(data[pos:pos + 4], "big")
+            rec = bytearray(data[pos:pos + size])
+            rec[STORE_TS] = bytes(8)
+            out.append(bytes(rec))
+            pos += size
+    return out

@@ -19,11 +19,11 @@ from broker_core.store import MessageStore, PutStatus
 from broker_core.store.clock import Clock, ManualClock, OffsetClock
 from broker_core.store.message import MessageInner
 from broker_core.store.results import PutMessageResult
+from tests.plugins.stores import records_written
 
 native = pytest.importorskip("broker_core.codec._native", reason="the extension is built by `make`")
 
 RESULT_SLOTS = ("status", "phy_offset", "size", "queue_offset", "store_timestamp", "store_host", "store_port", "error")
-STORE_TS = slice(56, 64)  # a record's store timestamp: the wall clock's, so it differs between two stores
 
 
 @pytest.fixture
@@ -34,21 +34,6 @@ def clock() -> Clock:
 
 def single(fn: Any, store: MessageStore, msg: MessageInner) -> Any:
     return fn(store.commit_log, msg, PutStatus.PUT_OK, PutMessageResult)
-
-
-def written(store: MessageStore) -> list[bytes]:
-    """Each record written so far, its store timestamp zeroed."""
-    out = []
-    for mf in store.commit_log.mapped_file_queue.files:
-        data = bytes(mf.mv[:mf.wrote_position])
-        pos = 0
-        while pos + 8 <= len(data):
-            size = int.from_bytes(data[pos:pos + 4], "big")
-            rec = bytearray(data[pos:pos + size])
-            rec[STORE_TS] = bytes(8)
-            out.append(bytes(rec))
-            pos += size
-    return out
 
 
 def view(r: PutMessageResult) -> tuple[Any, ...]:
@@ -106,7 +91,7 @@ def test_native_and_pure_twins_store_the_same(open_store: Any, tmp_path: Any,
             outcomes[k].append((taken, *view(r)))
     native_store, pure_store = stores
     assert outcomes[0] == outcomes[1]
-    assert written(native_store) == written(pure_store)
+    assert records_written(native_store) == records_written(pure_store)
     assert native_store.commit_log.topic_queue_table == pure_store.commit_log.topic_queue_table
 
     def handoff(store: MessageStore) -> list[tuple[Any, ...]]:

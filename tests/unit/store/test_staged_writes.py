@@ -16,6 +16,7 @@ import pytest
 from broker_core.store import pages
 from broker_core.store.mapped_file import STAGE_RELEASE, MappedFile, offset_to_file_name
 from broker_core.store.message import MessageInner
+from tests.plugins.stores import records_written
 
 SYNCS: list[Callable[..., None]] = [pages.py_sync_range]
 try:
@@ -101,22 +102,6 @@ def test_the_c_put_falls_back_the_same_way(open_store: Any) -> None:
     assert [m.body for m in store.get_message("T", 0, 0, 10).messages] == [b"first", b"second"]
 
 
-def records(store: Any) -> list[bytes]:
-    """Each segment's written bytes, store timestamps zeroed."""
-    out = []
-    for mf in store.commit_log.mapped_file_queue.files:
-        data = bytearray(mf.mv[:mf.wrote_position])
-        pos = 0
-        while pos + 8 <= len(data):
-            size = int.from_bytes(data[pos:pos + 4], "big")
-            if int.from_bytes(data[pos + 4:pos + 8], "big") != 0xDAA320A7:  # the blank at a segment's end
-                break
-            data[pos + 56:pos + 64] = bytes(8)
-            pos += size
-        out.append(bytes(data))
-    return out
-
-
 def test_both_write_modes_store_the_same_bytes_and_recover_them(open_store: Any, tmp_path: Path) -> None:
     msgs = [MessageInner("Same", os.urandom(n % 900 + 1), n % 4, keys=f"k{n}") for n in range(300)]
     stores = {}
@@ -133,8 +118,7 @@ def test_both_write_modes_store_the_same_bytes_and_recover_them(open_store: Any,
     assert stores["pwrite"].commit_log.mapped_file_queue.last().staged
     assert not stores["mmap"].commit_log.mapped_file_queue.last().staged
     assert len(stores["pwrite"].commit_log.mapped_file_queue.files) >= 2  # rolled over segments
-    a, b = records(stores["pwrite"]), records(stores["mmap"])
-    assert a == b
+    assert records_written(stores["pwrite"]) == records_written(stores["mmap"])
     store = stores["pwrite"]
     store.flush()
     end = store.commit_log.max_offset()
