@@ -1274,9 +1274,9 @@ static PyObject *py_pick_units(PyObject *self, PyObject *args) {
     PyObject *runs = PyList_New(0), *phys = PyList_New(0), *offsets = PyList_New(0);
     PyObject *res = NULL;
     if (runs == NULL || phys == NULL || offsets == NULL) goto done;
-    long long total = 0, run_start = -1, run_len = 0, run_end = -1;
+    long long total = 0, run_start = 0, run_len = 0, run_end = 0;
     Py_ssize_t run_first = 0, picked = 0, pos = 0;
-    int removed = 0;
+    int removed = 0, have_run = 0;  /* a flag, not a sentinel offset: a corrupt unit may name any offset, -1 too */
     while (pos + 20 <= limit && picked < max_nums) {
         long long phy = rd_i64(b + pos);
         int32_t size = rd_i32(b + pos + 8);
@@ -1293,13 +1293,13 @@ static PyObject *py_pick_units(PyObject *self, PyObject *args) {
             if (!in) continue;
         }
         if (picked > 0 && total + size > max_bytes) { pos -= 20; break; }
-        if (phy != run_end) {
-            if (run_start >= 0) {
+        if (!have_run || phy != run_end) {
+            if (have_run) {
                 PyObject *r = Py_BuildValue("(LLn)", run_start, run_len, run_first);
                 if (r == NULL || PyList_Append(runs, r) < 0) { Py_XDECREF(r); goto done; }
                 Py_DECREF(r);
             }
-            run_start = phy; run_len = 0; run_first = picked;
+            run_start = phy; run_len = 0; run_first = picked; have_run = 1;
         }
         run_len += size;
         run_end = phy + size;
@@ -1311,7 +1311,7 @@ static PyObject *py_pick_units(PyObject *self, PyObject *args) {
         total += size;
         picked++;
     }
-    if (run_start >= 0) {
+    if (have_run) {
         PyObject *r = Py_BuildValue("(LLn)", run_start, run_len, run_first);
         if (r == NULL || PyList_Append(runs, r) < 0) { Py_XDECREF(r); goto done; }
         Py_DECREF(r);

@@ -90,7 +90,7 @@ def pick_units(buf: bytes | bytearray | memoryview, limit: int, max_nums: int, m
         if phys and total + size > max_bytes:
             pos -= CQ_STORE_UNIT_SIZE
             break
-        if phy == run_end:
+        if runs and phy == run_end:  # a run to extend (not a sentinel: a corrupt unit may name offset -1)
             start, length, first = runs[-1]
             runs[-1] = (start, length + size, first)
         else:

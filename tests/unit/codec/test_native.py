@@ -379,6 +379,17 @@ def test_pick_units(units: list[tuple[int, int, int]], data: st.DataObject) -> N
     assert len(phys) == len(offsets) and [r[2] for r in runs] == sorted({r[2] for r in runs})
 
 
+def test_pick_units_with_a_unit_at_offset_minus_one() -> None:
+    """Hypothesis found both twins wrong here: the pure one took offset -1 for "a run to extend" (IndexError), the
+    C one for "no run yet" (the run dropped). A corrupt unit may name any offset; min_phy is -1 for an empty log."""
+    for units, runs in (([(-1, 20, 0)], [(-1, 20, 0)]),
+                        ([(0, 0, 0), (-1, 0, 1)], [(0, 0, 0), (-1, 0, 1)]),
+                        ([(-1, 1, 0), (0, 5, 0)], [(-1, 6, 0)])):
+        buf = b"".join(consume_queue.encode_unit(*u) for u in units)
+        got = same(consume_queue.py_pick_units, native.pick_units, buf, len(buf), 10, -1, None, 1 << 20, 0)
+        assert got[0] == runs
+
+
 def test_record_crcs_are_isal_s_where_it_is_installed() -> None:
     """requirements.txt pins isal: the extension must have picked it up (else it silently runs zlib's CRC)."""
     import importlib.util
