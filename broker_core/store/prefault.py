@@ -10,9 +10,9 @@ This thread takes those faults first: ``pages.populate_write`` (``madvise(MADV_P
 over the next ``prefaultAheadBytes`` past the write position, in one call per request (``CHUNK`` at most), so the
 writer finds the pages mapped and writable. RocketMQ's ``warmMapedFileEnable`` (off by default, as here) instead
 writes the whole next segment with zeros and syncs it: a second disk write of every byte. Here the pages faulted in
-ahead are dirty zeros, so a flush that comes before the writer gets there writes at most ``prefaultAheadBytes`` of
-zeros past the data, which the data overwrites later; readers never read past the write position, and recovery reads
-zeros as the end of the log, as it reads the unwritten blocks.
+ahead are dirty zeros; the store's flushes sync only the written range (``pages.sync_range``), but the kernel's own
+write-back may write at most ``prefaultAheadBytes`` of zeros past the data, which the data overwrites later; readers
+never read past the write position, and recovery reads zeros as the end of the log, as it reads the unwritten blocks.
 
 The writer (``CommitLog``) calls :meth:`request` after an append once its position is within half the window of
 the end it last asked for (a comparison per put call; a wake about every half window, 4 MiB by default). The pages just
