@@ -70,6 +70,7 @@ class MappedFile:
         self.fd = self._fd  # the descriptor staged appends are written through (commit)
         self.wv = self.mv  # where appends are written: the mapping, or the staging buffer (stage)
         self.staged = False
+        self.unstageable = False  # staging failed on this segment (no buffer, a failed pwrite): it stays unstaged
         self.released = 0  # staging below this was given back to the kernel (commit)
         self._stage: mmap.mmap | None = None
         self.wrote_position = 0
@@ -172,14 +173,15 @@ class MappedFile:
         """Appends from now on go into an anonymous buffer laid out as the file (``wv``), then into the file by
         ``pwrite`` (:meth:`commit`) before the write position passes them; the mapping is only read. A page written
         through a shared mapping is cleaned at each write-back with a TLB shootdown of every CPU running the process
-        (20 us an IPI on this VM, one per 4 KiB flushed) and faults again at the next store. Never for a full
-        segment; the buffer goes when the segment fills or closes. Readers never see it."""
-        if self.staged or self.is_full() or not self._available:
+        (20 us an IPI on this VM, one per 4 KiB flushed) and faults again. Never for a full segment; readers never
+        see the buffer, which goes when the segment fills or closes."""
+        if self.staged or self.unstageable or self.is_full() or not self._available:
             return
         try:
             self._stage = staging_buffer(self.file_size)
         except OSError as exc:  # e.g. strict overcommit: appends go through the mapping, as unstaged
             log.warning("no staging buffer for %s (%s): appends go through the mapping", self.path, exc)
+            self.unstageable = True
             return
         self.released = self.wrote_position - self.wrote_position % STAGE_RELEASE
         self.wv = memoryview(self._stage)
@@ -198,7 +200,7 @@ class MappedFile:
         except OSError as exc:  # the bytes go through the mapping instead (as unstaged), and so do later appends
             log.error("pwrite into %s failed (%s): appends go through the mapping from now on", self.path, exc)
             self.mv[start:end] = wv[start:end]
-            self.unstage()
+            self.unstage(for_good=True)
             return
         if end >= self.file_size or end - self.released >= STAGE_RELEASE:
             self.release_staged(end)
@@ -206,9 +208,7 @@ class MappedFile:
     def release_staged(self, end: int) -> None:
         """Staging below ``end`` (whole ``STAGE_RELEASE`` steps) back to the kernel; the buffer dropped at the end."""
         stage = self._stage
-        if stage is None:
-            return
-        if end >= self.file_size:
+        if stage is None or end >= self.file_size:
             self.unstage()
             return
         upto = end - end % STAGE_RELEASE
@@ -216,8 +216,9 @@ class MappedFile:
             give_back(stage, self.released, upto - self.released)
             self.released = upto
 
-    def unstage(self) -> None:
-        """Appends go through the mapping again (a full or closing segment): the staging buffer is dropped."""
+    def unstage(self, for_good: bool = False) -> None:
+        """Appends go through the mapping again (a full or closing segment; ``for_good``: never staged again)."""
+        self.unstageable = self.unstageable or for_good
         if self._stage is None:
             return
         wv, stage = self.wv, self._stage

@@ -76,6 +76,8 @@ def test_a_failed_pwrite_goes_through_the_mapping_and_unstages(tmp_path: Path, c
         mf.fd = good
     assert bytes(mf.mv[:6]) == b"abcdef" and not mf.staged
     assert "appends go through the mapping" in caplog.text
+    mf.stage()  # "from now on": not staged again
+    assert not mf.staged
     mf.close()
 
 
@@ -143,3 +145,22 @@ def test_sync_range_answers_the_same_at_the_edges(tmp_path: Path, sync: Callable
             sync(mf.mm, start, length)
     assert os.pread(mf.fd, 10, 0) == b"0123456789"
     mf.close()
+
+
+def test_without_a_staging_buffer_appends_go_through_the_mapping(open_store: Any, monkeypatch: pytest.MonkeyPatch,
+                                                                  caplog: Any) -> None:
+    """The kernel refuses the buffer (strict overcommit): the segment stays unstaged, said once in the log, and
+    puts are stored through the mapping as in mmap mode."""
+    from broker_core.store import mapped_file
+
+    def refused(size: int) -> mmap.mmap:
+        raise OSError(12, "Cannot allocate memory")
+
+    monkeypatch.setattr(mapped_file, "staging_buffer", refused)
+    store = open_store(mapped_file_size_commit_log_bytes=64 * 1024)
+    for _ in range(3):  # the batch way asks to stage the last segment at each call: it is not asked again
+        assert store.put_message(MessageInner("NoStage", b"x" * 100)).ok
+    mf = store.commit_log.mapped_file_queue.last()
+    assert not mf.staged and mf.unstageable and mf.wv is mf.mv
+    assert caplog.text.count("no staging buffer") == 1
+    assert store.get_message("NoStage", 0, 0, 1).messages[0].body == b"x" * 100
