@@ -57,17 +57,16 @@ class MappedFile:
             raise StoreError(f"segment file name is not a 20-digit offset: {self.path}") from None
         if create:
             _create_allocated(self.path, file_size)
-        self._fd = os.open(self.path, os.O_RDWR)
+        self.fd = os.open(self.path, os.O_RDWR)  # also what staged appends are written through (commit)
         try:
-            actual = os.fstat(self._fd).st_size
+            actual = os.fstat(self.fd).st_size
             if actual != file_size:
                 raise StoreError(f"segment {self.path} is {actual} bytes, expected {file_size}")
-            self.mm = mmap.mmap(self._fd, file_size)
+            self.mm = mmap.mmap(self.fd, file_size)
         except BaseException:
-            os.close(self._fd)
+            os.close(self.fd)
             raise
         self.mv = memoryview(self.mm)
-        self.fd = self._fd  # the descriptor staged appends are written through (commit)
         self.wv = self.mv  # where appends are written: the mapping, or the staging buffer (stage)
         self.staged = False
         self.unstageable = False  # staging failed on this segment (no buffer, a failed pwrite): it stays unstaged
@@ -128,8 +127,8 @@ class MappedFile:
         (``madvise(MADV_POPULATE_*)`` holds the GIL for the whole call). Only for files with no data."""
         zeros = bytes(_WARM_CHUNK)
         for start in range(0, self.file_size, _WARM_CHUNK):
-            os.pwrite(self._fd, zeros[: min(_WARM_CHUNK, self.file_size - start)], start)
-        datasync(self._fd)
+            os.pwrite(self.fd, zeros[: min(_WARM_CHUNK, self.file_size - start)], start)
+        datasync(self.fd)
 
     def advise(self, advice: int) -> None:
         """``madvise`` the whole mapping (``mmap.MADV_*``); a file being destroyed is left alone, and a platform
@@ -313,9 +312,9 @@ class MappedFile:
         except BufferError:
             # A reader still has a view; the mapping goes when it is garbage collected.
             log.warning("segment %s is still exported by a reader; dropping the mapping late", self.path)
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = self.fd = -1
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
         return True
 
     def shutdown(self, interval_forcibly_ms: int, now_ms: int) -> None:
