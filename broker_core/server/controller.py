@@ -163,8 +163,9 @@ class BrokerController:
         self.store.reput.drive_from(loop, self._arrivals_awaited)
         self.transactions.load()
         self.pop_service.load()
+        sends = SendMessageProcessor(self, self.transactions)
         processors: list[Processor] = [
-            SendMessageProcessor(self, self.transactions), ConsumerProcessor(self), SendBackProcessor(self),
+            sends, ConsumerProcessor(self), SendBackProcessor(self),
             PopProcessor(self, self.pop_service), EndTransactionProcessor(self, self.transactions),
             SnapshotProcessor(self.snapshots, self.config.snapshot_max_lifetime_ms), AdminProcessor(self),
             StoreAdminProcessor(self)]
@@ -176,6 +177,7 @@ class BrokerController:
             idle_timeout=self.limits.idle_timeout_s, max_inflight=self.limits.max_inflight,
             on_close=self._connection_closed, rpc_hook=self.acl, write_buffer_high=self.limits.write_buffer_high,
             write_buffer_low=self.limits.write_buffer_low)
+        self.server.lane = sends.lane  # one plain SEND_MESSAGE_V2 a read, answered in one C call (send_fast.py)
         self.port = await self.server.start(host, port)
         await self._listen_vip(host, port)
         self.store.set_store_port(self.port)

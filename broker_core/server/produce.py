@@ -33,7 +33,7 @@ from broker_core.protocol.validation import RETRY_GROUP_TOPIC_PREFIX, TRANS_HALF
 from broker_core.remoting.loops import within
 from broker_core.remoting.server import Connection, Handler
 from broker_core.server.retry import ensure_topic
-from broker_core.server.send_fast import make_single_v2
+from broker_core.server.send_fast import Lane, make_lane, make_single_v2
 from broker_core.server.state import TopicConfig
 from broker_core.store import BatchPutResult, GroupCommitRequest, MessageInner, PutMessageResult, PutStatus
 
@@ -242,6 +242,7 @@ class SendMessageProcessor:
     def __init__(self, ctl: BrokerController, transactions: TransactionService) -> None:
         self.ctl = ctl
         self.transactions = transactions
+        self.lane: Lane | None = None  # the send lane for the RemotingServer (send_fast.make_lane), from handlers()
 
     def handlers(self) -> dict[int, Handler]:
         ctl, transactions = self.ctl, self.transactions
@@ -317,7 +318,9 @@ class SendMessageProcessor:
                 return _replica_then(_after_replica(ctl, request, result.end_offset, mark), respond)
             return respond() if request is None else _after_batch_flush(ctl, request, result, respond)
 
-        single_v2 = make_single_v2(ctl, _send_response, _born)
+        valid_names: dict[str, bool] = {}  # topic names found valid, shared by the fast path and the lane
+        single_v2 = make_single_v2(ctl, _send_response, _born, valid_names)
+        self.lane = make_lane(ctl, valid_names)
 
         def send(cmd: RemotingCommand, conn: Connection) -> RemotingCommand | bytes | Awaitable[RemotingCommand]:
             if ctl.ha.is_slave:  # before anything, so a slave never auto-creates a topic

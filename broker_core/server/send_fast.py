@@ -4,14 +4,25 @@ wait for. It reads the V2 letters directly (no V1 map), remembers the born host 
 check per topic, builds the ``MessageInner`` in one codec call (``codec/send_v2.py``, in C), and answers a stored
 message with the response frame encoded at once (same fields, same order as ``produce._send_response``'s; a JSON
 request or a refused put gets that function's answer). Anything unusual returns None: the general path in ``produce.py``
-decides, with its checks and errors. tests/unit/server/test_send_fast_path.py holds both paths equal."""
+decides, with its checks and errors. tests/unit/server/test_send_fast_path.py holds both paths equal.
+
+The send lane (:func:`make_lane`) goes one step further for the commonest read, one whole frame of such a send: the
+broker's connection hands it the read's bytes before decoding them, and ``_native.serve_send_v2`` (C) answers it in
+one call: the same checks as ``produce.send``, :func:`single_v2` and ``MessageStore.put_message``, in the same order,
+the same record stored and the same response frame, without the request object, the dispatch and the handler
+frames. It answers only sends to topics :func:`single_v2` has already found valid, on connections whose born host it
+has already remembered; anything else, or anything unusual, answers None before anything is stored, and the read
+takes the general way. Without the C codec there is no lane. tests/unit/server/test_send_lane.py holds the lane's
+answers and records equal to the general path's."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from broker_core.codec.message import host_to_bytes
+from broker_core.codec.native import NATIVE
 from broker_core.codec.send_v2 import v2_message
 from broker_core.codec.wire import SERIALIZE_ROCKETMQ, encode_send_ok
 from broker_core.protocol import RemotingCommand
@@ -27,13 +38,15 @@ if TYPE_CHECKING:
 PUT_OK = PutStatus.PUT_OK
 SingleV2 = Callable[[RemotingCommand, Connection, dict[str, str]], "RemotingCommand | bytes | None"]
 SendResponse = Callable[["BrokerController", RemotingCommand, list[PutMessageResult], int], RemotingCommand]
+# (the bytes of one read, its connection) -> the answer frame, or None: the read goes the general way
+Lane = Callable[[bytes, Connection], "bytes | None"]
 
 
 def make_single_v2(ctl: BrokerController, send_response: SendResponse,
-                   born_of: Callable[[Connection], tuple[str, int]]) -> SingleV2:
-    """The fast path for ``ctl``: ``send_response`` and ``born_of`` are the general path's own."""
+                   born_of: Callable[[Connection], tuple[str, int]], valid_names: dict[str, bool]) -> SingleV2:
+    """The fast path for ``ctl``: ``send_response`` and ``born_of`` are the general path's own; ``valid_names`` is
+    the topic-name check it remembers (shared with :func:`make_lane`)."""
     put_nowait = ctl.store.put_messages_nowait
-    valid_names: dict[str, bool] = {}
     language = LANGUAGE_ORDINAL[LANGUAGE]
 
     def valid_topic(topic: str) -> bool:
@@ -77,3 +90,13 @@ def make_single_v2(ctl: BrokerController, send_response: SendResponse,
                               r.queue_offset, config.region_id, "true" if config.trace_on else "false")
 
     return single_v2
+
+
+def make_lane(ctl: BrokerController, valid_names: dict[str, bool]) -> Lane | None:
+    """The send lane for ``ctl`` (module docstring), or None without the C codec. ``valid_names`` is
+    :func:`make_single_v2`'s. The context tuple's order is ``serve_send_v2``'s (``L_*`` in ``_native.c``)."""
+    if NATIVE is None:
+        return None
+    ctx = (ctl.topics, valid_names, ctl.config, ctl.store, ctl.store.commit_log, ctl.stats, ctl.tracer, MessageInner,
+           PutMessageResult, PUT_OK, LANGUAGE_ORDINAL[LANGUAGE], CURRENT_VERSION, ctl.limits.max_frame_bytes)
+    return functools.partial(NATIVE.serve_send_v2, ctx)

@@ -26,12 +26,16 @@ backlog (a slave catching up, records a replay left) to the next turns. Measured
 dispatch itself. The thread then only polls every ``_IDLE_WAIT_S`` as a safety net (records appended while the
 loop is blocked, or by a path that did not report them).
 
-When nothing waits for arrivals (no held pull, no slave: ``drive_from``'s ``waited_for``), the dispatch of an
-append on the loop is deferred by up to ``_LOOP_DEFER_S`` (1 ms, the seeds' reput round) and batched with the
+When nothing waits for arrivals (no held pull, no slave: ``drive_from``'s ``waited_for``), the dispatch of an append
+on the loop is deferred by up to ``_LOOP_DEFER_S`` (10 ms; the seeds' reput thread sleeps 1 ms) and batched with the
 appends that follow. A client sending one message at a time is usually woken onto the broker's CPU (the kernel's
-wake-affine choice for socket wake-ups), so whatever the broker does after writing a send's answer delays the
-next send: the dispatch that followed each answer was 10 of a 62 us round trip (``perf`` sched and syscall
-timeline). Readers lose nothing: the store's reads dispatch what is appended before they read.
+wake-affine choice for socket wake-ups), so whatever the broker does after writing a send's answer delays the next
+send: the dispatch that followed each answer was 10 of a 62 us round trip (``perf`` sched and syscall timeline).
+Readers lose nothing: the store's reads dispatch what is appended before they read. Why 10 ms and not the seeds' 1
+ms: a dispatch costs the loop about 30 us before its first record (the reput pass, the queue and index calls, the
+arrival listeners; measured in process), and at one-at-a-time rates (3-10k sends/s) a 1 ms round dispatched only
+3-10 records, so that fixed cost was 3-9 us of every send (broker CPU per send, ``/proc``: 55 -> 49 us user with the
+C send lane).
 
 Crash behaviour: nothing is lost; on restart the dispatcher resumes from what the ConsumeQueues and
 IndexFiles show as done, or replays from the checkpoint's segment (see ``recovery.py``).
@@ -74,10 +78,11 @@ _POLLS_BEFORE_SLEEP = 20  # quiet polls before sleeping until an append
 # over turns, so requests are served between them
 _LOOP_BATCHES = 2
 # How long an append may wait for its dispatch on the loop when nothing waits for arrivals (the seeds' reput thread
-# sleeps 1 ms between rounds). Reads that need it dispatch first (MessageStore.get_message, get_max_offset_in_queue,
-# query_message: read-your-writes), so only the work waits, batched: one-at-a-time sends from a client on the
-# broker's CPU no longer wait behind the previous send's dispatch (see the module docstring).
-_LOOP_DEFER_S = 0.001
+# sleeps 1 ms between rounds; the module docstring says why 10 here). Reads that need it dispatch first
+# (MessageStore.get_message, get_max_offset_in_queue, query_message: read-your-writes), so only the work waits,
+# batched: one-at-a-time sends from a client on the broker's CPU no longer wait behind the previous send's dispatch
+# (see the module docstring).
+_LOOP_DEFER_S = 0.01
 
 
 class ReputMessageService:

@@ -15,12 +15,12 @@ import pytest
 
 from broker_core.codec.message import encode_properties
 from broker_core.codec.wire import SERIALIZE_JSON, SERIALIZE_ROCKETMQ
-from broker_core.config import BrokerConfig
 from broker_core.protocol import FrameDecoder, RemotingCommand, RequestCode, ResponseCode
 from broker_core.protocol.headers import V2_TO_V1
 from broker_core.remoting.server import Connection
 from broker_core.server.controller import BrokerController
 from broker_core.server.state import TopicConfig
+from tests.conftest import small_config
 
 
 class _Transport:
@@ -38,11 +38,10 @@ LOOPS: dict[BrokerController, asyncio.AbstractEventLoop] = {}
 
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[tuple[BrokerController, Connection, _Transport]]:
-    cfg = BrokerConfig().with_store_dir(tmp_path)
-    cfg.namesrv_addr = ""
-    cfg.ha_listen_port = 0  # any free port (listenPort + 1 may be taken)
-    cfg.grpc_listen_port = -1
-    ctl = BrokerController(cfg.validate())
+    # ha_listen_port 0: any free port (listenPort + 1 may be taken); 1 MiB segments, not 1 GiB ones allocated on disk
+    cfg = small_config(tmp_path, namesrv_addr="", ha_listen_port=0, grpc_listen_port=-1,
+                       mapped_file_size_commit_log_bytes=1 << 20)
+    ctl = BrokerController(cfg)
     loop = asyncio.new_event_loop()
     LOOPS[ctl] = loop
     loop.run_until_complete(ctl.start("127.0.0.1", 0))
