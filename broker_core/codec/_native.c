@@ -2517,7 +2517,8 @@ static PyObject *py_serve_send_v2(PyObject *self, PyObject *const *args, Py_ssiz
     PyObject *batch = qtext ? PyDict_GetItemWithError(h.ext, lane_str[LA_M]) : NULL;
     if (PyErr_Occurred()) goto out;
     if (topic == NULL || qtext == NULL || !PyUnicode_Check(qtext) || PyUnicode_GET_LENGTH(qtext) == 0) goto none;
-    if (batch != NULL) {  /* single_v2: btext and btext.lower() == "true" */
+    if (batch != NULL && !(PyUnicode_CheckExact(batch) && _PyUnicode_EqualToASCIIString(batch, "false"))) {
+        /* single_v2: btext and btext.lower() == "true" ("false", what clients send, without the call) */
         if (!PyUnicode_Check(batch)) goto none;
         PyObject *lower = PyObject_CallMethod(batch, "lower", NULL);
         if (lower == NULL) goto out;

@@ -286,3 +286,11 @@ def test_the_lane_checks_its_context() -> None:
     assert NATIVE is not None
     with pytest.raises(TypeError, match="ctx a tuple"):
         NATIVE.serve_send_v2((), b"", None)
+
+
+@pytest.mark.parametrize("m", ["False", "", "no"])
+def test_a_batch_flag_other_than_true_is_a_plain_send(broker: _Broker, m: str) -> None:
+    """single_v2's rule (``btext and btext.lower() == "true"``): anything else is one plain message, in the lane."""
+    _warm(broker, "LaneT")
+    (resp,) = broker.read(_frame("LaneT", m=m))
+    assert resp.code == ResponseCode.SUCCESS and broker.lane.answered == 1
