@@ -87,11 +87,8 @@ class _ServerProtocol(asyncio.Protocol):
             if answer is not None:
                 conn.transport.write(answer)
                 return
-        try:
-            commands = self.decoder.feed(data)
-        except ProtocolError as exc:
-            log.warning("%s: malformed frame from %s, closing the connection: %s", self.server.name, conn.remote, exc)
-            conn.close()
+        commands = self._decode(data)
+        if commands is None:
             return
         if conn.backlog or conn.transport_full or len(conn.outbox) >= MAX_QUEUED:  # conn.paused, inlined
             conn.backlog.extend(cmd for cmd in commands if not cmd.is_response)
@@ -114,19 +111,24 @@ class _ServerProtocol(asyncio.Protocol):
         finally:
             conn.uncork()
 
+    def _decode(self, data: bytes) -> list[RemotingCommand] | None:
+        """The commands ``data`` completes, or None when it is malformed (the connection is then closed, logged)."""
+        try:
+            return self.decoder.feed(data)
+        except ProtocolError as exc:
+            conn = self.conn
+            assert conn is not None
+            log.warning("%s: malformed frame from %s, closing the connection: %s", self.server.name, conn.remote, exc)
+            conn.close()
+            return None
+
     def _lane_failed(self, data: bytes, exc: Exception) -> None:
         """The lane raised (it may have stored the message): answered as :meth:`RemotingServer.dispatch` answers a
         handler that raised, from the frame decoded the general way (which closes the connection if it is bad)."""
         conn = self.conn
         assert conn is not None
         log.error("%s: the send lane failed", self.server.name, exc_info=exc)
-        try:
-            commands = self.decoder.feed(data)
-        except ProtocolError as perr:
-            log.warning("%s: malformed frame from %s, closing the connection: %s", self.server.name, conn.remote, perr)
-            conn.close()
-            return
-        for cmd in commands:
+        for cmd in self._decode(data) or ():
             if not cmd.flags & (FLAG_RESPONSE | FLAG_ONEWAY):
                 conn.send(cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}"))
 
