@@ -27,7 +27,13 @@ import time
 from broker_core.codec.wire import FRAME_HEAD, FRAME_HEAD_SIZE, decode_frame
 from broker_core.protocol import ProtocolError, RemotingCommand
 from broker_core.protocol.acl import SessionCredentials, sign_command
-from broker_core.protocol.command import LANGUAGES, check_frame_head, decode_command
+from broker_core.protocol.command import (
+    DEFAULT_MAX_FRAME_BYTES,
+    FLAG_RESPONSE,
+    LANGUAGES,
+    check_frame_head,
+    decode_command,
+)
 from broker_core.remoting.client import RemotingTimeout, default_serialize_type
 from broker_core.remoting.receive import BytesReceiver
 
@@ -122,14 +128,35 @@ class _Socket:
             self.end = end
         return start
 
-    def read_frame(self, deadline: float) -> RemotingCommand:
-        """The next whole command on the socket."""
+    def read_frame(self, deadline: float, fresh: bool = False) -> RemotingCommand:
+        """The next whole command on the socket. ``fresh``: the kernel timeout was just set for ``deadline`` (by
+        :meth:`send`), so with nothing buffered the first ``recv`` goes straight to the socket (the usual answer
+        comes whole in that one call)."""
         start = self.start
+        if fresh and self.end == 0:
+            try:
+                n = self.sock.recv_into(self.view)
+            except BlockingIOError:  # SO_RCVTIMEO expired with nothing received: _fill waits out the deadline
+                n = -1
+            if n == 0:
+                raise ConnectionError(f"connection to {self.addr} closed")
+            if n > 0:
+                self.end = n
         if self.end - start < FRAME_HEAD_SIZE:
             start = self._fill(FRAME_HEAD_SIZE, deadline)
         length, word = _unpack_head(self.buf, start)
-        serialize_type, header_len = check_frame_head(length, word)
         size = length + 4
+        if FRAME_HEAD_SIZE < size <= self.end - start:  # the whole frame is here (the usual answer): one codec call
+            stop = start + size
+            cmd = decode_frame(bytes(self.view[start:stop]), DEFAULT_MAX_FRAME_BYTES, RemotingCommand, LANGUAGES,
+                               "OTHER")
+            if cmd is not None:
+                if stop == self.end:
+                    self.start = self.end = 0
+                else:  # the start of the next frame: kept for the next read
+                    self.start = stop
+                return cmd
+        serialize_type, header_len = check_frame_head(length, word)  # a frame decode_frame leaves to the general way
         if self.end - start < size:
             if size > len(self.buf):
                 return self._read_large(serialize_type, header_len, length, deadline)
@@ -233,10 +260,10 @@ class BlockingClient:
         deadline = _monotonic() + timeout
         try:
             s.send(cmd.encode(), deadline)
-            while True:
+            resp = s.read_frame(deadline, fresh=True)
+            while resp.opaque != opaque or not resp.flags & FLAG_RESPONSE:  # a notification before the answer
                 resp = s.read_frame(deadline)
-                if resp.opaque == opaque and resp.is_response:
-                    return resp
+            return resp
         except TimeoutError:
             self._drop(s)  # a late reply would confuse the next request on this socket
             raise RemotingTimeout(f"request {cmd.code} to {addr} timed out after {timeout:.1f}s") from None
