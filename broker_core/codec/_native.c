@@ -2385,7 +2385,7 @@ static PyObject *py_v2_message(PyObject *self, PyObject *args) {
 }
 
 /* ------------------------------------------------------------------ the broker's send lane */
-/* serve_send_v2(ctx, data, conn) -> the answer frame (bytes), or None: see server/send_lane.py, which builds ctx
+/* serve_send_v2(ctx, data, conn) -> the answer frame (bytes), or None: see server/send_fast.py (make_lane), which builds ctx
  * (a tuple, L_* order) and states the contract. `data` is what one read brought; the lane answers only when it is
  * exactly one ROCKETMQ frame of a plain SEND_MESSAGE_V2 request, every check of the Python path passes (the same
  * checks: produce.send, send_fast.single_v2, MessageStore.put_message) and the record is stored (PUT_OK). Anything

@@ -102,7 +102,6 @@ class _Broker:
         return FrameDecoder().feed(b"".join(self.transport.written[before:]))
 
     def close(self) -> None:
-        self.transport.is_closing = lambda: True  # type: ignore[method-assign]
         self.loop.run_until_complete(self.ctl.shutdown())
         self.loop.close()
 
