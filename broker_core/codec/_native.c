@@ -2472,7 +2472,7 @@ static PyObject *lane_topic(PyObject *const *ctx, PyObject *topic) {
 
 static PyObject *py_serve_send_v2(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 3 || !PyTuple_Check(args[0]) || PyTuple_GET_SIZE(args[0]) != L_COUNT) {
-        PyErr_SetString(PyExc_TypeError, "serve_send_v2 takes (ctx, data, conn), ctx a tuple from send_lane.py");
+        PyErr_SetString(PyExc_TypeError, "serve_send_v2 takes (ctx, data, conn), ctx a tuple from send_fast.make_lane");
         return NULL;
     }
     PyObject *const *ctx = &PyTuple_GET_ITEM(args[0], 0);
