@@ -23,6 +23,7 @@
 #include <string.h>
 #include <errno.h>
 #include <unistd.h>
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <limits.h>
@@ -2717,6 +2718,36 @@ static PyObject *py_populate_write(PyObject *self, PyObject *args) {
 #endif
 }
 
+/* read_in(fd, start, length) -> bool: posix_fadvise(WILLNEED) of [start, start+length) of a file in POPULATE_SLICE
+ * steps, the GIL released once for all of them (pages.py read_in is the pure twin, which gives the GIL up and must
+ * get it back at each step: behind a busy writer that is a switch interval per 128 KiB, so the prefault thread fell
+ * behind the very writer it reads ahead for). True when every step was taken; OSError for a refused one (the
+ * pure twin's os.posix_fadvise raises it too); ValueError for a negative start or length. */
+static PyObject *py_read_in(PyObject *self, PyObject *args) {
+    int fd;
+    long long start, length;
+    if (!PyArg_ParseTuple(args, "iLL", &fd, &start, &length)) return NULL;
+    if (start < 0 || length < 0) {
+        PyErr_SetString(PyExc_ValueError, "read_in: negative start or length");
+        return NULL;
+    }
+#ifdef POSIX_FADV_WILLNEED
+    int err = 0;
+    long long end = start + length;
+    Py_BEGIN_ALLOW_THREADS
+    for (long long at = start; at < end && err == 0; at += (long long)POPULATE_SLICE) {
+        long long n = end - at < (long long)POPULATE_SLICE ? end - at : (long long)POPULATE_SLICE;
+        err = posix_fadvise(fd, (off_t)at, (off_t)n, POSIX_FADV_WILLNEED);  /* returns the error, errno untouched */
+    }
+    Py_END_ALLOW_THREADS
+    if (err == 0) Py_RETURN_TRUE;
+    errno = err;
+    return PyErr_SetFromErrno(PyExc_OSError);
+#else
+    Py_RETURN_FALSE;
+#endif
+}
+
 /* sync_range(buf, start, length): msync(MS_SYNC) of the pages holding [start, start+length) of a shared file
  * mapping, the GIL released: the kernel writes back and waits for only that range of the file (vfs_fsync_range,
  * as fdatasync does for the whole file, device cache flush included). pages.py's pure twin is mmap.flush. */
@@ -2898,6 +2929,7 @@ static PyMethodDef methods[] = {
     {"take_pending", py_take_pending, METH_VARARGS, "The dispatcher's drain of the put path's hand-off."},
     {"populate_write", py_populate_write, METH_VARARGS, "Fault in a mapping's pages for writing (GIL released)."},
     {"sync_range", py_sync_range, METH_VARARGS, "msync(MS_SYNC) a range of a file mapping (GIL released)."},
+    {"read_in", py_read_in, METH_VARARGS, "posix_fadvise(WILLNEED) a range of a file in slices (GIL released)."},
     {"encode_binary_frame", py_encode_binary_frame, METH_VARARGS, "A whole frame with a ROCKETMQ binary header."},
     {"v2_message", py_v2_message, METH_VARARGS, "The store message of a plain SEND_MESSAGE_V2, or None."},
     {"serve_send_v2", (PyCFunction)(void (*)(void))py_serve_send_v2, METH_FASTCALL,

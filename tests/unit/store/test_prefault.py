@@ -6,6 +6,7 @@ asking where the platform cannot."""
 from __future__ import annotations
 
 import ctypes
+import errno
 import itertools
 import mmap
 import os
@@ -23,12 +24,14 @@ from broker_core.store.message import MessageInner
 from broker_core.store.prefault import PrefaultService
 
 IMPLEMENTATIONS = [pages.py_populate_write]
+READ_INS = [pages.py_read_in]
 try:
     from broker_core.codec import _native
 except ImportError:  # the extension is built by `make`; the pure twin is still checked
     pass
 else:
     IMPLEMENTATIONS.append(_native.populate_write)
+    READ_INS.append(_native.read_in)
 
 SIZE = 1 << 20
 PAGE = mmap.PAGESIZE
@@ -269,23 +272,46 @@ def test_a_staged_segment_is_read_in_not_faulted_in(open_store, monkeypatch: pyt
     assert store.get_message("Staged", 0, 0, 1).messages[0].body == b"x" * 1000
 
 
-def test_read_in_brings_pages_into_the_page_cache_without_changing_a_byte(tmp_path: Path) -> None:
+@pytest.mark.parametrize("read_in", READ_INS, ids=lambda f: "native" if f is not pages.py_read_in else "pure")
+def test_read_in_brings_pages_into_the_page_cache_without_changing_a_byte(tmp_path: Path,
+                                                                         read_in: Callable[..., bool]) -> None:
     """posix_fadvise(WILLNEED) on the descriptor: the allocated, unwritten pages come in (mincore sees them through
-    a mapping of the same file), as zeros."""
+    a mapping of the same file), as zeros; a range over several slices comes in whole, a byte written stays."""
     fd = os.open(tmp_path / "00000000000000000000", os.O_RDWR | os.O_CREAT, 0o644)
     try:
         os.posix_fallocate(fd, 0, SIZE)
+        os.pwrite(fd, b"hello", 3 * pages.SLICE + 7)
+        os.fdatasync(fd)
+        os.posix_fadvise(fd, 0, SIZE, os.POSIX_FADV_DONTNEED)  # the written page out of the cache again
         mm = mmap.mmap(fd, SIZE)
         if any(resident(mm, 0, SIZE)):
             pytest.skip("this file system keeps new files' pages in memory already (tmpfs?): nothing to observe")
-        assert pages.read_in(fd, 40 * PAGE, 16 * PAGE) is True
-        assert pages.read_in(fd, PAGE, 0) is True
+        assert read_in(fd, 40 * PAGE, 16 * PAGE) is True
+        assert read_in(fd, PAGE, 0) is True
+        many = (2 * pages.SLICE, 3 * pages.SLICE + PAGE)  # three slices and a page: each step's range taken
+        assert read_in(fd, many[0], many[1]) is True
         deadline = time.monotonic() + 5  # WILLNEED may start the reads and return
-        while not all(resident(mm, 40 * PAGE, 16 * PAGE)) and time.monotonic() < deadline:
+        while not (all(resident(mm, 40 * PAGE, 16 * PAGE)) and all(resident(mm, *many))) and \
+                time.monotonic() < deadline:
             time.sleep(0.01)
-        assert all(resident(mm, 40 * PAGE, 16 * PAGE))
+        assert all(resident(mm, 40 * PAGE, 16 * PAGE)) and all(resident(mm, *many))
         assert not any(resident(mm, 0, PAGE))  # only what was asked for (and the kernel's readahead, not below)
-        assert mm[:] == bytes(SIZE)
+        expected = bytearray(SIZE)
+        expected[3 * pages.SLICE + 7:3 * pages.SLICE + 12] = b"hello"
+        assert mm[:] == expected
         mm.close()
     finally:
         os.close(fd)
+
+
+@pytest.mark.parametrize("read_in", READ_INS)
+def test_read_in_answers_the_same_for_bad_arguments(tmp_path: Path, read_in: Callable[..., bool]) -> None:
+    """Both twins: ValueError for a negative start or length, the kernel's EBADF as OSError for a closed file."""
+    for start, length in ((-1, 10), (0, -1)):
+        with pytest.raises(ValueError, match="negative start or length"):
+            read_in(0, start, length)
+    fd = os.open(tmp_path / "f", os.O_RDWR | os.O_CREAT, 0o644)
+    os.close(fd)
+    with pytest.raises(OSError) as info:
+        read_in(fd, 0, PAGE)
+    assert info.value.errno == errno.EBADF
