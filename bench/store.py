@@ -144,8 +144,13 @@ def sync_flush_writers(n: int, workdir: Path, writers: int) -> tuple[float, int]
 
 def sync_flush_async_writers(n: int, workdir: Path, writers: int) -> tuple[float, int]:
     """64 asyncio writers on one event loop (how the broker server serves producers): each appends, then
-    awaits its group-commit request's future (the flush thread resolves a commit's futures in one call)."""
+    awaits its group-commit request's future (the flush thread resolves a commit's futures in one call). The loop
+    is the broker's (``loops.loop_factory``: uvloop where installed) and, as in a broker process, the GIL switch
+    interval is lowered (``loops.lower_switch_interval``) while the row runs, then put back."""
     import asyncio
+    import sys
+
+    from broker_core.remoting.loops import loop_factory, lower_switch_interval
 
     d = workdir / "sync-async"
     store = MessageStore(config(d, flush_disk_type="SYNC_FLUSH")).start()
@@ -165,7 +170,13 @@ def sync_flush_async_writers(n: int, workdir: Path, writers: int) -> tuple[float
         await asyncio.gather(*(writer(w) for w in range(writers)))
         return time.perf_counter() - t0
 
-    dt = asyncio.run(run())
+    interval = sys.getswitchinterval()
+    lower_switch_interval()
+    try:
+        with asyncio.Runner(loop_factory=loop_factory()) as runner:
+            dt = runner.run(run())
+    finally:
+        sys.setswitchinterval(interval)
     store.shutdown()
     shutil.rmtree(d)
     return per * writers / dt, bad[0]
