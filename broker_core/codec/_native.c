@@ -2720,8 +2720,8 @@ static PyObject *py_populate_write(PyObject *self, PyObject *args) {
 
 /* read_in(fd, start, length) -> bool: posix_fadvise(WILLNEED) of [start, start+length) of a file in POPULATE_SLICE
  * steps, the GIL released once for all of them (pages.py read_in is the pure twin, which gives the GIL up and must
- * get it back at each step: behind a busy writer that is a switch interval per 128 KiB, so the prefault thread fell
- * behind the very writer it reads ahead for). True when every step was taken; OSError for a refused one (the
+ * get it back at each step: behind a busy writer up to a switch interval per 128 KiB, while that writer zeroes the
+ * pages not read in yet itself). True when every step was taken; OSError for a refused one (the
  * pure twin's os.posix_fadvise raises it too); ValueError for a negative start or length. */
 static PyObject *py_read_in(PyObject *self, PyObject *args) {
     int fd;
