@@ -146,33 +146,36 @@ class _Socket:
             start = self._fill(FRAME_HEAD_SIZE, deadline)
         length, word = _unpack_head(self.buf, start)
         size = length + 4
-        if FRAME_HEAD_SIZE < size <= self.end - start:  # the whole frame is here (the usual answer): one codec call
+        whole = FRAME_HEAD_SIZE < size <= self.end - start
+        if whole:  # the whole frame is here (the usual answer): one codec call
             stop = start + size
             cmd = decode_frame(bytes(self.view[start:stop]), DEFAULT_MAX_FRAME_BYTES, RemotingCommand, LANGUAGES,
                                "OTHER")
             if cmd is not None:
-                if stop == self.end:
-                    self.start = self.end = 0
-                else:  # the start of the next frame: kept for the next read
-                    self.start = stop
+                self._consumed(stop)
                 return cmd
         serialize_type, header_len = check_frame_head(length, word)  # a frame decode_frame leaves to the general way
         if self.end - start < size:
             if size > len(self.buf):
                 return self._read_large(serialize_type, header_len, length, deadline)
             start = self._fill(size, deadline)
-        view = self.view
         stop = start + size
-        if stop == self.end:
-            self.start = self.end = 0
-        else:  # the start of the next frame: kept for the next read
-            self.start = stop
-        frame = bytes(view[start:stop])
-        cmd = decode_frame(frame, size, RemotingCommand, LANGUAGES, "OTHER")  # the usual answer, in one call
-        if cmd is not None:
-            return cmd
+        self._consumed(stop)
+        frame = bytes(self.view[start:stop])
+        if not whole:  # a frame that came in parts: the codec's one call, which the whole one above already had
+            cmd = decode_frame(frame, size, RemotingCommand, LANGUAGES, "OTHER")
+            if cmd is not None:
+                return cmd
         hstart = FRAME_HEAD_SIZE
         return decode_command(serialize_type, frame[hstart:hstart + header_len], frame[hstart + header_len:])
+
+    def _consumed(self, stop: int) -> None:
+        """A frame ending at ``stop`` was taken from the buffer: what follows it (the start of the next frame) stays
+        for the next read; an empty buffer starts again at its front."""
+        if stop == self.end:
+            self.start = self.end = 0
+        else:
+            self.start = stop
 
     def _read_large(self, serialize_type: int, header_len: int, length: int, deadline: float) -> RemotingCommand:
         """A frame over the buffer's size: every buffered byte is its own; the header and the body are each
