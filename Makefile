@@ -30,6 +30,9 @@ CPP_CLIENT_STAMP := $(CPP_CLIENT_VENV)/.installed
 # ... and ali-ons, the Node.js RocketMQ 4.x client, pinned by tests/compat/node/package-lock.json
 NODE_CLIENT_DIR := tests/compat/node
 NODE_CLIENT_STAMP := $(NODE_CLIENT_DIR)/node_modules/.installed
+# ... and rocketmq-client-nodejs, Apache's RocketMQ 5 Node.js client (gRPC), pinned by tests/compat/node5/package-lock.json
+NODE5_CLIENT_DIR := tests/compat/node5
+NODE5_CLIENT_STAMP := $(NODE5_CLIENT_DIR)/node_modules/.installed
 
 $(STAMP): requirements.txt
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON)"; exit 1; }
@@ -57,6 +60,11 @@ $(NODE_CLIENT_STAMP): $(NODE_CLIENT_DIR)/package-lock.json
 	cd $(NODE_CLIENT_DIR) && npm ci --no-audit --no-fund --loglevel=error
 	@touch $(NODE_CLIENT_STAMP)
 
+$(NODE5_CLIENT_STAMP): $(NODE5_CLIENT_DIR)/package-lock.json
+	@command -v npm >/dev/null || { echo "need node and npm (Node 20) for tests/compat"; exit 1; }
+	cd $(NODE5_CLIENT_DIR) && npm ci --no-audit --no-fund --loglevel=error
+	@touch $(NODE5_CLIENT_STAMP)
+
 run: $(STAMP) $(NATIVE) system-packages
 	@mkdir -p $(STORE_DIR) $(STORE_DIR)-slave var/redis
 	PYTHONPATH="$(CURDIR)" $(PY) manage.py ensure_secret_key
@@ -82,7 +90,7 @@ lint: $(STAMP)
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
 
-test: $(STAMP) $(NATIVE) $(CPP_CLIENT_STAMP) $(NODE_CLIENT_STAMP) system-packages lint
+test: $(STAMP) $(NATIVE) $(CPP_CLIENT_STAMP) $(NODE_CLIENT_STAMP) $(NODE5_CLIENT_STAMP) system-packages lint
 	$(VENV)/bin/pytest
 	@echo "codec and store suites again on the pure-Python codec (BROKER_CORE_PURE_PYTHON=1):"
 	BROKER_CORE_PURE_PYTHON=1 $(VENV)/bin/pytest -q -p no:cacheprovider tests/unit/codec tests/unit/store \
@@ -93,7 +101,7 @@ test: $(STAMP) $(NATIVE) $(CPP_CLIENT_STAMP) $(NODE_CLIENT_STAMP) system-package
 
 # The whole suite on the pure-Python codec (BROKER_CORE_PURE_PYTHON=1), about 15 minutes; `make test` runs only the
 # codec and store suites that way, to stay well under half an hour
-test-pure: $(STAMP) $(CPP_CLIENT_STAMP) $(NODE_CLIENT_STAMP) system-packages
+test-pure: $(STAMP) $(CPP_CLIENT_STAMP) $(NODE_CLIENT_STAMP) $(NODE5_CLIENT_STAMP) system-packages
 	BROKER_CORE_PURE_PYTHON=1 $(VENV)/bin/pytest -q -p no:cacheprovider
 
 # The fast loop: unit and architecture tests only, no broker processes, Redis, Spark or browser (seconds)
@@ -107,4 +115,4 @@ bench: $(STAMP) $(NATIVE)
 	$(PY) -m bench.push
 
 clean:
-	rm -rf $(VENV) $(CPP_CLIENT_VENV) $(NATIVE) build $(NODE_CLIENT_DIR)/node_modules var .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(CPP_CLIENT_VENV) $(NATIVE) build $(NODE_CLIENT_DIR)/node_modules $(NODE5_CLIENT_DIR)/node_modules var .pytest_cache .ruff_cache .hypothesis

@@ -13,14 +13,16 @@ gRPC -> record (a send):
 | ``body`` (GZIP encoding)               | body gunzipped (records hold the plain body)                 |
 
 record -> gRPC (a delivery): the reverse, with ``body_encoding`` IDENTITY (a 4.x client's zlib-compressed body
-is inflated first: gRPC's GZIP is not zlib), ``body_digest`` CRC32 (8 upper-case hex digits), the message type
-guessed from the properties, ``delivery_attempt`` = reconsume times + 1, and the receipt handle, queue,
+is inflated first: gRPC's GZIP is not zlib), ``body_digest`` MD5 in upper-case hex as the proxy sends it
+(every client checks MD5 alike; clients print a CRC32 differently: Node in decimal, Java and Go unpadded), the
+message type guessed from the properties, ``delivery_attempt`` = reconsume times + 1, and the receipt handle, queue,
 offset, store time and host, invisible duration.
 """
 
 from __future__ import annotations
 
 import gzip
+import hashlib
 import socket
 import zlib
 from collections.abc import Iterable, Mapping
@@ -128,8 +130,8 @@ def to_pb(rec: MessageRecord, topic: str, *, receipt_handle: str = "", invisible
         sp.tag = tags
     sp.keys.extend(rec.keys)
     sp.message_id = rec.uniq_key or rec.offset_msg_id
-    sp.body_digest.type = pb.CRC32
-    sp.body_digest.checksum = format(zlib.crc32(body) & 0xFFFFFFFF, "08X")
+    sp.body_digest.type = pb.MD5
+    sp.body_digest.checksum = hashlib.md5(body).hexdigest().upper()
     sp.body_encoding = pb.IDENTITY
     sp.message_type = message_type(props)
     set_millis(sp.born_timestamp, rec.born_timestamp)

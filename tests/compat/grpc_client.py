@@ -53,7 +53,7 @@ def config(cmd: dict) -> ClientConfiguration:
 def describe(m: Any) -> dict:
     return {"id": m.message_id, "body": m.body.decode(), "topic": m.topic, "tag": m.tag, "keys": list(m.keys or []),
             "props": dict(m.properties or {}), "group": m.message_group, "attempt": m.delivery_attempt,
-            "handle": m.receipt_handle, "received_ms": int(time.time() * 1000)}
+            "handle": m.receipt_handle, "corrupted": m.corrupted, "received_ms": int(time.time() * 1000)}
 
 
 def as_message(spec: dict) -> Message:

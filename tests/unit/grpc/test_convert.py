@@ -3,6 +3,7 @@ stored record comes back as the protobuf message the official client checks (enc
 
 from __future__ import annotations
 
+import hashlib
 import zlib
 
 import pytest
@@ -40,7 +41,8 @@ def test_record_to_delivery() -> None:
     out = convert.to_pb(rec, "T", receipt_handle="T|2|7|9|0", invisible_ms=1500)
     sp = out.system_properties
     assert out.body == body and sp.body_encoding == pb.IDENTITY  # inflated: gRPC's GZIP is not zlib
-    assert sp.body_digest.type == pb.CRC32 and sp.body_digest.checksum == format(zlib.crc32(body), "08X")
+    # the proxy's digest: MD5, upper-case hex (GrpcConverter.buildSystemProperties)
+    assert sp.body_digest.type == pb.MD5 and sp.body_digest.checksum == hashlib.md5(body).hexdigest().upper()
     assert (sp.tag, list(sp.keys), sp.message_id, sp.message_group) == ("TagA", ["k1"], "01ABC", "g")
     assert dict(out.user_properties) == {"color": "red"}  # system properties are not user properties
     assert (sp.queue_id, sp.queue_offset, sp.delivery_attempt, sp.message_type) == (2, 7, 2, pb.FIFO)
