@@ -1,0 +1,421 @@
+"""The master side of autoswitch HA (RocketMQ 5 ``AutoSwitchHAService`` / ``AutoSwitchHAConnection``, reference
+``rocketmq-controller.md`` §3.4, §4.4, §5): the listener, one connection per slave, the SyncStateSet bookkeeping
+and the acknowledgement rules of controller mode.
+
+Per connection: the slave's HANDSHAKE (its controller id) is answered with this broker's epoch entries and
+CommitLog end; its first ack is the start point (0: the CommitLog's min offset, or the start of the last file
+with syncFromLastFile); each ack is its acknowledged offset. Batches are at most ``haTransferBatchSize`` and
+never cross an epoch boundary; each carries the epoch, its start offset and the confirm offset. With nothing
+to send for ``haSendHeartbeatInterval`` a header-only heartbeat goes.
+
+SyncStateSet (SSS, controller ids; the master is a member):
+- caught-up time: an ack at or past the master's end as of the last batch sent (or an idle heartbeat) sets it;
+- expand: a slave outside the set whose ack reaches the confirm offset and the last epoch's start offset is
+  proposed at once (``on_expand``, the ReplicasManager's 1001);
+- shrink (``members_to_keep``): members not caught up for ``haMaxTimeSlaveNotCatchup`` and members other than
+  the master without a connection are dropped;
+- a pending change (proposed, not yet confirmed): acks use the union of the local and proposed sets, and the
+  in-sync count is the larger size, so a shrink never loosens acks before the controller commits it.
+
+Acks (:meth:`AutoSwitchHAService.wait_acked`): allAckInSyncStateSet -> every SSS member (by its handshake id)
+must ack the put's end; else ``inSyncReplicas - 1`` acks from any connections. ``slaveTimeout`` ->
+FLUSH_SLAVE_TIMEOUT (the message stays stored).
+
+Invariants:
+1. A put is acknowledged only when the rule above holds for the sets as they are when the ack is checked;
+   a member removed from the set stops counting only after the controller confirmed its removal.
+2. Bytes go to a slave in CommitLog order, each batch inside one epoch's range.
+3. Everything runs on the broker's event loop; :meth:`AutoSwitchHAService.notify` is the only cross-thread call.
+
+Crash behaviour: nothing is persisted here (the epoch file is the store's). Slaves reconnect and handshake.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from broker_core.ha.autoswitch_wire import (
+    HAWireError,
+    SlaveAck,
+    SlaveFrameReader,
+    SlaveHandshake,
+    encode_master_handshake,
+    encode_transfer,
+)
+from broker_core.remoting.loops import within
+from broker_core.store import PutStatus
+
+if TYPE_CHECKING:
+    from broker_core.config import BrokerConfig
+    from broker_core.store import MessageStore
+    from broker_core.store.epoch_file import EpochFile
+
+log = logging.getLogger(__name__)
+
+_IDLE_WAIT_S = 0.1
+_READ_BYTES = 64 * 1024
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class AutoSwitchHAConnection:
+    def __init__(self, service: AutoSwitchHAService, reader: asyncio.StreamReader,
+                 writer: asyncio.StreamWriter) -> None:
+        self.service = service
+        self.reader = reader
+        self.writer = writer
+        peer = writer.get_extra_info("peername")
+        self.remote = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self.slave_id = -1
+        self.async_learner = False
+        self.sync_from_last_file = False
+        self.ack_offset = -1
+        self.next_transfer_from = -1
+        self.max_at_last_send = 0
+        self.caught_up_ms = 0
+        self.last_read_ms = _now_ms()
+        self.last_write_ms = 0
+        self.wake = asyncio.Event()
+        self.closed = False
+
+    async def serve(self) -> None:
+        writer_task = asyncio.ensure_future(self._write_loop())
+        try:
+            await self._read_loop()
+        finally:
+            writer_task.cancel()
+            await asyncio.gather(writer_task, return_exceptions=True)
+            self.close()
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.writer.close()
+            self.service.connection_closed(self)
+
+    async def _read_loop(self) -> None:
+        cfg = self.service.config.ha
+        reader = SlaveFrameReader()
+        while True:
+            try:
+                data = await within(self.reader.read(_READ_BYTES), cfg.ha_housekeeping_interval_ms / 1000)
+            except TimeoutError:
+                log.warning("HA slave %s silent for %d ms; closing", self.remote, cfg.ha_housekeeping_interval_ms)
+                return
+            except (ConnectionError, OSError):
+                return
+            if not data:
+                return
+            self.last_read_ms = _now_ms()
+            try:
+                frames = reader.feed(data)
+            except HAWireError as exc:
+                log.error("HA slave %s: %s; closing", self.remote, exc)
+                return
+            for frame in frames:
+                if isinstance(frame, SlaveHandshake):
+                    self.slave_id = frame.slave_broker_id
+                    self.async_learner = frame.async_learner
+                    self.sync_from_last_file = frame.sync_from_last_file
+                    entries = [(e.epoch, e.start_offset) for e in self.service.epochs.entries()]
+                    self.writer.write(encode_master_handshake(self.service.store.max_phy_offset(), entries))
+                    log.info("HA handshake from slave %s (broker id %d)", self.remote, self.slave_id)
+                elif isinstance(frame, SlaveAck):
+                    if not self._ack(frame.max_phy_offset):
+                        return
+
+    def _ack(self, offset: int) -> bool:
+        store = self.service.store
+        if offset > store.max_phy_offset():
+            log.error("HA slave %s acks %d past this master's end %d; closing", self.remote, offset,
+                      store.max_phy_offset())
+            return False
+        first = self.ack_offset < 0 and self.next_transfer_from < 0
+        self.ack_offset = offset
+        if not self.async_learner and offset >= self.max_at_last_send:
+            self.caught_up_ms = _now_ms()
+        if first:
+            if offset == 0:
+                if self.sync_from_last_file:
+                    end = store.max_phy_offset()
+                    offset = max(0, end - end % self.service.config.store.mapped_file_size_commit_log_bytes)
+                else:
+                    offset = max(0, store.commit_log.min_offset())
+            self.next_transfer_from = offset
+            log.info("HA transfer to slave %d (%s) starts at %d", self.slave_id, self.remote, offset)
+            self.wake.set()
+        self.service.acked(self)
+        return True
+
+    def _batch_bounds(self, offset: int) -> tuple[int, int, int]:
+        """(epoch, epoch start, byte limit) for a batch from ``offset``: never past the next epoch's start."""
+        epochs = self.service.epochs
+        entry = epochs.entry_at(offset)
+        entries = epochs.entries()
+        if entry is None:
+            entry = entries[0] if entries else None
+        if entry is None:
+            return 0, 0, self.service.config.ha.ha_transfer_batch_size
+        limit = self.service.config.ha.ha_transfer_batch_size
+        nxt = epochs.next_after(entry.epoch)
+        if nxt is not None:
+            limit = min(limit, nxt.start_offset - offset)
+        return entry.epoch, entry.start_offset, limit
+
+    async def _write_loop(self) -> None:
+        service = self.service
+        store = service.store
+        heartbeat_ms = service.config.ha.ha_send_heartbeat_interval_ms
+        while self.next_transfer_from < 0:
+            self.wake.clear()
+            await self.wake.wait()
+        try:
+            while True:
+                self.wake.clear()
+                offset = self.next_transfer_from
+                epoch, epoch_start, limit = self._batch_bounds(offset)
+                data = store.get_commit_log_data(offset, limit) if limit > 0 else None
+                now = _now_ms()
+                if data:
+                    self.max_at_last_send = store.max_phy_offset()
+                    self.writer.write(encode_transfer(offset, epoch, epoch_start, service.confirm_offset, data))
+                    self.next_transfer_from += len(data)
+                    self.last_write_ms = now
+                    await self.writer.drain()
+                    continue
+                if now - self.last_write_ms > heartbeat_ms:
+                    self.max_at_last_send = store.max_phy_offset()
+                    self.writer.write(encode_transfer(offset, epoch, epoch_start, service.confirm_offset))
+                    self.last_write_ms = now
+                    await self.writer.drain()
+                try:
+                    await within(self.wake.wait(), _IDLE_WAIT_S)
+                except TimeoutError:
+                    pass
+        except (ConnectionError, OSError) as exc:
+            log.info("HA transfer to %s stopped: %s", self.remote, exc)
+            self.writer.close()
+
+    def info(self, master_offset: int) -> dict[str, object]:
+        lag = max(0, master_offset - max(self.ack_offset, 0))
+        return {"remote": self.remote, "brokerId": self.slave_id, "ackOffset": self.ack_offset, "lagBytes": lag,
+                "asyncLearner": self.async_learner, "caughtUpMs": self.caught_up_ms}
+
+
+class AutoSwitchHAService:
+    """The master's autoswitch HA listener, its SSS and its ack waiters (module docstring)."""
+
+    def __init__(self, store: MessageStore, config: BrokerConfig, epochs: EpochFile) -> None:
+        self.store = store
+        self.config = config
+        self.epochs = epochs
+        self.connections: set[AutoSwitchHAConnection] = set()
+        self.port = 0
+        self.is_master = False
+        self.local_broker_id = -1
+        self.sync_state_set: set[int] = set()
+        self.sync_state_set_epoch = 0
+        self.pending_set: set[int] | None = None  # proposed to the controller, not confirmed yet
+        self.confirm_offset = -1
+        self.on_expand: Callable[[set[int]], None] | None = None  # propose a new set (ReplicasManager)
+        self._server: asyncio.Server | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._waiters: dict[int, tuple[int, asyncio.Future[bool]]] = {}
+        self._seq = itertools.count()
+
+    async def start(self, host: str, port: int) -> int:
+        self._loop = asyncio.get_running_loop()
+        self._server = await asyncio.start_server(self._accept, host, port)
+        self.port = int(self._server.sockets[0].getsockname()[1])
+        log.info("autoswitch HA service listening on %s:%d", host, self.port)
+        return self.port
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if not self.is_master:
+            writer.close()  # only a master serves slaves
+            return
+        conn = AutoSwitchHAConnection(self, reader, writer)
+        self.connections.add(conn)
+        self.store.reput.undefer()
+        log.info("HA connection from slave %s", conn.remote)
+        await conn.serve()
+
+    def close_connections(self) -> None:
+        for conn in list(self.connections):
+            conn.close()
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        self.close_connections()
+        self.fail_waiters()
+
+    def fail_waiters(self) -> None:
+        for _, fut in self._waiters.values():
+            if not fut.done():
+                fut.set_result(False)
+        self._waiters.clear()
+
+    def connection_closed(self, conn: AutoSwitchHAConnection) -> None:
+        self.connections.discard(conn)
+        log.info("HA connection from slave %d (%s) closed (acked %d)", conn.slave_id, conn.remote, conn.ack_offset)
+
+    # ------------------------------------------------------------------ new data
+    def notify(self) -> None:
+        loop = self._loop
+        if loop is None or not self.connections:
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            self._wake_all()
+        else:
+            loop.call_soon_threadsafe(self._wake_all)
+
+    def _wake_all(self) -> None:
+        for conn in self.connections:
+            conn.wake.set()
+
+    # ------------------------------------------------------------------ SyncStateSet
+    def set_sync_state_set(self, members: set[int], epoch: int) -> None:
+        """Adopt a confirmed set (a role change or a 1001 answer); only a newer epoch replaces the local one."""
+        if epoch < self.sync_state_set_epoch:
+            return
+        self.sync_state_set = set(members)
+        self.sync_state_set_epoch = epoch
+        if self.pending_set is not None and self.pending_set == self.sync_state_set:
+            self.pending_set = None
+        self._update_confirm()
+        self._check_waiters()
+
+    def propose(self, members: set[int]) -> None:
+        self.pending_set = set(members)
+
+    def clear_pending(self) -> None:
+        self.pending_set = None
+        self._check_waiters()
+
+    def ack_set(self) -> set[int]:
+        """The members whose acks count: the local set, with a pending proposal's members added (union rule)."""
+        return self.sync_state_set | (self.pending_set or set())
+
+    def in_sync_replicas(self) -> int:
+        return max(len(self.sync_state_set), len(self.pending_set or ()))
+
+    def _conn_of(self, broker_id: int) -> AutoSwitchHAConnection | None:
+        best = None
+        for c in self.connections:
+            if c.slave_id == broker_id and (best is None or c.ack_offset > best.ack_offset):
+                best = c
+        return best
+
+    def members_to_keep(self, now_ms: int | None = None) -> set[int]:
+        """The shrink check: members caught up within haMaxTimeSlaveNotCatchup and connected (and the master)."""
+        now = _now_ms() if now_ms is None else now_ms
+        limit = self.config.controller.ha_max_time_slave_not_catchup_ms
+        keep = set()
+        for member in self.sync_state_set:
+            if member == self.local_broker_id:
+                keep.add(member)
+                continue
+            conn = self._conn_of(member)
+            if conn is not None and now - conn.caught_up_ms <= limit:
+                keep.add(member)
+        return keep
+
+    def acked(self, conn: AutoSwitchHAConnection) -> None:
+        """An ack arrived: maybe expand the set, move the confirm offset, release waiters."""
+        if (self.is_master and not conn.async_learner and conn.slave_id >= 0
+                and conn.slave_id not in self.ack_set() and conn.ack_offset >= self.confirm_offset
+                and conn.ack_offset >= self._last_epoch_start() and self.on_expand is not None):
+            self.on_expand(self.sync_state_set | {conn.slave_id})
+        self._update_confirm()
+        self._check_waiters()
+
+    def _last_epoch_start(self) -> int:
+        last = self.epochs.last()
+        return last.start_offset if last else 0
+
+    def _update_confirm(self) -> None:
+        """§5: the max offset when the set is the master alone or allAck is off; else the smallest ack of the
+        connected members, the old value kept while a member has no connection."""
+        if not self.is_master:
+            return
+        end = self.store.max_phy_offset()
+        if len(self.sync_state_set) <= 1 or not self.config.controller.all_ack_in_sync_state_set:
+            self.confirm_offset = end
+            return
+        acks = []
+        for member in self.sync_state_set:
+            if member == self.local_broker_id:
+                continue
+            conn = self._conn_of(member)
+            if conn is None:
+                return
+            acks.append(conn.ack_offset)
+        if acks:
+            self.confirm_offset = max(self.confirm_offset, min(min(acks), end))
+
+    # ------------------------------------------------------------------ acknowledgements
+    def acked_offset(self) -> int:
+        """The CommitLog offset every put below which is acknowledged under the current rules."""
+        ctl = self.config.controller
+        end = self.store.max_phy_offset()
+        if ctl.all_ack_in_sync_state_set:
+            acks = []
+            for member in self.ack_set():
+                if member == self.local_broker_id:
+                    continue
+                conn = self._conn_of(member)
+                acks.append(conn.ack_offset if conn is not None else -1)
+            return min(acks) if acks else end
+        need = ctl.in_sync_replicas - 1
+        if need <= 0:
+            return end
+        offs = sorted((c.ack_offset for c in self.connections), reverse=True)
+        return offs[need - 1] if len(offs) >= need else -1
+
+    def _check_waiters(self) -> None:
+        if not self._waiters:
+            return
+        done_upto = self.acked_offset()
+        for key, (end, fut) in list(self._waiters.items()):
+            if end <= done_upto:
+                del self._waiters[key]
+                if not fut.done():
+                    fut.set_result(True)
+
+    async def wait_acked(self, end: int) -> PutStatus:
+        """PUT_OK once the put ending at ``end`` is acknowledged (§5), else FLUSH_SLAVE_TIMEOUT after slaveTimeout;
+        SERVICE_NOT_AVAILABLE when this broker stopped being the master meanwhile."""
+        if self.acked_offset() >= end:
+            return PutStatus.PUT_OK
+        fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        key = next(self._seq)
+        self._waiters[key] = (end, fut)
+        self._wake_all()
+        try:
+            ok = await within(fut, self.config.ha.slave_timeout_ms / 1000)
+        except TimeoutError:
+            ok = False
+        finally:
+            self._waiters.pop(key, None)
+        if ok:
+            return PutStatus.PUT_OK
+        return PutStatus.FLUSH_SLAVE_TIMEOUT if self.is_master else PutStatus.SERVICE_NOT_AVAILABLE
+
+    def info(self) -> dict[str, object]:
+        end = self.store.max_phy_offset()
+        return {"haListenPort": self.port, "haConnections": len(self.connections),
+                "haSlaves": [c.info(end) for c in sorted(self.connections, key=lambda c: c.remote)],
+                "syncStateSet": sorted(self.sync_state_set), "syncStateSetEpoch": self.sync_state_set_epoch,
+                "confirmOffset": self.confirm_offset}
