@@ -9,7 +9,8 @@ Differences from RocketMQ, each a default of a key (the key itself works as in R
 
 Keys of our own (the consensus is pysyncobj's Raft, which needs a port of its own):
 - ``controllerRaftPeers``: ``n0-host:port;n1-...``, the Raft port of each peer (same ids as
-  ``controllerDLegerPeers``). Default: each peer's host with its port + :data:`RAFT_PORT_OFFSET`.
+  ``controllerDLegerPeers``). Default: each peer's host with its port + :data:`RAFT_PORT_OFFSET`; a group of one
+  (the usual embedded name server) needs no Raft peer and binds an ephemeral port.
 - ``controllerRaftElectionTimeoutMs`` (default 600): a follower that hears nothing from the leader for a random
   time in [t, 2t] starts an election; a leader that hears from no majority for 2t steps down.
 """
@@ -115,8 +116,11 @@ class ControllerConfig:
             if [i for i, _ in raft] != [i for i, _ in self.peers()]:
                 raise ValueError("controllerRaftPeers must list the ids of controllerDLegerPeers, in the same order")
             return raft
+        peers = self.peers()
+        if len(peers) == 1:
+            return [(peers[0][0], f"{peers[0][1].rpartition(':')[0]}:0")]
         out = []
-        for node_id, addr in self.peers():
+        for node_id, addr in peers:
             host, _, port = addr.rpartition(":")
             if int(port) + RAFT_PORT_OFFSET > 65535:
                 raise ValueError(f"peer {node_id} port {port}: the default Raft port (+{RAFT_PORT_OFFSET}) is past "

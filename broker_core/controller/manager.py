@@ -79,6 +79,7 @@ class ControllerManager:
         self._scan_master_task: asyncio.Task[None] | None = None
         self._scan_broker_task: asyncio.Task[None] | None = None
         self.raft: RaftLog | None = None
+        self._closing = False
 
     # -- lifecycle -----------------------------------------------------------------------------------------
 
@@ -93,6 +94,8 @@ class ControllerManager:
         self._scan_broker_task = self._spawn(self._scan_not_active_brokers())
 
     async def close(self) -> None:
+        """Stop serving first, so the connections the server closes next trigger no election."""
+        self._closing = True
         for task in [self._scan_master_task, self._scan_broker_task, *self._tasks,
                      *(t for _, t in self._notify.values())]:
             if task is not None:
@@ -117,7 +120,7 @@ class ControllerManager:
         return self.heartbeats.is_alive(cluster, broker_name, broker_id)
 
     def is_serving(self) -> bool:
-        return self.raft is not None and self.raft.is_serving()
+        return not self._closing and self.raft is not None and self.raft.is_serving()
 
     def leader(self) -> tuple[str | None, str | None]:
         """(leader id, leader remoting address) as this node knows them."""

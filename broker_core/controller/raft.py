@@ -106,8 +106,8 @@ class RaftLog:
             useFork=False,  # the dump is small; no fork() of a process with an event loop and threads
             appendEntriesUseBatch=False,  # send each proposal at once: latency over throughput
             appendEntriesPeriod=min(0.1, t / 5), raftMinTimeout=t, raftMaxTimeout=2 * t,
-            leaderFallbackTimeout=2 * t, connectionRetryTime=min(1.0, 2 * t), commandsWaitLeader=False,
-            onStateChanged=self._state_changed, dynamicMembershipChange=False)
+            leaderFallbackTimeout=2 * t, connectionTimeout=max(3.5, 2 * t), connectionRetryTime=min(1.0, 2 * t),
+            commandsWaitLeader=False, onStateChanged=self._state_changed, dynamicMembershipChange=False)
         self.machine = _StateMachine(manager, lock, on_events)
         others = [a for i, a in raft_peers if i != node_id]
         self.sync = SyncObj(self.self_addr, others, conf, consumers=[self.machine])
