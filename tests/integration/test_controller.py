@@ -52,7 +52,8 @@ def _leader(admin: ControllerAdmin, exclude: str | None = None) -> str:
 @pytest.fixture
 def controllers(tmp_path: Path):
     files, peers = controller_confs(tmp_path)
-    procs = {peer: start_controller(f, tmp_path / f"n{i}.log") for i, (f, peer) in enumerate(zip(files, peers))}
+    procs = {peer: start_controller(f, tmp_path / f"n{i}.log")
+             for i, (f, peer) in enumerate(zip(files, peers, strict=True))}
     yield files, peers, procs, tmp_path
     for proc in procs.values():
         stop_process(proc, 20)
@@ -69,7 +70,8 @@ def test_leader_serves_followers_refuse_and_failover_keeps_state(controllers):
             resp = client.invoke(follower, RemotingCommand.request(
                 R.CONTROLLER_GET_NEXT_BROKER_ID, GetNextBrokerIdRequestHeader(CLUSTER, NAME).to_ext()))
             assert resp.code == ControllerResponseCode.CONTROLLER_NOT_LEADER
-            wait_until(lambda: admin.metadata(follower).leader_address == leader, 30, "the follower knows the leader")
+            wait_until(lambda f=follower: admin.metadata(f).leader_address == leader, 30,  # type: ignore[misc]
+                       "the follower knows the leader")
             meta = admin.metadata(follower)
             assert (meta.leader_id, meta.is_leader, meta.group) == (f"n{peers.index(leader)}", False, "group1")
             assert [a for _, a in meta.peers] == peers
@@ -120,7 +122,7 @@ def test_leader_serves_followers_refuse_and_failover_keeps_state(controllers):
         # every controller restarts (the killed one too) while broker 2 heartbeats: the journals keep the state
         for proc in procs.values():
             stop_process(proc, 20)
-        for i, (f, peer) in enumerate(zip(files, peers)):
+        for i, (f, peer) in enumerate(zip(files, peers, strict=True)):
             procs[peer] = start_controller(f, tmp / f"n{i}-again.log")
         _leader(admin)
         info = admin.sync_state_data([NAME])[NAME]
