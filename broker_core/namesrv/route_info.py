@@ -21,6 +21,8 @@ Invariants (hold after every public method returns):
    (a role switch) removes the old id, as upstream.
 6. A broker is removed (like ``unregister_broker``) once its last heartbeat is older than ``expire_ms``
    (:meth:`RouteInfoManager.scan_not_active_broker`, 120 s by default, upstream ``BROKER_CHANNEL_EXPIRED_TIME``).
+7. RocketMQ 5 controller mode: a registration is ignored when another live address holds its brokerId with a
+   higher DataVersion ``stateVersion`` (the master epoch), so a deposed master cannot reclaim id 0.
 
 The name server is stateless: nothing here is persisted; brokers re-register every 30 s.
 """
@@ -115,6 +117,16 @@ def normalize_data_version(raw: object) -> dict[str, int] | None:
         return None
 
 
+def _state_version(raw: object) -> int:
+    """RocketMQ 5's ``DataVersion.stateVersion`` (the master epoch in controller mode; 0 when absent)."""
+    if not isinstance(raw, dict):
+        return 0
+    try:
+        return int(str(raw.get("stateVersion", 0)))
+    except ValueError:
+        return 0
+
+
 class RouteInfoManager:
     def __init__(self, clock: NowClock | None = None) -> None:
         self.clock: NowClock = clock or _WallClock()
@@ -124,6 +136,7 @@ class RouteInfoManager:
         self.cluster_addr_table: dict[str, set[str]] = {}
         self.broker_live_table: dict[str, int] = {}
         self.broker_ha_addr: dict[str, str] = {}  # brokerAddr -> haServerAddr it registered
+        self.broker_state_version: dict[str, int] = {}  # brokerAddr -> DataVersion.stateVersion (master epoch)
         self.broker_data_version: dict[str, dict[str, Any]] = {}  # brokerAddr -> DataVersion it registered
 
     # -- registration -------------------------------------------------------------------------------------
@@ -146,8 +159,15 @@ class RouteInfoManager:
                 raise ValueError(f"topicConfigTable: {err}")
             queue_datas[topic] = queue_data_from_config(broker_name, topic, config)
         version = normalize_data_version(data_version)
+        state_version = _state_version(data_version)
         with self._lock:
             data = self.broker_addr_table.get(broker_name)
+            holder = data.broker_addrs.get(broker_id) if data is not None else None
+            if (holder is not None and holder != broker_addr and holder in self.broker_live_table
+                    and self.broker_state_version.get(holder, 0) > state_version):
+                # RocketMQ 5 (controller mode): a stale master cannot take the id back from a newer one
+                self.broker_live_table.pop(broker_addr, None)
+                return None
             register_first = data is None
             if data is None:
                 data = self.broker_addr_table[broker_name] = BrokerData(cluster, broker_name)
@@ -169,6 +189,7 @@ class RouteInfoManager:
                     self._replace_queue_datas(broker_name, queue_datas)
             self.broker_live_table[broker_addr] = self.clock.now_ms()
             self.broker_ha_addr[broker_addr] = ha_server_addr
+            self.broker_state_version[broker_addr] = state_version
             if version is None:
                 self.broker_data_version.pop(broker_addr, None)
             else:
@@ -359,6 +380,7 @@ class RouteInfoManager:
         self.broker_live_table.pop(addr, None)
         self.broker_ha_addr.pop(addr, None)
         self.broker_data_version.pop(addr, None)
+        self.broker_state_version.pop(addr, None)
 
     def _addr_in_use(self, addr: str) -> bool:
         return any(addr in data.broker_addrs.values() for data in self.broker_addr_table.values())

@@ -23,7 +23,7 @@ def header(config: BrokerConfig, broker_addr: str) -> dict[str, object]:
             "clusterName": config.broker_cluster_name, "brokerId": config.broker_id}
 
 
-def topic_config_wrapper(topics: TopicConfigManager) -> dict[str, Any]:
+def topic_config_wrapper(topics: TopicConfigManager, state_version: int | None = None) -> dict[str, Any]:
     """RocketMQ 4.9's ``TopicConfigSerializeWrapper`` of ``topics`` (reference §7.5):
     ``{"dataVersion":{"counter","timestamp"},"topicConfigTable":{name: TopicConfig}}``, every TopicConfig with the
     seven 4.x keys. Built here from the table so the name server sees the same shape whatever the topic manager's
@@ -36,18 +36,21 @@ def topic_config_wrapper(topics: TopicConfigManager) -> dict[str, Any]:
             "order": bool(cfg.order), "perm": int(cfg.perm), "readQueueNums": int(cfg.read_queue_nums),
             "topicFilterType": str(cfg.topic_filter_type or "SINGLE_TAG"), "topicName": name,
             "topicSysFlag": int(cfg.topic_sys_flag or 0), "writeQueueNums": int(cfg.write_queue_nums)}
-    return {"dataVersion": {"counter": int(topics.data_version), "timestamp": int(topics.data_version_ts)},
-            "topicConfigTable": configs}
+    version: dict[str, int] = {"counter": int(topics.data_version)}
+    if state_version is not None:  # RocketMQ 5 controller mode: DataVersion.stateVersion = the master epoch
+        version["stateVersion"] = int(state_version)
+    version["timestamp"] = int(topics.data_version_ts)
+    return {"dataVersion": version, "topicConfigTable": configs}
 
 
-def request(config: BrokerConfig, broker_addr: str, topics: TopicConfigManager, ha_server_addr: str
-            ) -> RemotingCommand:
+def request(config: BrokerConfig, broker_addr: str, topics: TopicConfigManager, ha_server_addr: str,
+            state_version: int | None = None) -> RemotingCommand:
     """REGISTER_BROKER exactly as a 4.9 broker's ``BrokerOuterAPI.registerBrokerAll`` sends it: header
     ``brokerName, brokerAddr, clusterName, haServerAddr, brokerId, compressed, bodyCrc32`` and body
     ``RegisterBrokerBody`` ``{"filterServerList":[],"topicConfigSerializeWrapper":{...}}`` (compact fastjson),
     ``bodyCrc32`` = crc32(body) & 0x7FFFFFFF; ``haServerAddr`` is ``brokerIP2:haListenPort``."""
-    body = dumps_fastjson({"filterServerList": [], "topicConfigSerializeWrapper": topic_config_wrapper(topics)}
-                          ).encode()
+    body = dumps_fastjson({"filterServerList": [],
+                           "topicConfigSerializeWrapper": topic_config_wrapper(topics, state_version)}).encode()
     head = {**header(config, broker_addr), "haServerAddr": ha_server_addr, "compressed": False,
             "bodyCrc32": zlib.crc32(body) & 0x7FFFFFFF}
     return RemotingCommand.request(RequestCode.REGISTER_BROKER, head, body)
