@@ -3,6 +3,10 @@
 Prints exactly one line, ``READY port=<port>``, to stdout once listening (port 0 picks a free port); logs go
 to stderr. SIGTERM or SIGINT closes the listener and connections and exits with code 0. Bad arguments
 exit with code 2; a port that cannot be bound exits with code 1.
+
+``--config FILE`` takes RocketMQ's namesrv properties (``listenPort``, ``bindAddress``, ``kvConfigPath``,
+``orderMessageEnable``, ``scanNotActiveBrokerInterval``, ``enableControllerInNamesrv`` with the controller keys
+in the same file); a command-line flag given as well wins over the file.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ import signal
 import sys
 from pathlib import Path
 
+from broker_core.codec.properties_file import parse_properties
+from broker_core.controller.config import ControllerConfig
 from broker_core.namesrv.registration_auth import ENV_CLUSTER_SECRET
 from broker_core.namesrv.route_info import BROKER_CHANNEL_EXPIRED_MS
 from broker_core.namesrv.server import DEFAULT_LISTEN_PORT, DEFAULT_SCAN_INTERVAL_MS, NamesrvController
@@ -47,11 +53,18 @@ def build_parser() -> argparse.ArgumentParser:
                     "producers and consumers fetch topic routes from it. Prints 'READY port=<port>' once "
                     "listening; SIGTERM or SIGINT shuts it down cleanly (exit code 0).",
     )
-    parser.add_argument("--listen", type=parse_listen, default=("127.0.0.1", DEFAULT_LISTEN_PORT),
+    parser.add_argument("--config", "-c", metavar="FILE",
+                        help="RocketMQ namesrv properties: listenPort, bindAddress, kvConfigPath, "
+                             "orderMessageEnable, scanNotActiveBrokerInterval; enableControllerInNamesrv=true runs "
+                             "the RocketMQ 5 controller in this process, on this port, with the controller keys "
+                             "of the same file (controllerDLegerGroup, controllerDLegerPeers, "
+                             "controllerDLegerSelfId, controllerStorePath, enableElectUncleanMaster...; without "
+                             "controllerDLegerPeers, a group of one). Flags given here win over the file")
+    parser.add_argument("--listen", type=parse_listen, default=None,
                         metavar="HOST:PORT",
                         help=f"address to listen on; port 0 picks a free port, reported on the READY line "
                              f"(default 127.0.0.1:{DEFAULT_LISTEN_PORT})")
-    parser.add_argument("--scan-interval-ms", type=positive_int, default=DEFAULT_SCAN_INTERVAL_MS, metavar="N",
+    parser.add_argument("--scan-interval-ms", type=positive_int, default=None, metavar="N",
                         help=f"how often to look for brokers without a recent heartbeat, in milliseconds "
                              f"(default {DEFAULT_SCAN_INTERVAL_MS}; the first scan runs after 5000 ms or one "
                              f"interval, whichever is shorter)")
@@ -61,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--kv-config-path", type=Path, default=None, metavar="FILE",
                         help="keep the KV config (PUT_KV_CONFIG ...) in this file, RocketMQ's kvConfig.json "
                              "(default: in memory only)")
-    parser.add_argument("--order-message-enable", action="store_true",
+    parser.add_argument("--order-message-enable", action="store_true", default=None,
                         help="add orderTopicConf from the ORDER_TOPIC_CONFIG namespace to routes "
                              "(RocketMQ's orderMessageEnable; off by default as upstream)")
     parser.add_argument("--cluster-secret", default=os.environ.get(ENV_CLUSTER_SECRET, ""), metavar="SECRET",
@@ -75,11 +88,37 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-async def serve(args: argparse.Namespace) -> int:
+def apply_config_file(args: argparse.Namespace) -> ControllerConfig | None:
+    """Fill the flags not given from ``args.config`` (RocketMQ's keys); the embedded controller's config when
+    the file says ``enableControllerInNamesrv=true``. ``ValueError`` names a bad key."""
+    props: dict[str, str] = {}
+    if args.config:
+        with open(args.config, encoding="utf-8") as f:
+            props = parse_properties(f.read(), source=args.config)
+    if args.listen is None:
+        port = props.get("listenPort", str(DEFAULT_LISTEN_PORT)).strip()
+        if not port.isdigit() or int(port) > 65535:
+            raise ValueError(f"listenPort must be a port number, got {port!r}")
+        args.listen = (props.get("bindAddress", "127.0.0.1").strip() or "127.0.0.1", int(port))
+    if args.scan_interval_ms is None:
+        raw = props.get("scanNotActiveBrokerInterval", str(DEFAULT_SCAN_INTERVAL_MS)).strip()
+        if not raw.isdigit() or int(raw) <= 0:
+            raise ValueError(f"scanNotActiveBrokerInterval must be a positive integer, got {raw!r}")
+        args.scan_interval_ms = int(raw)
+    if args.kv_config_path is None and props.get("kvConfigPath", "").strip():
+        args.kv_config_path = Path(os.path.expanduser(props["kvConfigPath"].strip()))
+    if args.order_message_enable is None:
+        args.order_message_enable = props.get("orderMessageEnable", "false").strip().lower() == "true"
+    if props.get("enableControllerInNamesrv", "false").strip().lower() != "true":
+        return None
+    return ControllerConfig.from_properties(props)
+
+
+async def serve(args: argparse.Namespace, controller_config: ControllerConfig | None = None) -> int:
     controller = NamesrvController(scan_interval_ms=args.scan_interval_ms, broker_expire_ms=args.broker_expire_ms,
                                    kv_config_path=args.kv_config_path,
                                    order_message_enable=args.order_message_enable,
-                                   cluster_secret=args.cluster_secret)
+                                   cluster_secret=args.cluster_secret, controller_config=controller_config)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -105,9 +144,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.cluster_secret and len(args.cluster_secret) < 7:
         parser.error("--cluster-secret must be longer than 6 characters")
+    try:
+        controller_config = apply_config_file(args)
+        if controller_config is not None and controller_config.controller_dleger_peers.strip():
+            controller_config.validate()
+    except (OSError, ValueError) as exc:
+        parser.error(f"{args.config}: {exc}")
     logging.basicConfig(level=args.log_level, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    return loops.run(serve(args))
+    return loops.run(serve(args, controller_config))
 
 
 if __name__ == "__main__":

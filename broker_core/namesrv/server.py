@@ -33,6 +33,9 @@ from pathlib import Path
 from typing import Any
 
 from broker_core.codec.fastjson import FastjsonPairs, loads_fastjson
+from broker_core.controller.config import ControllerConfig
+from broker_core.controller.manager import ControllerManager
+from broker_core.controller.server import embed
 from broker_core.namesrv.kv_config import NAMESPACE_ORDER_TOPIC_CONFIG, KVConfigManager
 from broker_core.namesrv.registration_auth import RegistrationGuard
 from broker_core.namesrv.route_info import BROKER_CHANNEL_EXPIRED_MS, NowClock, RouteInfoManager
@@ -176,9 +179,12 @@ class NamesrvController:
     def __init__(self, *, scan_interval_ms: int = DEFAULT_SCAN_INTERVAL_MS,
                  broker_expire_ms: int = BROKER_CHANNEL_EXPIRED_MS, scan_initial_delay_ms: int | None = None,
                  clock: NowClock | None = None, idle_timeout: float = 120.0, kv_config_path: Path | None = None,
-                 order_message_enable: bool = False, cluster_secret: str = "") -> None:
+                 order_message_enable: bool = False, cluster_secret: str = "",
+                 controller_config: ControllerConfig | None = None) -> None:
         """``cluster_secret``: when set, broker (un)registrations must be signed with it
-        (:mod:`broker_core.namesrv.registration_auth`); empty accepts them as RocketMQ does."""
+        (:mod:`broker_core.namesrv.registration_auth`); empty accepts them as RocketMQ does.
+        ``controller_config``: run the RocketMQ 5 controller in this process (``enableControllerInNamesrv``), on
+        this server's port; without ``controllerDLegerPeers`` it is a group of one at the bound address."""
         if scan_interval_ms <= 0 or broker_expire_ms <= 0:
             raise ValueError("scan_interval_ms and broker_expire_ms must be positive")
         self.scan_interval_ms = scan_interval_ms
@@ -208,10 +214,20 @@ class NamesrvController:
         self.remoting = RemotingServer("namesrv", handlers, idle_timeout=idle_timeout,
                                        rpc_hook=RegistrationGuard(cluster_secret) if cluster_secret else None)
         self._scan_task: asyncio.Task[None] | None = None
+        self.controller_config = controller_config
+        self.controller: ControllerManager | None = None
 
     async def start(self, host: str = "127.0.0.1", port: int = DEFAULT_LISTEN_PORT) -> int:
-        """Listen and start the expiry scan; returns the bound port (useful with port 0)."""
+        """Listen and start the expiry scan (and the embedded controller); returns the bound port."""
         bound = await self.remoting.start(host, port)
+        if self.controller_config is not None:  # before any request is read: no await in between
+            cfg = self.controller_config
+            if not cfg.controller_dleger_peers.strip():
+                cfg.controller_dleger_self_id = cfg.controller_dleger_self_id or "n0"
+                cfg.controller_dleger_peers = f"{cfg.controller_dleger_self_id}-{host}:{bound}"
+            self.controller = ControllerManager(cfg)
+            embed(self.remoting, self.controller)
+            self.controller.start()
         self._scan_task = asyncio.create_task(self._scan_loop(), name="namesrv-scan-not-active-broker")
         log.info("The Name Server boot success. serializeType=JSON, listening on %s:%d", host, bound)
         return bound
@@ -222,6 +238,8 @@ class NamesrvController:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._scan_task
             self._scan_task = None
+        if self.controller is not None:
+            await self.controller.close()
         await self.remoting.close()
 
     def scan_once(self) -> list[str]:

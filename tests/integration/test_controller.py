@@ -21,7 +21,7 @@ from broker_core.protocol.controller import (
     encode_sync_state_set,
 )
 from broker_core.remoting.blocking import BlockingClient
-from tests.integration.cluster import wait_until
+from tests.integration.cluster import start_ready, wait_until
 from tests.integration.controller_procs import FakeBroker, controller_confs, start_controller, stop_process
 
 R = ControllerRequestCode
@@ -133,3 +133,37 @@ def test_leader_serves_followers_refuse_and_failover_keeps_state(controllers):
             b.stop()
         client.close()
         admin.close()
+
+
+def test_controller_embedded_in_the_name_server(tmp_path: Path):
+    conf = tmp_path / "namesrv.conf"
+    conf.write_text("listenPort = 0\nenableControllerInNamesrv = true\ncontrollerDLegerGroup = embedded\n"
+                    f"controllerStorePath = {tmp_path / 'controller'}\nscanNotActiveBrokerInterval = 1000\n")
+    proc, ports = start_ready(["-m", "broker_core.namesrv", "--config", str(conf)], tmp_path / "namesrv.log")
+    addr = f"127.0.0.1:{ports['port']}"
+    admin = ControllerAdmin(addr)
+    client = BlockingClient()
+    broker = FakeBroker(CLUSTER, NAME, [addr])
+    try:
+        assert _leader(admin) == addr  # a group of one, at the name server's own address
+        meta = admin.metadata()
+        assert (meta.group, meta.leader_id, meta.is_leader, meta.peers) == ("embedded", "n0", True, [("n0", addr)])
+        assert broker.join(client, addr) == 1
+        broker.start_heartbeats()
+        elected = client.invoke(addr, RemotingCommand.request(
+            R.CONTROLLER_ELECT_MASTER, ElectMasterRequestHeader(CLUSTER, NAME, 1).to_ext()))
+        assert elected.code == 0 and elected.header["masterBrokerId"] == "1"
+        # the name server's own codes still answer on the same port
+        routes = client.invoke(addr, RemotingCommand.request(106))
+        assert routes.code == 0
+        assert admin.controller_config(addr)["enableElectUncleanMaster"] == "false"
+        with pytest.raises(ClientError) as err:
+            admin.update_controller_config({"configStorePath": "/tmp/x"})
+        assert err.value.code == 16  # NO_PERMISSION: blacklisted
+        admin.update_controller_config({"enableElectUncleanMaster": "true"})
+        assert admin.controller_config(addr)["enableElectUncleanMaster"] == "true"
+    finally:
+        broker.stop()
+        client.close()
+        admin.close()
+        stop_process(proc, 20)
