@@ -41,12 +41,14 @@ $(STAMP): requirements.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	@touch $(STAMP)
 
-# The codec's C extension (broker_core/codec/_native.c), built in place with the machine's gcc and Python headers;
-# BROKER_CORE_PURE_PYTHON=1 runs without it
+# The codec's C extension (broker_core/codec/_native_c/*.c and its header, one module), built in place with the
+# machine's gcc and Python headers; BROKER_CORE_PURE_PYTHON=1 runs without it
 EXT_SUFFIX := $(shell $(PYTHON) -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))" 2>/dev/null)
 NATIVE := broker_core/codec/_native$(EXT_SUFFIX)
 
-$(NATIVE): broker_core/codec/_native.c setup.py $(STAMP)
+NATIVE_SOURCES := $(wildcard broker_core/codec/_native_c/*.c broker_core/codec/_native_c/*.h)
+
+$(NATIVE): $(NATIVE_SOURCES) setup.py $(STAMP)
 	$(PY) setup.py -q build_ext --inplace
 	@rm -rf build
 

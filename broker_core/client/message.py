@@ -55,9 +55,9 @@ class MessageExt:
     __slots__ = ("_born", "_msg_id", "_store", "body", "born_timestamp", "broker_name", "commit_log_offset",
                  "properties", "queue_id", "queue_offset", "receipt_handle", "reconsume_times", "store_timestamp",
                  "sys_flag", "topic")
-    # The C decoder (codec/_native.c decode_pulled) fills these slots directly instead of calling __init__: the
-    # 13 arguments in order, then _msg_id = properties.get(UNIQ_KEY), then receipt_handle = None. Keep both in
-    # step (tests/unit/client/test_message_native.py compares them).
+    # The C decoder (codec/_native_c/records.c decode_pulled) fills these slots directly instead of calling
+    # __init__: the 13 arguments in order, then _msg_id = properties.get(UNIQ_KEY), then receipt_handle = None.
+    # Keep both in step (tests/unit/client/test_message_native.py compares them).
     __native_slots__ = ("topic", "body", "queue_id", "queue_offset", "commit_log_offset", "born_timestamp",
                         "store_timestamp", "_born", "_store", "reconsume_times", "broker_name", "properties",
                         "sys_flag", "_msg_id", "receipt_handle")

@@ -1,4 +1,4 @@
-# Types of the C extension built from _native.c; each function mirrors the pure one of the same name.
+# Types of the C extension built from _native_c/*.c; each function mirrors the pure one of the same name.
 from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -63,5 +63,5 @@ CRC32: str  # "isal" or "zlib": whose CRC-32 the record functions call
 def put_single(commit_log: Any, msg: Any, ok: Any, result_cls: Callable[..., T], /) -> T | None: ...
 def decode_frame(data: bytes, max_frame_bytes: int, factory: Callable[..., T], languages: tuple[str, ...],
                  other: str, /) -> T | None: ...
-# ctx: the tuple server/send_fast.make_lane builds (L_* order in _native.c); conn: the read's Connection
+# ctx: the tuple server/send_fast.make_lane builds (L_* order in _native_c/send_lane.c); conn: the read's Connection
 def serve_send_v2(ctx: tuple[Any, ...], data: bytes, conn: Any, /) -> bytes | None: ...

@@ -1,4 +1,4 @@
-"""Which codec runs: the C extension (``broker_core/codec/_native.c``, built in place by ``make``) or the
+"""Which codec runs: the C extension (``broker_core/codec/_native_c/*.c``, built in place by ``make``) or the
 pure-Python functions it mirrors.
 
 ``BROKER_CORE_PURE_PYTHON=1`` (any value but empty or ``0``) selects pure Python. Otherwise the extension is

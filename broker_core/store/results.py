@@ -45,8 +45,9 @@ class PutMessageResult:
     """Outcome of one put. ``msg_id`` (the offset message id) is computed on demand."""
 
     __slots__ = ("error", "phy_offset", "queue_offset", "size", "status", "store_host", "store_port", "store_timestamp")
-    # A promise to the C put loop (codec/_native.c, append_messages): calling the class with its first seven
-    # arguments sets exactly these slots, in this order, and ``error`` to "", so the loop may fill them directly.
+    # A promise to the C put loop (codec/_native_c/message_append.c, append_messages): calling the class with its
+    # first seven arguments sets exactly these slots, in this order, and ``error`` to "", so the loop may fill them
+    # directly.
     # Change __init__ and this together (tests/unit/codec/test_native_put.py holds both ways equal).
     __native_slots__ = ("status", "phy_offset", "size", "queue_offset", "store_timestamp", "store_host", "store_port",
                         "error")

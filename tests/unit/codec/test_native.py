@@ -1,4 +1,4 @@
-"""The C codec (broker_core/codec/_native.c) against its pure-Python twins: equal results for any input, and for
+"""The C codec (broker_core/codec/_native_c/) against its pure-Python twins: equal results for any input, and for
 bad input the same exception type (and, for CodecError, the same message). Runs in both modes: the extension
 is imported directly, whatever BROKER_CORE_PURE_PYTHON selects for the rest of the process."""
 

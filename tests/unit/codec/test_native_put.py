@@ -1,4 +1,4 @@
-"""The C put loop's direct slot access (codec/_native.c, ``SlotMap``): it reads a message's fields from the slots its
+"""The C put loop's direct slot access (codec/_native_c/, ``SlotMap``): it reads a message's fields from the slots its
 class's attribute lookup finds, and fills a ``PutMessageResult`` without calling it when the class declares
 ``__native_slots__``. Each shortcut must give what asking by name and calling the class give; anything it cannot
 take that way (another class, a property over a field, an unset slot, a class that declares nothing or other
