@@ -94,7 +94,8 @@ def make_single_v2(ctl: BrokerController, send_response: SendResponse,
 
 def make_lane(ctl: BrokerController, valid_names: dict[str, bool]) -> Lane | None:
     """The send lane for ``ctl`` (module docstring), or None without the C codec. ``valid_names`` is
-    :func:`make_single_v2`'s. The context tuple's order is ``serve_send_v2``'s (``L_*`` in ``_native.c``)."""
+    :func:`make_single_v2`'s. The context tuple's order is ``serve_send_v2``'s (``L_*`` in
+    ``codec/_native_c/send_lane.c``)."""
     if NATIVE is None:
         return None
     ctx = (ctl.topics, valid_names, ctl.config, ctl.store, ctl.store.commit_log, ctl.stats, ctl.tracer, MessageInner,
