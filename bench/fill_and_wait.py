@@ -15,7 +15,7 @@ from broker_core.store.message import MessageInner
 def main() -> None:
     store_dir, gib = sys.argv[1], float(sys.argv[2])
     cfg = BrokerConfig().with_store_dir(store_dir)
-    cfg.clean_resource_interval_ms = 0
+    cfg.retention.clean_resource_interval_ms = 0
     store = MessageStore(cfg).start()
     body = os.urandom(1024)
     target = int(gib * 2**30)

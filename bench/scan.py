@@ -45,9 +45,9 @@ NEEDLE = "needle-7f3a"
 
 def fill(store_dir: Path, gib: float, segment_mib: int) -> None:
     cfg = BrokerConfig().with_store_dir(store_dir)
-    cfg.mapped_file_size_commit_log_bytes = segment_mib * 1024 * 1024
-    cfg.message_index_enable = False
-    cfg.warm_mapped_file_enable = False
+    cfg.store.mapped_file_size_commit_log_bytes = segment_mib * 1024 * 1024
+    cfg.store.message_index_enable = False
+    cfg.store.warm_mapped_file_enable = False
     store = MessageStore(cfg.validate(), background=False).start()
     filler = os.urandom(512).hex().encode()[:1000]
     n = int(gib * (1 << 30) / 1100)

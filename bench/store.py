@@ -35,9 +35,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def config(store_dir: Path, **kw: object) -> BrokerConfig:
     cfg = BrokerConfig().with_store_dir(store_dir)
-    cfg.clean_resource_interval_ms = 0
+    cfg.retention.clean_resource_interval_ms = 0
     for k, v in kw.items():
-        setattr(cfg, k, v)
+        cfg.set_field(k, v)
     return cfg.validate()
 
 

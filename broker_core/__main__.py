@@ -23,8 +23,8 @@ from broker_core.store.errors import StoreError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    keys = "\n".join(f"  {k:34} {f.metadata['doc']} (default {f.default!r})"
-                     for k, f in BrokerConfig.keys().items() if k == f.metadata["key"])
+    keys = "\n".join(f"  {k:34} {ck.doc} (default {ck.default!r})"
+                     for k, ck in BrokerConfig.keys().items() if ck.canonical)
     parser = argparse.ArgumentParser(
         prog="python -m broker_core",
         formatter_class=argparse.RawDescriptionHelpFormatter,

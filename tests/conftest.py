@@ -35,15 +35,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def small_config(store_dir: Path, **overrides: object) -> BrokerConfig:
     """A config with tiny files so tests roll segments, queue files and index files quickly."""
     cfg = BrokerConfig().with_store_dir(store_dir)
-    cfg.mapped_file_size_commit_log_bytes = 64 * 1024
-    cfg.mapped_file_size_consume_queue_bytes = 20 * 50
-    cfg.max_hash_slot_num = 64
-    cfg.max_index_num = 200
-    cfg.clean_resource_interval_ms = 0
-    cfg.warm_mapped_file_enable = False
-    cfg.delete_commit_log_files_interval_ms = 0
+    cfg.store.mapped_file_size_commit_log_bytes = 64 * 1024
+    cfg.store.mapped_file_size_consume_queue_bytes = 20 * 50
+    cfg.store.max_hash_slot_num = 64
+    cfg.store.max_index_num = 200
+    cfg.retention.clean_resource_interval_ms = 0
+    cfg.store.warm_mapped_file_enable = False
+    cfg.retention.delete_commit_log_files_interval_ms = 0
     for name, value in overrides.items():
-        setattr(cfg, name, value)
+        cfg.set_field(name, value)  # by field name, in whichever section
     return cfg.validate()
 
 

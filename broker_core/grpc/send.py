@@ -41,6 +41,8 @@ PUT_CODES = {
     PutStatus.MESSAGE_ILLEGAL: pb.BAD_REQUEST,
     PutStatus.PROPERTIES_SIZE_EXCEEDED: pb.MESSAGE_PROPERTIES_TOO_LARGE,
     PutStatus.OS_PAGECACHE_BUSY: pb.TOO_MANY_REQUESTS,
+    PutStatus.FLUSH_SLAVE_TIMEOUT: pb.SLAVE_PERSISTENCE_TIMEOUT,
+    PutStatus.SLAVE_NOT_AVAILABLE: pb.HA_NOT_AVAILABLE,
 }
 
 
@@ -113,15 +115,22 @@ class SendService:
                 entries.append(built)
                 continue
             inner, deliver_ms = built
+            refusal = ctl.ha.put_refusal() if ctl.replicas is not None else None
+            if refusal is not None:  # controller mode: fewer in-sync replicas than minInSyncReplicas
+                entries.append(self._entry(pb.INTERNAL_SERVER_ERROR, refusal,
+                                           message_id=msg.system_properties.message_id))
+                continue
             results, flush = ctl.store.put_messages_nowait([inner])
             r: PutMessageResult = results[0]
             if flush is not None and r.ok:
                 try:
-                    flushed = await within(flush.future(), ctl.config.sync_flush_timeout_ms / 1000)
+                    flushed = await within(flush.future(), ctl.config.flush.sync_flush_timeout_ms / 1000)
                 except TimeoutError:
                     flushed = False
                 if not flushed:
                     r.status = PutStatus.FLUSH_DISK_FAILED if flush.error else PutStatus.FLUSH_DISK_TIMEOUT
+            if r.ok and ctl.replicas is not None and ctl.ha.sync_master:  # controller mode: the SyncStateSet's acks
+                r.status = await ctl.ha.wait_replicated(r.phy_offset + r.size)
             message_id = msg.system_properties.message_id
             if not r.ok:
                 code = PUT_CODES.get(r.status, pb.INTERNAL_SERVER_ERROR)

@@ -22,14 +22,16 @@ from broker_core.grpc.stubs import service_pb2_grpc
 from broker_core.grpc.timer import TimerService
 
 if TYPE_CHECKING:
+    from broker_core.config import GrpcConfig
     from broker_core.server.controller import BrokerController
 
 log = logging.getLogger(__name__)
 
 
 class GrpcServer:
-    def __init__(self, ctl: BrokerController) -> None:
+    def __init__(self, ctl: BrokerController, config: GrpcConfig) -> None:
         self.ctl = ctl
+        self.config = config
         self.timer = TimerService(ctl)
         self.server: grpc.aio.Server | None = None
         self.routes: RouteService | None = None
@@ -45,7 +47,7 @@ class GrpcServer:
         self.routes = RouteService(ctl, "")
         service_pb2_grpc.add_MessagingServiceServicer_to_server(MessagingService(ctl, self.routes, self.timer),
                                                                 self.server)
-        cfg = ctl.config
+        cfg = self.config
         if cfg.grpc_tls_cert_file or cfg.grpc_tls_key_file:
             creds = grpc.ssl_server_credentials([(Path(cfg.grpc_tls_key_file).read_bytes(),
                                                   Path(cfg.grpc_tls_cert_file).read_bytes())])
@@ -53,9 +55,9 @@ class GrpcServer:
         else:
             self.port = self.server.add_insecure_port(f"{host}:{port}")
         await self.server.start()
-        self.routes.grpc_endpoint = f"{cfg.broker_ip}:{self.port}"
+        self.routes.grpc_endpoint = f"{ctl.config.broker_ip}:{self.port}"
         self._tasks = [asyncio.ensure_future(self.timer.run()), asyncio.ensure_future(self._publish())]
-        log.info("broker %s serves RocketMQ 5 gRPC on %s:%d (%s)", cfg.broker_name, host, self.port,
+        log.info("broker %s serves RocketMQ 5 gRPC on %s:%d (%s)", ctl.config.broker_name, host, self.port,
                  "TLS" if cfg.grpc_tls_cert_file else "plaintext")
         return self.port
 

@@ -34,7 +34,7 @@ class BrokerHA:
     def __init__(self, ctl: BrokerController) -> None:
         self.ctl = ctl
         self.config = ctl.config
-        self.service = HAService(ctl.store, ctl.config)
+        self.service = HAService(ctl.store, ctl.config.ha)
         self.client: HAClient | None = None
         self.sync: SlaveSynchronize | None = None
         self._sync_client: RemotingClient | None = None
@@ -53,13 +53,13 @@ class BrokerHA:
         """``haServerAddr`` as registered: ``brokerIP2:haListenPort``."""
         if not self.service.port:
             return ""
-        return f"{self.config.broker_ip2 or self.config.broker_ip}:{self.service.port}"
+        return f"{self.config.ha.broker_ip2 or self.config.broker_ip}:{self.service.port}"
 
     def master_ha_addr(self) -> str:
-        return self.config.ha_master_address or self.ctl.master_ha_addr
+        return self.config.ha.ha_master_address or self.ctl.master_ha_addr
 
     async def start(self, host: str, listen_port: int) -> None:
-        port = self.config.ha_listen_port
+        port = self.config.ha.ha_listen_port
         if port < 0:  # RocketMQ's listenPort + 1; a broker on an ephemeral port (listenPort 0) takes any free one
             port = listen_port + 1 if self.config.listen_port > 0 else 0
         await self.service.start(host, port)
@@ -68,7 +68,7 @@ class BrokerHA:
             self._start_slave()
 
     def _start_slave(self) -> None:
-        self.client = HAClient(self.ctl.store, self.config, self.master_ha_addr)
+        self.client = HAClient(self.ctl.store, self.config.ha, self.master_ha_addr)
         self.client.start()
         self._sync_client = RemotingClient(serialize_type=SERIALIZE_JSON)
         self.sync = SlaveSynchronize(self.ctl, self._sync_client)

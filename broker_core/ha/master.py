@@ -39,7 +39,7 @@ from broker_core.remoting.loops import within
 from broker_core.store import PutStatus
 
 if TYPE_CHECKING:
-    from broker_core.config import BrokerConfig
+    from broker_core.config import HaConfig
     from broker_core.store import MessageStore
 
 log = logging.getLogger(__name__)
@@ -126,7 +126,7 @@ class HAConnection:
             await self.wake.wait()
         if self.slave_request_offset == 0:
             end = store.max_phy_offset()
-            self.next_transfer_from = max(0, end - end % cfg.mapped_file_size_commit_log_bytes)
+            self.next_transfer_from = max(0, end - end % store.store_config.mapped_file_size_commit_log_bytes)
         else:
             self.next_transfer_from = self.slave_request_offset
         log.info("HA transfer to %s starts at %d", self.remote, self.next_transfer_from)
@@ -166,7 +166,7 @@ class HAConnection:
 class HAService:
     """The master's HA listener, its connections, and the SYNC_MASTER waiters."""
 
-    def __init__(self, store: MessageStore, config: BrokerConfig) -> None:
+    def __init__(self, store: MessageStore, config: HaConfig) -> None:
         self.store = store
         self.config = config
         self.connections: set[HAConnection] = set()

@@ -35,7 +35,7 @@ from broker_core.remoting.loops import within
 from broker_core.store import ReplicaError, split_whole_records
 
 if TYPE_CHECKING:
-    from broker_core.config import BrokerConfig
+    from broker_core.config import HaConfig
     from broker_core.store import MessageStore
 
 log = logging.getLogger(__name__)
@@ -45,7 +45,7 @@ _READ_BYTES = 256 * 1024
 
 
 class HAClient:
-    def __init__(self, store: MessageStore, config: BrokerConfig, master_ha_addr: Callable[[], str]) -> None:
+    def __init__(self, store: MessageStore, config: HaConfig, master_ha_addr: Callable[[], str]) -> None:
         self.store = store
         self.config = config
         self.master_ha_addr = master_ha_addr
@@ -94,7 +94,7 @@ class HAClient:
         cfg = self.config
         heartbeat_s = cfg.ha_send_heartbeat_interval_ms / 1000
         housekeeping_ms = cfg.ha_housekeeping_interval_ms
-        segment = cfg.mapped_file_size_commit_log_bytes
+        segment = self.store.store_config.mapped_file_size_commit_log_bytes
         parser = TransferReader()
         partial = b""
         self.last_read_ms = _now_ms()

@@ -66,7 +66,7 @@ class SlaveSynchronize:
                     await self.sync_all(addr)
                 except (ConnectionError, TimeoutError, ValueError, KeyError, TypeError) as exc:
                     log.warning("slave sync from master %s failed: %s", addr, exc)
-            await asyncio.sleep(self.ctl.config.slave_synchronize_interval_ms / 1000)
+            await asyncio.sleep(self.ctl.config.ha.slave_synchronize_interval_ms / 1000)
 
     async def _get(self, addr: str, code: int) -> bytes:
         resp = await self.client.invoke(addr, RemotingCommand.request(code, {}), 5.0)

@@ -40,7 +40,7 @@ from typing import Any
 
 from broker_core.codec.fastjson import loads_fastjson
 from broker_core.codec.names import TRACE_TOPIC
-from broker_core.config import BrokerConfig
+from broker_core.config import AclConfig
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
 from broker_core.protocol.acl import ACCESS_KEY, signature_matches
 from broker_core.remoting.server import Connection
@@ -186,8 +186,10 @@ def remote_ip(conn: Connection) -> str:
 class PlainAccessValidator:
     """The hook ``RemotingServer`` calls before each handler (``rpc_hook``): None to go on, or the refusal."""
 
-    def __init__(self, config: BrokerConfig, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, config: AclConfig, path: Path, clock: Callable[[], float] = time.monotonic) -> None:
+        """``path``: the plain_acl.yml (``BrokerConfig.acl_file_path``: aclFile, else under the store's config)."""
         self.config = config
+        self._path = path
         self.clock = clock
         self.rules: PlainAclConfig | None = None
         self._stamp: tuple[int, int, int] | None = None
@@ -197,7 +199,7 @@ class PlainAccessValidator:
 
     @property
     def path(self) -> Path:
-        return self.config.acl_file_path
+        return self._path
 
     def load(self) -> PlainAclConfig:
         """Read the file now; raises :class:`AclConfigError` (naming the file) if it is missing or invalid."""

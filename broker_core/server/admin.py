@@ -61,6 +61,11 @@ def _java_str(value: object) -> str:
     return ("true" if value else "false") if isinstance(value, bool) else str(value)
 
 
+def config_properties(cfg: BrokerConfig) -> dict[str, str]:
+    """GET_BROKER_CONFIG's properties: every key, flat, as Java prints it, sorted; secrets left out."""
+    return {k: _java_str(v) for k, v in sorted(cfg.properties().items()) if k not in SECRET_KEYS}
+
+
 class AdminProcessor:
     """The admin codes; state comes from the controller's managers and the store's facade."""
 
@@ -159,13 +164,7 @@ class AdminProcessor:
 
     # ------------------------------------------------------------------ broker
     def _properties(self) -> dict[str, str]:
-        cfg = self.ctl.config
-        out = {}
-        for f in dataclasses.fields(BrokerConfig):
-            key = f.metadata.get("key")
-            if key and key not in SECRET_KEYS:
-                out[key] = _java_str(getattr(cfg, f.name))
-        return dict(sorted(out.items()))
+        return config_properties(self.ctl.config)
 
     def get_config(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
         """26: every setting as ``key=value`` lines; header ``version`` is the config's DataVersion JSON."""
@@ -190,15 +189,18 @@ class AdminProcessor:
         cfg = self.ctl.config
         try:
             updates = BrokerConfig.parse_updates(props)
-            dataclasses.replace(cfg, **updates).validate()
+            trial = cfg.copy()
+            for key, value in updates.items():
+                trial.set(key, value)
+            trial.validate()
         except ConfigError as exc:
             return cmd.response(ResponseCode.SYSTEM_ERROR, str(exc))
-        if "clock_offset_ms" in updates:
+        if "clockOffsetMs" in updates:
             if self.ctl.clock is None:
                 return cmd.response(ResponseCode.SYSTEM_ERROR, "this broker's clock cannot be shifted while running")
-            self.ctl.clock.offset_ms = updates["clock_offset_ms"]  # for rehearsals: delays fall due, hours arrive
-        for name, value in updates.items():
-            setattr(cfg, name, value)
+            self.ctl.clock.offset_ms = updates["clockOffsetMs"]  # for rehearsals: delays fall due, hours arrive
+        for key, value in updates.items():
+            cfg.set(key, value)  # in its section, which the services given that section see
         self.config_version = {"counter": self.config_version["counter"] + 1, "timestamp": int(time.time() * 1000)}
         return cmd.response(ResponseCode.SUCCESS)
 

@@ -49,8 +49,8 @@ class StoreAdminProcessor:
         store = self.store
         h = cmd.header
         topic, key = str_field(h, "topic"), str_field(h, "key")
-        max_num = int_field(h, "maxNum", store.config.default_query_max_num)
-        max_num = min(max_num if max_num > 0 else store.config.default_query_max_num,
+        max_num = int_field(h, "maxNum", store.store_config.default_query_max_num)
+        max_num = min(max_num if max_num > 0 else store.store_config.default_query_max_num,
                       self.ctl.config.max_msgs_num_batch)
         res = await asyncio.get_running_loop().run_in_executor(
             None, store.query_message, topic, key, max_num,

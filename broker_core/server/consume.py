@@ -54,7 +54,7 @@ class ConsumerProcessor:
                 sys_flag = int_field(h, "sysFlag", 0)
                 commit_offset = int_field(h, "commitOffset", 0)
                 suspend_ms = max(0, min(int_field(h, "suspendTimeoutMillis", 0),
-                                        int(ctl.limits.long_polling_max_s * 1000)))
+                                        int(ctl.config.remoting.long_polling_max_s * 1000)))
                 if not ctl.config.long_polling_enable:  # short polling: RocketMQ's shortPollingTimeMills
                     suspend_ms = min(suspend_ms, ctl.config.short_polling_time_ms)
                 sub_version = int_field(h, "subVersion", 0)

@@ -62,17 +62,6 @@ class Processor(Protocol):
 
 
 @dataclass
-class ServerLimits:
-    max_frame_bytes: int = 16 * 1024 * 1024
-    idle_timeout_s: float = 120.0
-    max_inflight: int = 4096
-    long_polling_max_s: float = 15.0
-    write_buffer_high: int = 4 * 1024 * 1024
-    write_buffer_low: int = 1024 * 1024
-    max_held_pulls: int = 1024
-
-
-@dataclass
 class Stats:
     put_count: int = 0
     get_count: int = 0
@@ -92,8 +81,7 @@ class Stats:
 
 
 class BrokerController:
-    def __init__(self, config: BrokerConfig, store: MessageStore | None = None,
-                 limits: ServerLimits | None = None) -> None:
+    def __init__(self, config: BrokerConfig, store: MessageStore | None = None) -> None:
         self.config = config
         # The store's clock, shifted by clockOffsetMs; UPDATE_BROKER_CONFIG may move it while running
         # (None for a store given with a clock of its own)
@@ -103,11 +91,6 @@ class BrokerController:
             store = MessageStore(config, self.clock, file_disk_probe(Path(config.disk_usage_probe_file))
                                  if config.disk_usage_probe_file else None)
         self.store = store
-        self.limits = limits or ServerLimits(config.server_max_frame_bytes, config.server_channel_max_idle_time_s,
-                                             config.server_max_inflight, config.long_polling_max_s,
-                                             config.write_buffer_high_water_mark_bytes,
-                                             config.write_buffer_low_water_mark_bytes,
-                                             config.max_held_pulls_per_connection)
         self.topics = TopicConfigManager(config.config_dir)
         self.offsets = ConsumerOffsetManager(config.config_dir)
         self.groups = SubscriptionGroupManager(config.config_dir)
@@ -119,7 +102,8 @@ class BrokerController:
         self.fast_failure = FastFailure(self)  # sends refused SYSTEM_BUSY while the store is held
         self.snapshots = self.store.segment_snapshots(lambda: self.broker_addr)
         self.stats = Stats()
-        self.acl = PlainAccessValidator(config)  # the RemotingServer's rpc_hook; idle while aclEnable is false
+        # the RemotingServer's rpc_hook; idle while aclEnable is false
+        self.acl = PlainAccessValidator(config.acl, config.acl_file_path)
         self.namesrv_addrs = [a.strip() for a in config.namesrv_addr.split(";") if a.strip()]
         self.namesrv_client = RemotingClient(serialize_type=SERIALIZE_JSON)  # as Java brokers register
         self.hold: PullRequestHoldService | None = None
@@ -148,7 +132,7 @@ class BrokerController:
 
     async def start(self, host: str, port: int) -> int:
         loop = asyncio.get_running_loop()
-        if self.config.acl_enable:
+        if self.config.acl.acl_enable:
             self.acl.load()  # a missing or invalid plain_acl.yml stops the start (AclConfigError names the file)
         self.config.config_dir.mkdir(parents=True, exist_ok=True)
         if self.config.auto_create_topic_enable and self.topics.get(DEFAULT_TOPIC) is None:
@@ -156,7 +140,8 @@ class BrokerController:
             self.topics.upsert(TopicConfig(DEFAULT_TOPIC, 8, 8, PERM_READ | PERM_WRITE | PERM_INHERIT))
         if not self.store.running:
             await loop.run_in_executor(None, self.store.start)
-        self.hold = PullRequestHoldService(loop, self.limits.max_held_pulls)
+        remoting = self.config.remoting
+        self.hold = PullRequestHoldService(loop, remoting.max_held_pulls_per_connection)
         self.hold.on_wait = self.store.reput.undefer  # a held pull sees the next append dispatched at once
         self.store.add_arrival_listener(self.hold.arrived)
         # dispatch on this loop after appends (store/dispatcher.py): at once while pulls are held or slaves attached
@@ -173,24 +158,25 @@ class BrokerController:
         for processor in processors:
             handlers.update(processor.handlers())
         self.server = RemotingServer(
-            f"broker {self.config.broker_name}", handlers, max_frame_bytes=self.limits.max_frame_bytes,
-            idle_timeout=self.limits.idle_timeout_s, max_inflight=self.limits.max_inflight,
-            on_close=self._connection_closed, rpc_hook=self.acl, write_buffer_high=self.limits.write_buffer_high,
-            write_buffer_low=self.limits.write_buffer_low)
+            f"broker {self.config.broker_name}", handlers, max_frame_bytes=remoting.server_max_frame_bytes,
+            idle_timeout=remoting.server_channel_max_idle_time_s, max_inflight=remoting.server_max_inflight,
+            on_close=self._connection_closed, rpc_hook=self.acl,
+            write_buffer_high=remoting.write_buffer_high_water_mark_bytes,
+            write_buffer_low=remoting.write_buffer_low_water_mark_bytes)
         self.server.lane = sends.lane  # one plain SEND_MESSAGE_V2 a read, answered in one C call (send_fast.py)
         self.port = await self.server.start(host, port)
         await self._listen_vip(host, port)
         self.store.set_store_port(self.port)
         await self.ha.start(host, self.port)
-        if self.config.grpc_listen_port >= 0:  # RocketMQ 5 clients (broker_core/grpc), in the same process
+        if self.config.grpc.grpc_listen_port >= 0:  # RocketMQ 5 clients (broker_core/grpc), in the same process
             from broker_core.grpc.server import GrpcServer
 
-            self.grpc = GrpcServer(self)
-            self.grpc_port = await self.grpc.start(self.grpc_host or host, self.config.grpc_listen_port)
+            self.grpc = GrpcServer(self, self.config.grpc)
+            self.grpc_port = await self.grpc.start(self.grpc_host or host, self.config.grpc.grpc_listen_port)
         self._tasks.append(asyncio.ensure_future(self._periodic()))
         self._tasks.append(asyncio.ensure_future(expire_snapshots(
             self.snapshots, max_lifetime_ms=self.config.snapshot_max_lifetime_ms)))
-        if self.config.schedule_deliver_interval_ms > 0 and not self.ha.is_slave:  # a slave only copies progress
+        if self.config.timer.schedule_deliver_interval_ms > 0 and not self.ha.is_slave:  # a slave only copies progress
             self._tasks.append(asyncio.ensure_future(self._deliver_delayed()))
         await self.register_all()
         log.info("broker %s serving on %s:%d (namesrv %s)", self.config.broker_name, host, self.port,
@@ -205,7 +191,7 @@ class BrokerController:
     async def _listen_vip(self, host: str, port: int) -> None:
         """RocketMQ's "VIP channel": Java clients up to 4.4 send to ``listenPort - 2`` by default. Served only
         when the listen port is fixed (an ephemeral port has no meaningful neighbour) and the config asks."""
-        if not self.config.fast_listen_enable or port <= 2:
+        if not self.config.remoting.fast_listen_enable or port <= 2:
             return
         vip = port - 2
         try:
@@ -217,7 +203,7 @@ class BrokerController:
     async def _periodic(self) -> None:
         period = self.config.register_name_server_period_ms / 1000
         next_register = time.monotonic() + period
-        next_check = time.monotonic() + self.config.transaction_check_interval_ms / 1000
+        next_check = time.monotonic() + self.config.transaction.transaction_check_interval_ms / 1000
         next_offsets = time.monotonic() + self.config.flush_consumer_offset_interval_ms / 1000
         while True:
             await asyncio.sleep(1.0)
@@ -238,7 +224,7 @@ class BrokerController:
             except OSError:
                 log.exception("cannot sync or compact the receive/ack state")
             if time.monotonic() >= next_check and not self.ha.is_slave:
-                next_check = time.monotonic() + self.config.transaction_check_interval_ms / 1000
+                next_check = time.monotonic() + self.config.transaction.transaction_check_interval_ms / 1000
                 self.transactions.check()
             if time.monotonic() >= next_register or not self.registered:
                 ok = await self.register_all()
@@ -248,7 +234,7 @@ class BrokerController:
         """The broker's own delay-level tick (Celery beat may call DELIVER_DELAYED too; passes serialise)."""
         loop = asyncio.get_running_loop()
         while True:
-            await asyncio.sleep(self.config.schedule_deliver_interval_ms / 1000)
+            await asyncio.sleep(self.config.timer.schedule_deliver_interval_ms / 1000)
             try:
                 report = await loop.run_in_executor(None, self.store.deliver_delayed)
             except (OSError, ValueError):
@@ -354,7 +340,7 @@ class BrokerController:
         return {
             "brokerName": self.config.broker_name, "brokerId": self.config.broker_id,
             "cluster": self.config.broker_cluster_name, "brokerAddr": self.broker_addr,
-            "role": self.config.broker_role, "version": __version__, "flushDiskType": self.config.flush_disk_type,
+            "role": self.config.broker_role, "version": __version__, "flushDiskType": self.config.flush.flush_disk_type,
             "putTps": round(put_tps, 1), "getTps": round(get_tps, 1),
             "putTotal": self.stats.put_count, "getTotal": self.stats.get_count,
             "uptimeSeconds": round(time.monotonic() - self.stats.started, 1),

@@ -65,7 +65,7 @@ def now_ms() -> int:
 class PopService:
     def __init__(self, ctl: BrokerController) -> None:
         self.ctl = ctl
-        self.state = PopState(ctl.config.config_dir, ctl.config.flush_disk_type == "SYNC_FLUSH")
+        self.state = PopState(ctl.config.config_dir, ctl.config.flush.sync_flush)
         self.queues = self.state.queues
 
     def load(self) -> None:
@@ -272,7 +272,7 @@ class PopProcessor:
             invisible = int_field(h, "invisibleTime", 30_000)
             if not 1000 <= invisible <= MAX_INVISIBLE_MS:
                 raise BadRequest(f"invisibleTime must be 1000..{MAX_INVISIBLE_MS} ms, got {invisible}")
-            poll_ms = max(0, min(int_field(h, "pollTime", 0), int(ctl.limits.long_polling_max_s * 1000)))
+            poll_ms = max(0, min(int_field(h, "pollTime", 0), int(ctl.config.remoting.long_polling_max_s * 1000)))
             kind = str(h.get("expressionType") or EXPRESSION_TAG)
             if kind != EXPRESSION_TAG and not ctl.config.enable_property_filter:
                 return cmd.response(ResponseCode.SYSTEM_ERROR,

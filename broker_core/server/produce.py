@@ -82,7 +82,7 @@ def writable_topic(ctl: BrokerController, cmd: RemotingCommand, topic: str,
 async def _flushed(ctl: BrokerController, request: GroupCommitRequest) -> bool:
     """Whether the group commit ``request`` completed within ``syncFlushTimeout``."""
     try:
-        return await within(request.future(), ctl.config.sync_flush_timeout_ms / 1000)
+        return await within(request.future(), ctl.config.flush.sync_flush_timeout_ms / 1000)
     except TimeoutError:
         return False
 

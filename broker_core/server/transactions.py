@@ -137,7 +137,7 @@ class TransactionService:
 
     def check(self) -> int:
         """Ask producers about unresolved half messages older than the timeout. Returns checks sent."""
-        cfg = self.ctl.config
+        cfg = self.ctl.config.transaction
         now = self.store.clock.now_ms()
         offset = max(self.ctl.offsets.query(CHECK_GROUP, HALF_TOPIC, 0), 0)
         sent = 0

@@ -38,7 +38,7 @@ from broker_core.codec.message import (
     host_to_bytes,
 )
 from broker_core.codec.message_append import append_messages, native_put_single, py_append_messages
-from broker_core.config import BrokerConfig
+from broker_core.config import StoreConfig
 from broker_core.store.allocate import AllocateMappedFileService
 from broker_core.store.clock import Clock
 from broker_core.store.durability import COMMIT_LOG
@@ -54,15 +54,17 @@ _NO_QUEUE_ADVANCE = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
 
 
 class CommitLog:
-    def __init__(self, config: BrokerConfig, clock: Clock, allocator: AllocateMappedFileService | None) -> None:
+    def __init__(self, config: StoreConfig, store_host: tuple[str, int], clock: Clock,
+                 allocator: AllocateMappedFileService | None) -> None:
+        """``store_host``: the broker's (brokerIP1, listenPort), written into every record as STOREHOST."""
         self.config = config
         self.clock = clock
         self.mapped_file_size = config.mapped_file_size_commit_log_bytes
         self.mapped_file_queue = MappedFileQueue(config.commit_log_dir, self.mapped_file_size, allocator, COMMIT_LOG)
         self.topic_queue_table: dict[tuple[str, int], int] = {}
         self.put_lock = threading.Lock()
-        self.store_host = host_to_bytes(config.broker_ip)
-        self.store_port = config.listen_port
+        self.store_host = host_to_bytes(store_host[0])
+        self.store_port = store_host[1]
         self.max_message_size = config.max_message_size_bytes
         self.begin_time_in_lock = 0
         # Hand-off to the dispatcher, in CommitLog order: (phy, size, topic, queue_id, queue_offset,

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from broker_core.config import BrokerConfig
+from broker_core.config import RetentionConfig
 
 log = logging.getLogger(__name__)
 
@@ -60,15 +60,16 @@ class DiskCheck:
 
 
 class DiskGuard:
-    def __init__(self, config: BrokerConfig, probe: DiskProbe | None = None) -> None:
+    def __init__(self, config: RetentionConfig, commit_log_dir: Path, probe: DiskProbe | None = None) -> None:
         self.config = config
+        self.commit_log_dir = commit_log_dir
         self.probe = probe or disk_usage_ratio
         self.full = False
 
     def check(self) -> DiskCheck:
         """Measure the CommitLog partition and set or clear the disk-full flag."""
         cfg = self.config
-        ratio = self.probe(cfg.commit_log_dir)
+        ratio = self.probe(self.commit_log_dir)
         max_used = min(max(cfg.disk_max_used_space_percent, 10), 95) / 100.0
         clean_immediately = False
         if ratio > cfg.disk_space_warning_level_ratio:

@@ -37,6 +37,7 @@ import time
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from broker_core.config import FlushConfig
     from broker_core.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
@@ -80,9 +81,8 @@ class _Service:
 class FlushRealTimeService(_Service):
     name = "flush-commitlog"
 
-    def __init__(self, store: MessageStore) -> None:
+    def __init__(self, store: MessageStore, cfg: FlushConfig) -> None:
         super().__init__()
-        cfg = store.config
         self.store = store
         self.interval = cfg.flush_interval_commit_log_ms / 1000
         self.least_pages = cfg.flush_commit_log_least_pages
@@ -261,9 +261,8 @@ class GroupCommitService(_Service):
 class FlushConsumeQueueService(_Service):
     name = "flush-consumequeue"
 
-    def __init__(self, store: MessageStore) -> None:
+    def __init__(self, store: MessageStore, cfg: FlushConfig) -> None:
         super().__init__()
-        cfg = store.config
         self.store = store
         self.interval = cfg.flush_interval_consume_queue_ms / 1000
         self.least_pages = cfg.flush_consume_queue_least_pages

@@ -71,47 +71,42 @@ SLAVE_REFUSAL = "message store is slave mode, so putMessage is forbidden"
 class MessageStore(ReplicationMixin):
     """The facade; a slave's replicated appends and promotion are :class:`ReplicationMixin`'s (replica.py)."""
 
-    def __init__(
-        self,
-        config: BrokerConfig,
-        clock: Clock = SYSTEM_CLOCK,
-        disk_probe: DiskProbe | None = None,
-        *,
-        background: bool = True,
-    ) -> None:
+    def __init__(self, config: BrokerConfig, clock: Clock = SYSTEM_CLOCK, disk_probe: DiskProbe | None = None, *,
+                 background: bool = True) -> None:
         """``background=False`` runs no threads: dispatch, flush and cleaning happen only when called
         (``dispatch()``, ``flush()``, ``clean_expired_files()``); used by tools and deterministic tests."""
         self.config = config.validate()
+        self.store_config = files = config.store
         self.clock = clock
         self.background = background
-        self.allocator = AllocateMappedFileService(config.warm_mapped_file_enable) if background else None
-        self.commit_log = CommitLog(config, clock, self.allocator)
+        self.allocator = AllocateMappedFileService(files.warm_mapped_file_enable) if background else None
+        self.commit_log = CommitLog(files, (config.broker_ip, config.listen_port), clock, self.allocator)
         self.consume_queue_table: dict[tuple[str, int], ConsumeQueue] = {}
         self._cq_lock = threading.Lock()
         self.index_service = (
-            IndexService(config.index_dir, config.max_hash_slot_num, config.max_index_num, clock.now_ms)
-            if config.message_index_enable else None)
+            IndexService(files.index_dir, files.max_hash_slot_num, files.max_index_num, clock.now_ms)
+            if files.message_index_enable else None)
         self.checkpoint: StoreCheckpoint  # opened by start() (_load_and_recover), before anything reads it
         self.reput = ReputMessageService(self)
-        self.sync_flush = config.flush_disk_type == "SYNC_FLUSH"
+        self.sync_flush = config.flush.sync_flush
         self.flush_service: FlushRealTimeService | GroupCommitService = (
-            GroupCommitService(self) if self.sync_flush else FlushRealTimeService(self))
-        self.flush_cq_service = FlushConsumeQueueService(self)
-        self.disk_guard = DiskGuard(config, disk_probe)
-        self.clean_service = CleanCommitLogService(self, self.disk_guard)
-        self.schedule = ScheduleMessageService(self)
+            GroupCommitService(self) if self.sync_flush else FlushRealTimeService(self, config.flush))
+        self.flush_cq_service = FlushConsumeQueueService(self, config.flush)
+        self.disk_guard = DiskGuard(config.retention, files.commit_log_dir, disk_probe)
+        self.clean_service = CleanCommitLogService(self, config.retention, self.disk_guard)
+        self.schedule = ScheduleMessageService(self, config.timer, files.config_dir, config.broker_ip)
         self._writable_role = config.broker_role != "SLAVE"
         self.flush_failure = FlushFailure()
         self.quarantined: list[str] = []  # quarantine folders recovery filled at this start (quarantine.py)
         self.last_exit_ok = True
         self.running = False
-        self._dir_lock = DirectoryLock(config.lock_path, config.store_path_root_dir)
+        self._dir_lock = DirectoryLock(files.lock_path, files.store_path_root_dir)
         self._clean_timer: threading.Thread | None = None
         self._stop = threading.Event()
 
     # ================================================================== lifecycle
     def start(self) -> MessageStore:
-        cfg = self.config
+        cfg = self.store_config
         root = cfg.store_path_root_dir
         os.makedirs(root, exist_ok=True)
         self._dir_lock.acquire()
@@ -133,7 +128,7 @@ class MessageStore(ReplicationMixin):
             self.reput.start()
             self.flush_service.start()
             self.flush_cq_service.start()
-            if cfg.clean_resource_interval_ms > 0:
+            if self.config.retention.clean_resource_interval_ms > 0:
                 self._clean_timer = threading.Thread(target=self._clean_loop, name="clean-files", daemon=True)
                 self._clean_timer.start()
         log.info("store %s started (last exit %s), CommitLog [%d, %d)", root,
@@ -167,12 +162,12 @@ class MessageStore(ReplicationMixin):
         self.schedule.persist()
         if failed:  # keep ``abort``: the next start verifies the CommitLog from the last good checkpoint
             log.error("store %s shut down after a failed flush; the next start recovers it as after a crash",
-                      self.config.store_path_root_dir)
+                      self.store_config.store_path_root_dir)
         else:
-            self.config.abort_path.unlink(missing_ok=True)
+            self.store_config.abort_path.unlink(missing_ok=True)
         self._dir_lock.release()
         if not failed:
-            log.info("store %s shut down cleanly", self.config.store_path_root_dir)
+            log.info("store %s shut down cleanly", self.store_config.store_path_root_dir)
 
     def __enter__(self) -> MessageStore:
         return self.start()
@@ -248,7 +243,7 @@ class MessageStore(ReplicationMixin):
     def put_messages(self, msgs: list[MessageInner]) -> list[PutMessageResult]:
         results, request = self.put_messages_nowait(msgs)
         if request is not None:
-            if not request.wait(self.config.sync_flush_timeout_ms / 1000):
+            if not request.wait(self.config.flush.sync_flush_timeout_ms / 1000):
                 status = PutStatus.FLUSH_DISK_FAILED if request.error else PutStatus.FLUSH_DISK_TIMEOUT
                 for r in results:
                     if r.ok:
@@ -280,8 +275,8 @@ class MessageStore(ReplicationMixin):
             with self._cq_lock:
                 cq = self.consume_queue_table.get((topic, queue_id))
                 if cq is None:
-                    cq = ConsumeQueue(topic, queue_id, self.config.consume_queue_dir,
-                                      self.config.mapped_file_size_consume_queue_bytes)
+                    cq = ConsumeQueue(topic, queue_id, self.store_config.consume_queue_dir,
+                                      self.store_config.mapped_file_size_consume_queue_bytes)
                     self.consume_queue_table = {**self.consume_queue_table, (topic, queue_id): cq}
         return cq
 
@@ -340,7 +335,7 @@ class MessageStore(ReplicationMixin):
                 del table[key]
         for cq in doomed:
             cq.destroy()
-        remove_empty_topic_dir(self.config.consume_queue_dir / topic)
+        remove_empty_topic_dir(self.store_config.consume_queue_dir / topic)
         return len(doomed)
 
     def topics(self) -> list[str]:
@@ -400,7 +395,7 @@ class MessageStore(ReplicationMixin):
 
     def segment_snapshots(self, broker_addr: Callable[[], str]) -> SegmentSnapshots:
         """The snapshot service over this store's CommitLog (hard links under ``<root>/snapshots``)."""
-        return SegmentSnapshots(self.commit_log, Path(self.config.store_path_root_dir) / SNAPSHOTS_DIR,
+        return SegmentSnapshots(self.commit_log, Path(self.store_config.store_path_root_dir) / SNAPSHOTS_DIR,
                                 self.clock.now_ms, broker_addr)
 
     def set_store_port(self, port: int) -> None:
@@ -451,7 +446,7 @@ class MessageStore(ReplicationMixin):
             return QueryMessageResult([], False)
         self.reput.do_reput()  # everything appended so far is searchable
         return query_by_key(self.index_service, self.look_message_by_offset, topic, key,
-                            max_num or self.config.default_query_max_num, begin_ms, end_ms)
+                            max_num or self.store_config.default_query_max_num, begin_ms, end_ms)
 
     # ================================================================== maintenance
     def flush(self) -> None:
@@ -476,7 +471,7 @@ class MessageStore(ReplicationMixin):
 
 
     def _clean_loop(self) -> None:
-        interval = self.config.clean_resource_interval_ms / 1000
+        interval = self.config.retention.clean_resource_interval_ms / 1000
         if self._stop.wait(min(60.0, interval * 6)):
             return
         while not self._stop.is_set():

@@ -67,7 +67,7 @@ def handle_bad_record(store: MessageStore, index: int, pos: int, why: str) -> No
         log.warning("CommitLog %s: torn record at %d (%s), the last one written; truncating there",
                     bad.path.name, pos, why)
         return
-    root = Path(store.config.store_path_root_dir) / QUARANTINE_DIR
+    root = Path(store.store_config.store_path_root_dir) / QUARANTINE_DIR
     now = store.clock.now_ms()
     stamp = dt.datetime.fromtimestamp(now / 1000).strftime("%Y%m%d%H%M%S") + f"{now % 1000:03d}"
     folder = root / stamp

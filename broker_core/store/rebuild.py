@@ -55,7 +55,8 @@ _WALK_LIMIT = 64  # records looked at after an IndexFile's end for one with a un
 
 def load_consume_queues(store: MessageStore) -> dict[tuple[str, int], str]:
     """Load every ConsumeQueue into the store's table; returns the queues damaged at load, with the reason."""
-    table, damaged = _load_cqs(store.config.consume_queue_dir, store.config.mapped_file_size_consume_queue_bytes)
+    table, damaged = _load_cqs(store.store_config.consume_queue_dir,
+                               store.store_config.mapped_file_size_consume_queue_bytes)
     store.consume_queue_table.update(table)
     return damaged
 

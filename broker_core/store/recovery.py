@@ -48,7 +48,7 @@ def _walk(store: MessageStore, index: int) -> int:
     commit_log = store.commit_log
     files = commit_log.mapped_file_queue.files
     size = commit_log.mapped_file_size
-    check_crc = store.config.check_crc_on_recover
+    check_crc = store.store_config.check_crc_on_recover
     while True:
         mf = files[index]
         end, why = scan_records(mf.mv, 0, size, check_crc)
@@ -132,7 +132,7 @@ def recover_topic_queue_table(store: MessageStore) -> None:
 
 def load_and_recover(store: MessageStore) -> None:
     """Load everything, recover the CommitLog, check the derived files, replay dispatch, rebuild the queue table."""
-    cfg = store.config
+    cfg = store.store_config
     store.schedule.load()
     store.commit_log.load()
     damaged_cqs = rebuild.load_consume_queues(store)

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 from broker_core.store.disk_guard import DiskCheck, DiskGuard
 
 if TYPE_CHECKING:
+    from broker_core.config import RetentionConfig
     from broker_core.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
@@ -50,8 +51,9 @@ class RetentionReport:
 
 
 class CleanCommitLogService:
-    def __init__(self, store: MessageStore, disk_guard: DiskGuard) -> None:
+    def __init__(self, store: MessageStore, config: RetentionConfig, disk_guard: DiskGuard) -> None:
         self.store = store
+        self.config = config
         self.disk_guard = disk_guard
         self.manual_delete_times = 0
         self._lock = threading.Lock()
@@ -62,7 +64,7 @@ class CleanCommitLogService:
 
     def is_time_to_delete(self, now_ms: int) -> bool:
         hour = dt.datetime.fromtimestamp(now_ms / 1000).hour
-        return hour in self.store.config.delete_when_hours
+        return hour in self.config.delete_when_hours
 
     def check_disk(self) -> DiskCheck:
         """The disk guard's measurement (it sets or clears the store's disk-full flag)."""
@@ -74,8 +76,7 @@ class CleanCommitLogService:
             return self._run(self.store.clock.now_ms() if now_ms is None else now_ms, force)
 
     def _run(self, now_ms: int, force: bool) -> RetentionReport:
-        store = self.store
-        cfg = store.config
+        store, cfg = self.store, self.config
         report = RetentionReport()
         disk = report.disk = self.check_disk()
         if self.is_time_to_delete(now_ms):
@@ -112,7 +113,7 @@ class CleanCommitLogService:
         min_phy = store.commit_log.min_offset()
         if min_phy < 0:
             return
-        pause_s = store.config.delete_consume_queue_files_interval_ms / 1000
+        pause_s = self.config.delete_consume_queue_files_interval_ms / 1000
         for cq in list(store.consume_queues()):
             before = sum(mf.file_size for mf in cq.mapped_file_queue.files)
             deleted = cq.delete_expired_files(min_phy, now_ms)

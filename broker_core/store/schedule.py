@@ -40,6 +40,9 @@ from broker_core.codec.names import PROPERTY_SCHEDULE_ORIGIN, SCHEDULE_TOPIC
 from broker_core.store.message import MessageInner
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from broker_core.config import TimerConfig
     from broker_core.store.message_store import MessageStore
 
 log = logging.getLogger(__name__)
@@ -59,16 +62,17 @@ class DeliveryReport:
 
 
 class ScheduleMessageService:
-    def __init__(self, store: MessageStore) -> None:
+    def __init__(self, store: MessageStore, config: TimerConfig, config_dir: Path, broker_ip: str) -> None:
         self.store = store
-        self.levels_ms = store.config.delay_levels_ms
-        self.path = store.config.config_dir / "delayOffset.json"
+        self.config = config
+        self.levels_ms = config.delay_levels_ms
+        self.path = config_dir / "delayOffset.json"
         self.offsets: dict[int, int] = {}
         self._lock = threading.Lock()
         self._recovering = True
         self._dirty = False
         self._persisted_at = 0.0  # time.monotonic() of the last write of delayOffset.json
-        self.ids = UniqueIdGenerator(store.config.broker_ip)
+        self.ids = UniqueIdGenerator(broker_ip)
 
     def load(self) -> None:
         """Read ``delayOffset.json`` (RocketMQ's ``{"offsetTable":{1:0,3:12}}``: level -> next queue offset;
@@ -131,7 +135,7 @@ class ScheduleMessageService:
             self._recovering = False
         # progress is written at most every flushDelayOffsetInterval (and at shutdown); after a crash the first
         # pass re-reads the lagging window in recovery mode, which skips what was already delivered
-        due = time.monotonic() - self._persisted_at >= self.store.config.flush_delay_offset_interval_ms / 1000
+        due = time.monotonic() - self._persisted_at >= self.config.flush_delay_offset_interval_ms / 1000
         if (report.delivered or report.skipped_duplicates or self._dirty) and due:
             self.persist()
         return report

@@ -92,7 +92,7 @@ def snapshot(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         # retention deletes the sealed segments while "the job runs": the hard links keep them readable
         store.clean_expired_files(None, True)
         for seg in manifest["segments"][:-1]:
-            assert not (store.config.commit_log_dir / seg["fileName"]).exists()
+            assert not (store.config.store.commit_log_dir / seg["fileName"]).exists()
     finally:
         store.shutdown()
     return manifest

@@ -39,31 +39,32 @@ def test_seed_sample_conf_loads_unchanged(tmp_path):
     assert cfg.broker_name == "broker-a"
     assert cfg.broker_id == 0
     assert cfg.namesrv_addr == "127.0.0.1:9876"
-    assert cfg.delete_when == "04" and cfg.delete_when_hours == [4]
-    assert cfg.file_reserved_time_hours == 48
+    assert cfg.retention.delete_when == "04" and cfg.retention.delete_when_hours == [4]
+    assert cfg.retention.file_reserved_time_hours == 48
     assert cfg.broker_role == "ASYNC_MASTER"
-    assert cfg.flush_disk_type == "ASYNC_FLUSH"
+    assert cfg.flush.flush_disk_type == "ASYNC_FLUSH"
     assert cfg.auto_create_topic_enable is True
-    assert cfg.store_path_root_dir == r"E:\RocketMQ\data\rocketmq\dataDir"
-    assert cfg.store_path_commit_log == r"E:\RocketMQ\data\rocketmq\dataDir\commitlog"
-    assert cfg.abort_file == r"E:\RocketMQ\data\rocketmq\dataDir\abort"
+    assert cfg.store.store_path_root_dir == r"E:\RocketMQ\data\rocketmq\dataDir"
+    assert cfg.store.store_path_commit_log == r"E:\RocketMQ\data\rocketmq\dataDir\commitlog"
+    assert cfg.store.abort_file == r"E:\RocketMQ\data\rocketmq\dataDir\abort"
     assert cfg.unknown_keys == []
     moved = cfg.with_store_dir(tmp_path / "s")
-    assert moved.commit_log_dir == tmp_path / "s" / "commitlog"
-    assert moved.file_reserved_time_hours == 48
+    assert moved.store.commit_log_dir == tmp_path / "s" / "commitlog"
+    assert moved.retention.file_reserved_time_hours == 48
 
 
 def test_defaults_follow_the_seeds():
     cfg = BrokerConfig()
-    assert cfg.mapped_file_size_commit_log_bytes == 1024**3
-    assert cfg.mapped_file_size_consume_queue_bytes == 6_000_000
-    assert cfg.file_reserved_time_hours == 72
-    assert cfg.delete_when == "04"
-    assert cfg.disk_max_used_space_percent == 75
-    assert (cfg.disk_space_clean_forcibly_ratio, cfg.disk_space_warning_level_ratio) == (0.85, 0.90)
-    assert cfg.max_message_size_bytes == 4 * 1024 * 1024
-    assert cfg.flush_disk_type == "ASYNC_FLUSH" and cfg.sync_flush_timeout_ms == 5000
-    assert cfg.delay_levels_ms[:3] == [1000, 5000, 10_000] and cfg.delay_levels_ms[-1] == 7_200_000
+    assert cfg.store.mapped_file_size_commit_log_bytes == 1024**3
+    assert cfg.store.mapped_file_size_consume_queue_bytes == 6_000_000
+    assert cfg.retention.file_reserved_time_hours == 72
+    assert cfg.retention.delete_when == "04"
+    assert cfg.retention.disk_max_used_space_percent == 75
+    ret = cfg.retention
+    assert (ret.disk_space_clean_forcibly_ratio, ret.disk_space_warning_level_ratio) == (0.85, 0.90)
+    assert cfg.store.max_message_size_bytes == 4 * 1024 * 1024
+    assert cfg.flush.flush_disk_type == "ASYNC_FLUSH" and cfg.flush.sync_flush_timeout_ms == 5000
+    assert cfg.timer.delay_levels_ms[:3] == [1000, 5000, 10_000] and cfg.timer.delay_levels_ms[-1] == 7_200_000
     assert cfg.auto_create_topic_enable is True  # RocketMQ's default
 
 
@@ -72,8 +73,8 @@ def test_env_overrides_file(tmp_path):
     path.write_text("deleteWhen=04\nfileReservedTime=48\nsomethingElse=1\n")
     cfg = BrokerConfig.load(path, env={"BROKER_CORE_DELETE_WHEN": "03;05", "BROKER_CORE_fileReservedTime": "1.5",
                                        "BROKER_URL": "redis://ignored"})
-    assert cfg.delete_when_hours == [3, 5]
-    assert cfg.file_reserved_time_hours == 1.5
+    assert cfg.retention.delete_when_hours == [3, 5]
+    assert cfg.retention.file_reserved_time_hours == 1.5
     assert cfg.unknown_keys == ["somethingElse"]
 
 

@@ -192,7 +192,7 @@ def test_oneway_and_closed_connections_release_gather_responses(factory: Any, se
 
 def test_store_views_equal_the_copying_read_and_release_their_segments(tmp_path: Path) -> None:
     cfg = BrokerConfig().with_store_dir(tmp_path)
-    cfg.mapped_file_size_commit_log_bytes = 256 * 1024  # the queue's records span segments
+    cfg.store.mapped_file_size_commit_log_bytes = 256 * 1024  # the queue's records span segments
     store = MessageStore(cfg.validate()).start()
     try:
         for i in range(1200):

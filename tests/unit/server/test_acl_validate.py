@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from broker_core.config import BrokerConfig
+from broker_core.config import AclConfig, BrokerConfig
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
 from broker_core.protocol.acl import SessionCredentials, sign_command
 from broker_core.server.acl import AclRefused, PlainAccessValidator, check, required_resources
@@ -148,12 +148,12 @@ def write(path: Path, text: str, mtime: int) -> None:
 
 
 def test_hook_reloads_changed_file_and_keeps_the_last_good_one(tmp_path: Path, caplog: Any) -> None:
-    cfg = BrokerConfig(acl_enable=True, cluster_secret="cluster-secret").with_store_dir(tmp_path)
+    cfg = BrokerConfig(cluster_secret="cluster-secret", acl=AclConfig(acl_enable=True)).with_store_dir(tmp_path)
     path = cfg.acl_file_path
     path.parent.mkdir(parents=True)
     write(path, "accounts: [{accessKey: producer1, secretKey: producer-secret, defaultTopicPerm: PUB}]", 10**18)
     clock = Clock()
-    hook = PlainAccessValidator(cfg, clock)
+    hook = PlainAccessValidator(cfg.acl, cfg.acl_file_path, clock)
     hook.load()
     conn: Any = FakeConn()
     assert hook(send("t1"), conn) is None
@@ -168,16 +168,16 @@ def test_hook_reloads_changed_file_and_keeps_the_last_good_one(tmp_path: Path, c
     write(path, "accounts: []", 10**18 + 3 * 10**9)
     clock.now += 1.5
     assert hook(send("t1", None), conn) is not None  # a good file again: loaded, 127.0.0.1 no longer white-listed
-    cfg.acl_enable = False
+    cfg.acl.acl_enable = False
     assert hook(send("t1", None), conn) is None  # off: nothing is checked
 
 
 def test_refusal_is_no_permission_with_the_acl_exception_remark(tmp_path: Path) -> None:
     cfg = BrokerConfig().with_store_dir(tmp_path)
-    cfg.acl_enable = True
+    cfg.acl.acl_enable = True
     cfg.acl_file_path.parent.mkdir(parents=True)
     cfg.acl_file_path.write_text("accounts: []")
-    hook = PlainAccessValidator(cfg, Clock())
+    hook = PlainAccessValidator(cfg.acl, cfg.acl_file_path, Clock())
     hook.load()
     resp = hook(send("t1", None), FakeConn())  # type: ignore[arg-type]
     assert resp is not None and resp.code == ResponseCode.NO_PERMISSION and resp.is_response

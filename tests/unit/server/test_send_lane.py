@@ -215,7 +215,7 @@ def test_unusual_reads_take_the_general_way(broker: _Broker, case: str) -> None:
     elif case == "read_only":
         ctl.topics.upsert(TopicConfig("LaneT", 4, 4, PERM_READ))
     elif case == "acl":
-        ctl.config.acl_enable = True
+        ctl.config.acl.acl_enable = True
     elif case == "trace":
         ctl.tracer.enabled = True
     elif case in ("slave", "sync_master"):

@@ -32,7 +32,7 @@ def test_record_larger_than_a_segment_is_refused(open_store):
 
 def test_segment_roll_with_blank_and_reads_across(open_store):
     store = open_store()
-    size = store.config.mapped_file_size_commit_log_bytes
+    size = store.config.store.mapped_file_size_commit_log_bytes
     results = [store.put_message(MessageInner("Roll", bytes([i % 256]) * 3000, 0, keys=f"k{i}")) for i in range(100)]
     assert all(r.ok for r in results)
     files = store.commit_log.mapped_file_queue.files

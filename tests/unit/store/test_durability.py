@@ -66,7 +66,7 @@ def test_state_files_are_fsynced_with_their_directory(tmp_path, fsynced):
 
 def test_the_checkpoint_is_created_durably(open_store, fsynced):
     store = open_store()
-    assert str(store.config.checkpoint_path.parent) in fsynced
+    assert str(store.config.store.checkpoint_path.parent) in fsynced
 
 
 def test_a_failed_sync_flush_fails_the_writer_and_refuses_later_writes(open_store, clock, eio):
@@ -95,7 +95,7 @@ def test_a_failed_sync_flush_fails_the_writer_and_refuses_later_writes(open_stor
     assert store.commit_log.flushed_where <= failed_at
     cfg = store.config
     store.shutdown()
-    assert cfg.abort_path.exists()  # the next start recovers as after a crash
+    assert cfg.store.abort_path.exists()  # the next start recovers as after a crash
     durability.inject_fsync_failure(None)
     again = MessageStore(cfg, clock, background=False).start()
     try:
@@ -128,7 +128,7 @@ def test_the_checkpoint_records_the_flushed_time_not_the_last_write(open_store, 
     assert store.commit_log.flushed_where < second.next_offset
     assert store.checkpoint.physic_msg_timestamp == first.store_timestamp
     store.flush_cq_service.flush(0)
-    raw = Path(store.config.checkpoint_path).read_bytes()
+    raw = Path(store.config.store.checkpoint_path).read_bytes()
     assert int.from_bytes(raw[:8], "big") == first.store_timestamp  # what is on disk, too
     assert flush_commit_log(store, 0, rounds=1)
     assert store.checkpoint.physic_msg_timestamp == second.store_timestamp

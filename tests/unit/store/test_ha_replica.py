@@ -38,7 +38,7 @@ def append_whole(slave: MessageStore, start: int, buf: bytes, size: int) -> int:
 def replicate(master: MessageStore, slave: MessageStore, rnd: random.Random, batch: int = 32 * 1024) -> None:
     """What HAConnection + HAClient do, without sockets: chunks of at most ``batch`` bytes, each cut again at a
     random point, whole records appended, the cut tail carried over."""
-    size = master.config.mapped_file_size_commit_log_bytes
+    size = master.config.store.mapped_file_size_commit_log_bytes
     offset = slave.max_phy_offset() or master.max_phy_offset() - master.max_phy_offset() % size
     partial = b""
     while True:
@@ -75,7 +75,7 @@ def test_slave_commit_log_is_byte_identical_and_dispatched(open_store, tmp_path:
     rnd = random.Random(7)
     offset = 0
     partial = b""
-    size = master.config.mapped_file_size_commit_log_bytes
+    size = master.config.store.mapped_file_size_commit_log_bytes
     while (data := master.get_commit_log_data(offset, 32 * 1024)):
         buf = partial + data
         start = offset - len(partial)
@@ -118,7 +118,7 @@ def test_replicated_bytes_must_continue_the_commit_log(open_store, tmp_path: Pat
     fill(master, 20)
     data = master.get_commit_log_data(0, 32 * 1024)
     assert data is not None
-    whole = split_whole_records(data, 0, master.config.mapped_file_size_commit_log_bytes)
+    whole = split_whole_records(data, 0, master.config.store.mapped_file_size_commit_log_bytes)
     with pytest.raises(ReplicaError):
         slave.append_replicated(100, data[:whole])  # an empty store starts at a segment boundary
     slave.append_replicated(0, data[:whole])
@@ -182,7 +182,7 @@ def test_a_copy_killed_at_any_point_recovers_to_master_bytes(open_store, copy: s
     checks lengths and the body CRC, so a record cut in its properties recovers as valid (that case must fail)."""
     master = open_store()
     fill(master, 200)
-    size = master.config.mapped_file_size_commit_log_bytes
+    size = master.config.store.mapped_file_size_commit_log_bytes
     source = master.get_commit_log_data(0, size)
     assert source is not None and len(source) > 8192
     source = bytes(source) + bytes(size - len(source))  # the segment as the master has it

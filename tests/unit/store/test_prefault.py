@@ -18,7 +18,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from broker_core.config import BrokerConfig, ConfigError
+from broker_core.config import BrokerConfig, ConfigError, StoreConfig
 from broker_core.store import mapped_file, pages, prefault
 from broker_core.store.message import MessageInner
 from broker_core.store.prefault import PrefaultService
@@ -120,7 +120,7 @@ def test_zero_turns_it_off(open_store) -> None:  # type: ignore[no-untyped-def]
     assert store.commit_log.prefault is None
     assert store.commit_log.mapped_file_queue.last().populated == 0
     with pytest.raises(ConfigError, match="prefaultAheadBytes"):
-        BrokerConfig(prefault_ahead_bytes=-1).validate()
+        BrokerConfig(store=StoreConfig(prefault_ahead_bytes=-1)).validate()
 
 
 def test_where_the_platform_cannot_it_stops_asking(open_store, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]

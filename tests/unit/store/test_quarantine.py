@@ -33,7 +33,7 @@ def _bodies(store) -> list[bytes]:  # type: ignore[no-untyped-def]
 
 
 def _segments(cfg) -> list[Path]:  # type: ignore[no-untyped-def]
-    return sorted(cfg.commit_log_dir.iterdir())
+    return sorted(cfg.store.commit_log_dir.iterdir())
 
 
 @pytest.mark.parametrize("abnormal", [False, True])
@@ -52,17 +52,17 @@ def test_a_bad_middle_record_quarantines_the_later_segments_with_a_report(open_s
         fh.seek(victim.phy_offset % SEG + 120)
         fh.write(b"\xff\xfe\xfd\xfc")
     if abnormal:
-        cfg.abort_path.touch()
-        cfg.checkpoint_path.unlink()  # walk everything
+        cfg.store.abort_path.touch()
+        cfg.store.checkpoint_path.unlink()  # walk everything
     again = MessageStore(cfg, clock, background=False).start()
     try:
-        (folder,) = (Path(cfg.store_path_root_dir) / "quarantine").iterdir()
+        (folder,) = (Path(cfg.store.store_path_root_dir) / "quarantine").iterdir()
         assert again.runtime_info()["quarantined"] == str(folder)
         moved = {p.name for p in folder.iterdir()}
         assert moved == {victim_seg.name, segs[-2].name, segs[-1].name, "REPORT.txt"}
         for name in (segs[-2].name, segs[-1].name):
             assert (folder / name).read_bytes() == before[name]  # unchanged, nothing deleted
-            assert not (cfg.commit_log_dir / name).exists()
+            assert not (cfg.store.commit_log_dir / name).exists()
         assert (folder / victim_seg.name).read_bytes()[:victim.phy_offset % SEG] == before[victim_seg.name][
             :victim.phy_offset % SEG]
         report = (folder / "REPORT.txt").read_text()
@@ -86,14 +86,14 @@ def test_a_torn_last_record_is_cut_without_quarantine(open_store, clock):
     cfg = store.config
     store.shutdown()
     last = results[-1]
-    seg = cfg.commit_log_dir / f"{last.phy_offset - last.phy_offset % SEG:020d}"
+    seg = cfg.store.commit_log_dir / f"{last.phy_offset - last.phy_offset % SEG:020d}"
     with open(seg, "r+b") as fh:  # the writer died while copying the body: the tail of the record is zeros
         fh.seek(last.phy_offset % SEG + last.size - 50)
         fh.write(bytes(50))
-    cfg.abort_path.touch()
+    cfg.store.abort_path.touch()
     again = MessageStore(cfg, clock, background=False).start()
     try:
-        assert not (Path(cfg.store_path_root_dir) / "quarantine").exists()
+        assert not (Path(cfg.store.store_path_root_dir) / "quarantine").exists()
         assert again.runtime_info()["quarantined"] == ""
         assert again.commit_log.max_offset() == last.phy_offset
         assert len(_bodies(again)) == 99
@@ -115,8 +115,8 @@ def test_zeros_in_the_middle_with_data_after_them_are_damage(open_store, clock):
         fh.write(bytes(SEG - victim.phy_offset % SEG))
     again = MessageStore(cfg, clock, background=False).start()
     try:
-        (folder,) = (Path(cfg.store_path_root_dir) / "quarantine").iterdir()
-        assert (folder / segs[-1].name).exists() and not (cfg.commit_log_dir / segs[-1].name).exists()
+        (folder,) = (Path(cfg.store.store_path_root_dir) / "quarantine").iterdir()
+        assert (folder / segs[-1].name).exists() and not (cfg.store.commit_log_dir / segs[-1].name).exists()
         assert again.commit_log.max_offset() == victim.phy_offset
     finally:
         again.shutdown()

@@ -39,7 +39,7 @@ def _all_found(store, n: int) -> None:  # type: ignore[no-untyped-def]
 
 def _reopen(cfg, clock, abnormal: bool) -> MessageStore:  # type: ignore[no-untyped-def]
     if abnormal:
-        cfg.abort_path.touch()
+        cfg.store.abort_path.touch()
     return MessageStore(cfg, clock, background=False).start()
 
 
@@ -49,14 +49,14 @@ def written(open_store):  # type: ignore[no-untyped-def]
     _write(store, 150)
     cfg = store.config
     store.shutdown()
-    assert len(list(cfg.index_dir.iterdir())) >= 4
+    assert len(list(cfg.store.index_dir.iterdir())) >= 4
     return cfg
 
 
 @pytest.mark.parametrize("which", ["newest", "middle", "all"])
 @pytest.mark.parametrize("abnormal", [False, True])
 def test_a_deleted_index_file_is_rebuilt(written, clock, which, abnormal):
-    files = sorted(written.index_dir.iterdir())
+    files = sorted(written.store.index_dir.iterdir())
     doomed = {"newest": files[-1:], "middle": files[1:2], "all": files}[which]
     for f in doomed:
         f.unlink()
@@ -69,7 +69,7 @@ def test_a_deleted_index_file_is_rebuilt(written, clock, which, abnormal):
 
 @pytest.mark.parametrize("damage", ["header", "truncated", "entries"])
 def test_a_corrupt_index_file_does_not_stop_the_start_and_is_rebuilt(written, clock, damage):
-    victim = sorted(written.index_dir.iterdir())[1]
+    victim = sorted(written.store.index_dir.iterdir())[1]
     raw = bytearray(victim.read_bytes())
     if damage == "header":
         raw[:40] = b"\xff" * 40
@@ -89,7 +89,7 @@ def test_a_corrupt_index_file_does_not_stop_the_start_and_is_rebuilt(written, cl
 @pytest.mark.parametrize("which", ["middle", "last", "every"])
 @pytest.mark.parametrize("abnormal", [False, True])
 def test_a_deleted_consume_queue_file_is_rebuilt(written, clock, which, abnormal):
-    qdir = written.consume_queue_dir / "R" / "0"
+    qdir = written.store.consume_queue_dir / "R" / "0"
     files = sorted(qdir.iterdir())
     assert len(files) >= 5
     doomed = {"middle": files[2:3], "last": files[-1:], "every": files}[which]
@@ -105,7 +105,7 @@ def test_a_deleted_consume_queue_file_is_rebuilt(written, clock, which, abnormal
 
 
 def test_a_corrupt_consume_queue_file_is_rebuilt(written, clock):
-    victim = sorted((written.consume_queue_dir / "R" / "1").iterdir())[3]
+    victim = sorted((written.store.consume_queue_dir / "R" / "1").iterdir())[3]
     raw = bytearray(victim.read_bytes())
     raw[-20:-12] = (123).to_bytes(8, "big")  # the last unit points at the wrong record
     victim.write_bytes(bytes(raw))
@@ -117,7 +117,7 @@ def test_a_corrupt_consume_queue_file_is_rebuilt(written, clock):
 
 
 def test_a_consume_queue_file_of_the_wrong_size_is_rebuilt(written, clock):
-    victim = sorted((written.consume_queue_dir / "R" / "0").iterdir())[-2]
+    victim = sorted((written.store.consume_queue_dir / "R" / "0").iterdir())[-2]
     victim.write_bytes(victim.read_bytes()[:100])
     again = _reopen(written, clock, False)
     try:

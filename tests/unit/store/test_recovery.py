@@ -37,16 +37,16 @@ def test_garbage_over_the_tail_is_truncated(open_store, clock, abnormal):
     cfg = store.config
     store.shutdown()
     victim = results[-5]  # garbage from the middle of the 5th-last record to the end of its segment
-    seg_size = cfg.mapped_file_size_commit_log_bytes
-    seg = cfg.commit_log_dir / f"{victim.phy_offset - victim.phy_offset % seg_size:020d}"
+    seg_size = cfg.store.mapped_file_size_commit_log_bytes
+    seg = cfg.store.commit_log_dir / f"{victim.phy_offset - victim.phy_offset % seg_size:020d}"
     with open(seg, "r+b") as fh:
         fh.seek(victim.phy_offset % seg_size + 100)
         fh.write(os.urandom(seg_size - victim.phy_offset % seg_size - 100))
-    for later in cfg.commit_log_dir.iterdir():
+    for later in cfg.store.commit_log_dir.iterdir():
         if int(later.name) > int(seg.name):
             later.unlink()
     if abnormal:
-        cfg.abort_path.touch()
+        cfg.store.abort_path.touch()
     again = MessageStore(cfg, clock, background=False).start()
     try:
         assert again.last_exit_ok is (not abnormal)
@@ -70,12 +70,12 @@ def test_abnormal_restart_rebuilds_lost_consume_queue_units(open_store, clock):
     cfg = store.config
     store.shutdown()
     # Lose the ConsumeQueues and the index entirely (as a power loss might); the CommitLog is intact.
-    for path in sorted(cfg.consume_queue_dir.rglob("*"), reverse=True):
+    for path in sorted(cfg.store.consume_queue_dir.rglob("*"), reverse=True):
         path.unlink() if path.is_file() else path.rmdir()
-    for path in cfg.index_dir.iterdir():
+    for path in cfg.store.index_dir.iterdir():
         path.unlink()
-    cfg.abort_path.touch()
-    cfg.checkpoint_path.unlink()  # no safe point known: replay everything
+    cfg.store.abort_path.touch()
+    cfg.store.checkpoint_path.unlink()  # no safe point known: replay everything
     again = MessageStore(cfg, clock, background=False).start()
     try:
         assert _bodies(again) == sorted(b"msg-%05d" % i for i in range(120))
@@ -114,16 +114,17 @@ def test_index_hashed_by_an_earlier_version_is_rebuilt(open_store, clock, abnorm
     cfg = store.config
     records = [store.look_message_by_offset(r.phy_offset) for r in results]
     store.shutdown()
-    for f in cfg.index_dir.iterdir():
+    for f in cfg.store.index_dir.iterdir():
         f.unlink()
-    legacy = IndexFile(cfg.index_dir / "20230101000000000", cfg.max_hash_slot_num, cfg.max_index_num, create=True)
+    legacy = IndexFile(cfg.store.index_dir / "20230101000000000", cfg.store.max_hash_slot_num, cfg.store.max_index_num,
+                       create=True)
     entries = [(zlib.crc32(f"T#{k}".encode()) & 0x7FFFFFFF, rec.commit_log_offset, rec.store_timestamp)
                for rec in records for k in rec.keys]
     assert legacy.put_keys(entries, 0) == len(entries)
     legacy.write_header()
     legacy.close()
     if abnormal:
-        cfg.abort_path.touch()
+        cfg.store.abort_path.touch()
     again = MessageStore(cfg, clock, background=False).start()
     try:
         assert [m.commit_log_offset for m in again.query_message("T", "k7").messages] == [results[7].phy_offset]
@@ -144,10 +145,10 @@ def test_an_index_file_killed_before_its_header_was_written_does_not_stop_the_st
     results = _write(store, 30)
     cfg = store.config
     store.shutdown()
-    headerless = cfg.index_dir / "29990101000000000"  # sorts last: the newest file
-    headerless.write_bytes(b"\0" * index_file_size(cfg.max_hash_slot_num, cfg.max_index_num))
+    headerless = cfg.store.index_dir / "29990101000000000"  # sorts last: the newest file
+    headerless.write_bytes(b"\0" * index_file_size(cfg.store.max_hash_slot_num, cfg.store.max_index_num))
     if abnormal:
-        cfg.abort_path.touch()
+        cfg.store.abort_path.touch()
     again = MessageStore(cfg, clock, background=False).start()
     try:
         assert [m.commit_log_offset for m in again.query_message("T", "k7").messages] == [results[7].phy_offset]

@@ -59,7 +59,7 @@ def test_deletes_expired_at_delete_when_hour_and_min_offsets_advance(open_store,
     report = store.clean_expired_files()
     assert report.triggers == ["time"]
     assert len(report.deleted_commit_log_files) == 3
-    assert store.commit_log.min_offset() == first_cl + 3 * store.config.mapped_file_size_commit_log_bytes
+    assert store.commit_log.min_offset() == first_cl + 3 * store.config.store.mapped_file_size_commit_log_bytes
     assert report.deleted_consume_queue_files >= 1
     after = store.get_min_offset_in_queue("T", 0)
     assert after > before

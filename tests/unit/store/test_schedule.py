@@ -89,10 +89,10 @@ def test_recovery_rebuilds_deliver_times_from_the_commit_log(open_store, clock):
     store.put_message(MessageInner("T", b"x", 0, properties={PROPERTY_DELAY_TIME_LEVEL: "3"}))
     cfg = store.config
     store.shutdown()
-    for path in sorted(cfg.consume_queue_dir.rglob("*"), reverse=True):
+    for path in sorted(cfg.store.consume_queue_dir.rglob("*"), reverse=True):
         path.unlink() if path.is_file() else path.rmdir()
-    cfg.abort_path.touch()
-    cfg.checkpoint_path.unlink()
+    cfg.store.abort_path.touch()
+    cfg.store.checkpoint_path.unlink()
     again = MessageStore(cfg, clock, background=False).start()
     try:
         assert again.schedule.backlog()[3]["nextDueTimestamp"] == start + 10_000

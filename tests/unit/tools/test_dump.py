@@ -13,7 +13,7 @@ def test_dump_lists_segments_queues_index_and_records(open_store, capsys):
     store.dispatch()
     cfg = store.config
     store.shutdown()
-    assert main([str(cfg.store_path_root_dir), "--json", "--records", "3"]) == 0
+    assert main([str(cfg.store.store_path_root_dir), "--json", "--records", "3"]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     kinds = [r["kind"] for r in rows]
     assert kinds[0] == "store" and rows[0]["abort"] is False
@@ -31,11 +31,11 @@ def test_dump_reports_corruption_with_file_and_position(open_store, capsys):
     r = [store.put_message(MessageInner("C", b"z" * 100)) for _ in range(3)][-1]
     cfg = store.config
     store.shutdown()
-    seg = cfg.commit_log_dir / f"{0:020d}"
+    seg = cfg.store.commit_log_dir / f"{0:020d}"
     with open(seg, "r+b") as fh:
         fh.seek(r.phy_offset + 90)
         fh.write(b"\xff\xff")
-    assert main([str(cfg.store_path_root_dir)]) == 0
+    assert main([str(cfg.store.store_path_root_dir)]) == 0
     out = capsys.readouterr().out
     assert "CRC mismatch" in out and str(seg) in out and f"position {r.phy_offset}" in out
 
