@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from broker_core.client.admin_consumers import ConsumerAdminMixin
 from broker_core.client.admin_store import StoreAdminMixin
 from broker_core.client.consumer import decode_records
 from broker_core.client.instance import decode_route
@@ -22,7 +23,7 @@ from broker_core.protocol.validation import topic_error
 __all__ = ["ADMIN_GROUP", "AdminClient"]
 
 
-class AdminClient(StoreAdminMixin):
+class AdminClient(StoreAdminMixin, ConsumerAdminMixin):
     """The admin operations; ``AdminClient(namesrv_addr, timeout=5.0, instance=None, credentials=None)``."""
 
     # ------------------------------------------------------------------ cluster

@@ -166,6 +166,9 @@ class ClientInstance:
         self.down_until: dict[str, float] = {}  # address -> loop time until which it counts as unreachable
         self.heartbeat_sources: list[Callable[[], dict[str, Any]]] = []
         self.notification_handlers: dict[int, list[Callable[[RemotingCommand], None]]] = {}
+        # broker-to-client calls answered by this instance (code -> handler returning the response or an awaitable)
+        self.request_handlers: dict[int, Callable[[RemotingCommand], Any]] = {}
+        self.consumer_table: dict[str, Any] = {}  # group -> the started consumer of it (RocketMQ's consumerTable)
         self._tasks: list[asyncio.Task[None]] = []
         self._ns_index = 0
         self.started = False
@@ -226,9 +229,13 @@ class ClientInstance:
                 next_beat = now + HEARTBEAT_S
                 await self.heartbeat_all()
 
-    def _on_server_request(self, addr: str, cmd: RemotingCommand) -> None:
+    def _on_server_request(self, addr: str, cmd: RemotingCommand) -> Any:
+        """A request from a broker: notifications go to every handler of the code; a call (307, 309, 221) to its
+        one answering handler, whose response (or awaitable of one) the connection writes back."""
         for handler in self.notification_handlers.get(cmd.code, []):
             handler(cmd)
+        answer = self.request_handlers.get(cmd.code)
+        return answer(cmd) if answer is not None else None
 
     # ------------------------------------------------------------------ requests
     async def invoke(self, addr: str, cmd: RemotingCommand, timeout: float = 3.0) -> RemotingCommand:

@@ -3,17 +3,22 @@
 All I/O runs on one background event loop thread per process (:func:`client_loop`), so synchronous SDK
 calls (``invoke_sync``) and ``async`` callers share connections. A lost connection fails every request
 waiting on it with ``ConnectionError``; the next request reconnects.
+
+A request the server sends on a connection (notifications, and RocketMQ's broker-to-client calls such as
+GET_CONSUMER_RUNNING_INFO) goes to ``on_request``; what it returns (a response, or an awaitable of one) is written
+back on the same connection with the request's opaque, unless the request was oneway.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import itertools
 import logging
 import os
 import threading
-from collections.abc import Callable, Coroutine
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, TypeVar, Union
 
 from broker_core.codec.wire import FLAG_RESPONSE, SERIALIZE_JSON, SERIALIZE_ROCKETMQ
 from broker_core.protocol import FrameDecoder, ProtocolError, RemotingCommand
@@ -22,6 +27,9 @@ from broker_core.remoting import loops
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+# (server address, request) -> its response, an awaitable of it, or None (no answer: a notification)
+RequestHandler = Callable[[str, RemotingCommand],
+                          Union[RemotingCommand, Awaitable[RemotingCommand | None], None]]  # noqa: UP007
 
 
 class RemotingTimeout(TimeoutError):
@@ -79,13 +87,14 @@ class _Channel(asyncio.Protocol):
 
     loop: asyncio.AbstractEventLoop  # the channel's loop, from connection_made on
 
-    def __init__(self, addr: str, on_request: Callable[[str, RemotingCommand], None] | None = None) -> None:
+    def __init__(self, addr: str, on_request: RequestHandler | None = None) -> None:
         self.addr = addr
         self.on_request = on_request
         self.transport: asyncio.Transport | None = None
         self.pending: dict[int, asyncio.Future[RemotingCommand]] = {}
         self.decoder = FrameDecoder()
         self.lost = False
+        self.replies: set[asyncio.Task[None]] = set()  # answers to server requests still being computed
 
     @property
     def alive(self) -> bool:
@@ -104,12 +113,34 @@ class _Channel(asyncio.Protocol):
         pending = self.pending
         for cmd in commands:
             if not cmd.flags & FLAG_RESPONSE:
-                if self.on_request is not None:
-                    self.on_request(self.addr, cmd)  # server-initiated (oneway notifications)
+                if self.on_request is not None:  # server-initiated: notifications, broker-to-client calls
+                    self._answer(cmd, self.on_request(self.addr, cmd))
                 continue
             fut = pending.pop(cmd.opaque, None)
             if fut is not None and not fut.done():
                 fut.set_result(cmd)
+
+    def _answer(self, cmd: RemotingCommand, reply: RemotingCommand | Awaitable[RemotingCommand | None] | None) -> None:
+        if reply is None:
+            return
+        if inspect.isawaitable(reply):
+            task = asyncio.ensure_future(self._answer_later(cmd, reply))
+            self.replies.add(task)
+            task.add_done_callback(self.replies.discard)
+            return
+        assert isinstance(reply, RemotingCommand)
+        if not cmd.is_oneway and self.alive:
+            reply.opaque, reply.serialize_type = cmd.opaque, cmd.serialize_type
+            reply.flags |= FLAG_RESPONSE
+            self.write(reply.encode())
+
+    async def _answer_later(self, cmd: RemotingCommand, reply: Awaitable[RemotingCommand | None]) -> None:
+        try:
+            resp = await reply
+        except Exception as exc:  # the server gets SYSTEM_ERROR with the error, as a Java client answers
+            log.exception("answering server request %d failed", cmd.code)
+            resp = cmd.response(1, f"{type(exc).__name__}: {exc}")
+        self._answer(cmd, resp)
 
     def eof_received(self) -> bool:
         return False  # close the transport: connection_lost fails what waits
@@ -142,7 +173,7 @@ def _expire(fut: asyncio.Future[RemotingCommand], code: int, addr: str, timeout:
 
 class RemotingClient:
     def __init__(self, connect_timeout: float = 3.0,
-                 on_request: Callable[[str, RemotingCommand], None] | None = None,
+                 on_request: RequestHandler | None = None,
                  serialize_type: int | None = None, credentials: SessionCredentials | None = None) -> None:
         """``credentials``: sign every request as RocketMQ's ``AclClientRPCHook`` (brokers with ACL on need it;
         name servers ignore the fields)."""

@@ -3,6 +3,11 @@ the order they are sent (a file response's later ones wait in the outbox), and c
 while the requests of one read run, their small answers are held and leave in one ``writelines`` (one writev:
 one system call and one wake-up of the client instead of one per answer). Held answers are bounded in number
 and size, and any other kind of response writes them first, so order and the transport's high-water mark hold.
+
+The server may also ask the client something over this connection (RocketMQ's ``Broker2Client``: running info,
+consume directly, consumer status): :meth:`Connection.request` sends a request with an opaque of the broker's own
+and waits for the response frame carrying it back (:meth:`Connection.response_arrived`). A lost connection fails
+every such wait with ``ConnectionError``; a late response (after the timeout) is dropped.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ class Connection:
     region is on its way (``filesend``), later responses wait in ``outbox`` and follow it."""
 
     _ids = itertools.count(1)
+    _opaques = itertools.count(1)  # requests the server sends to clients (RocketMQ's global requestId counter)
 
     def __init__(self, transport: asyncio.Transport) -> None:
         self.id = next(self._ids)
@@ -53,6 +59,7 @@ class Connection:
         # While the requests of one read run (``cork``), their small responses gather here and go out together
         # in one writev (``uncork``): one system call and one wake-up of the client instead of one per response.
         self.corked: list[bytes] | None = None
+        self.pending: dict[int, asyncio.Future[RemotingCommand]] = {}  # server-sent requests by opaque
 
     @property
     def paused(self) -> bool:
@@ -95,6 +102,36 @@ class Connection:
         self._drain()
         if self.paused != was and self.on_output is not None:
             self.on_output()
+
+    async def request(self, cmd: RemotingCommand, timeout_s: float) -> RemotingCommand:
+        """Send ``cmd`` to the client on this connection and wait for its response (RocketMQ's
+        ``invokeSync(channel, request, timeout)``). Raises ``TimeoutError`` after ``timeout_s`` and
+        ``ConnectionError`` when the connection is or gets lost."""
+        if self.transport.is_closing() or self.closed.is_set():
+            raise ConnectionError(f"connection to {self.remote} is closed")
+        cmd.opaque = next(self._opaques) & 0x7FFFFFFF
+        fut: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
+        self.pending[cmd.opaque] = fut
+        try:
+            self.send(cmd)
+            async with asyncio.timeout(timeout_s):
+                return await fut
+        finally:
+            self.pending.pop(cmd.opaque, None)
+
+    def response_arrived(self, cmd: RemotingCommand) -> None:
+        """A response frame from the client: it completes the :meth:`request` waiting on its opaque (none: a
+        late answer, dropped)."""
+        fut = self.pending.pop(cmd.opaque, None)
+        if fut is not None and not fut.done():
+            fut.set_result(cmd)
+
+    def fail_pending(self) -> None:
+        """The connection is lost: every :meth:`request` waiting on it fails with ``ConnectionError``."""
+        pending, self.pending = self.pending, {}
+        for fut in pending.values():
+            if not fut.done():
+                fut.set_exception(ConnectionError(f"connection to {self.remote} closed"))
 
     def cork(self) -> None:
         """Hold small responses until :meth:`uncork` (order is kept: any other response writes them first)."""

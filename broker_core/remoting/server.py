@@ -91,7 +91,11 @@ class _ServerProtocol(asyncio.Protocol):
         if commands is None:
             return
         if conn.backlog or conn.transport_full or len(conn.outbox) >= MAX_QUEUED:  # conn.paused, inlined
-            conn.backlog.extend(cmd for cmd in commands if not cmd.is_response)
+            for cmd in commands:
+                if cmd.flags & FLAG_RESPONSE:
+                    conn.response_arrived(cmd)  # answers to the server's own requests are never held back
+                else:
+                    conn.backlog.append(cmd)
             self._run_backlog()
             return
         dispatch = self.server.dispatch  # the common case: nothing queued, run the requests as they come
@@ -99,15 +103,23 @@ class _ServerProtocol(asyncio.Protocol):
             cmd = commands[0]
             if not cmd.flags & FLAG_RESPONSE:
                 dispatch(cmd, conn)
+            else:
+                conn.response_arrived(cmd)
             return
         conn.cork()  # several requests in one read: their answers leave in one write
         try:
             for i, cmd in enumerate(commands):
                 if conn.paused or conn.transport.is_closing():
-                    conn.backlog.extend(c for c in commands[i:] if not c.is_response)
+                    for c in commands[i:]:
+                        if c.is_response:
+                            conn.response_arrived(c)
+                        else:
+                            conn.backlog.append(c)
                     break
                 if not cmd.flags & FLAG_RESPONSE:
                     dispatch(cmd, conn)
+                else:
+                    conn.response_arrived(cmd)
         finally:
             conn.uncork()
 
@@ -174,6 +186,7 @@ class _ServerProtocol(asyncio.Protocol):
         self.server.connections.discard(conn)
         conn.backlog.clear()
         conn.abort_output()
+        conn.fail_pending()
         conn.closed.set()
         if self.server.on_close is not None:
             self.server.on_close(conn)

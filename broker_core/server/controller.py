@@ -30,6 +30,7 @@ from broker_core.server import registration
 from broker_core.server.acl import PlainAccessValidator
 from broker_core.server.admin import AdminProcessor
 from broker_core.server.admin_store import StoreAdminProcessor
+from broker_core.server.broker2client import Broker2ClientProcessor
 from broker_core.server.clients import ConsumerManager
 from broker_core.server.consume import ConsumerProcessor
 from broker_core.server.fast_failure import FastFailure
@@ -153,7 +154,7 @@ class BrokerController:
             sends, ConsumerProcessor(self), SendBackProcessor(self),
             PopProcessor(self, self.pop_service), EndTransactionProcessor(self, self.transactions),
             SnapshotProcessor(self.snapshots, self.config.snapshot_max_lifetime_ms), AdminProcessor(self),
-            StoreAdminProcessor(self)]
+            StoreAdminProcessor(self), Broker2ClientProcessor(self)]
         handlers: dict[int, Handler] = {}
         for processor in processors:
             handlers.update(processor.handlers())

@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable
 
 from broker_core.client.consumer.handoff import Handoff
 from broker_core.client.consumer.process_queue import Listener, ProcessQueue
+from broker_core.client.consumer.stats import ConsumerStats
 from broker_core.client.hooks import ConsumeContext, ConsumeMessageHook, call_hooks
 from broker_core.client.instance import ClientInstance
 from broker_core.client.message import ClientError, ConsumeStatus, MessageExt
@@ -97,6 +98,7 @@ class ConsumeService:
         self.max_reconsume_times = max_reconsume_times
         self.hooks: list[ConsumeMessageHook] = [trace] if trace is not None else []
         self.batch_max_size = batch_max_size  # consumeMessageBatchMaxSize: messages per listener call
+        self.stats: ConsumerStats | None = None  # the consumer's RT/TPS counters (GET_CONSUMER_RUNNING_INFO)
 
     def submit(self, pq: ProcessQueue, msgs: Iterable[MessageExt]) -> None:
         """``msgs`` were just put into ``pq.msgs`` by a pull; consume them (called on the event loop)."""
@@ -108,6 +110,7 @@ class ConsumeService:
         ctx = ConsumeContext(self.group, msgs) if self.hooks else None
         if ctx is not None:
             call_hooks(self.hooks, "consume_message_before", ctx)
+        began = time.perf_counter()
         try:
             status = self.listener(msgs)
             outcome = status.name if isinstance(status, ConsumeStatus) else "RECONSUME_LATER"
@@ -115,6 +118,8 @@ class ConsumeService:
             log.exception("listener of %s raised for %s", self.group, [m.msg_id for m in msgs])
             status, outcome = None, "EXCEPTION"
         ok = status is ConsumeStatus.CONSUME_SUCCESS
+        if self.stats is not None and msgs:
+            self.stats.consumed(msgs[0].topic, (time.perf_counter() - began) * 1000, len(msgs), ok)
         if ctx is not None:
             ctx.success, ctx.status = ok, outcome
             call_hooks(self.hooks, "consume_message_after", ctx)
@@ -165,6 +170,7 @@ class ConcurrentlyConsumeService(ConsumeService):
 
     def _run(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
         now = time.monotonic()
+        pq.last_consume_timestamp = int(time.time() * 1000)
         for m in msgs:
             pq.consuming_since[m.queue_offset] = now
         self._handoff.put((pq, msgs))
@@ -254,6 +260,7 @@ class OrderlyConsumeService(ConsumeService):
                 await asyncio.sleep(0.1)
                 continue
             batch = [pq.msgs[o] for o in sorted(pq.msgs)[:self.batch_max_size]]  # the lowest offsets, in order
+            pq.last_consume_timestamp = int(time.time() * 1000)
             ok = await loop.run_in_executor(self.pool, self.consume, batch)
             if pq.dropped:
                 return

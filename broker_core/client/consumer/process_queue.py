@@ -25,6 +25,10 @@ class ProcessQueue:
     last_committed: int = -1  # what this consumer last told the broker (never re-send a value it had)
     locked: bool = False  # orderly: this consumer holds the broker's lock on the queue
     worker: asyncio.Task[None] | None = None  # orderly: the one task consuming this queue in order
+    # what GET_CONSUMER_RUNNING_INFO reports (RocketMQ's ProcessQueueInfo), epoch ms
+    last_pull_timestamp: int = 0
+    last_consume_timestamp: int = 0
+    last_lock_timestamp: int = 0
 
     def put(self, msg: MessageExt) -> None:
         if msg.queue_offset not in self.msgs:

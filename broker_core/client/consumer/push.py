@@ -38,6 +38,7 @@ from broker_core.client.consumer.base import (
     check_client_in_brokers,
     subscription_data,
 )
+from broker_core.client.consumer.client_requests import ClientRequestProcessor
 from broker_core.client.consumer.consume_service import (
     CONCURRENT_DEFAULT_MAX_RECONSUME,
     ORDERLY_UNLIMITED,
@@ -57,6 +58,7 @@ from broker_core.client.consumer.offset_store import (
 from broker_core.client.consumer.process_queue import Listener, ProcessQueue
 from broker_core.client.consumer.push_pull import PullingMixin
 from broker_core.client.consumer.rebalance import QueueLocks, allocate
+from broker_core.client.consumer.stats import ConsumerStats
 from broker_core.client.hooks import ConsumeMessageHook
 from broker_core.client.instance import (
     NOTIFY_CONSUMER_IDS_CHANGED,
@@ -143,6 +145,8 @@ class PushConsumer(PullingMixin):
         self._tasks: list[asyncio.Task[None]] = []
         self._rebalance_now: asyncio.Event | None = None
         self.running = False
+        self.stats = ConsumerStats()  # pull and consume rates (GET_CONSUMER_RUNNING_INFO's statusTable)
+        self.start_timestamp_ms = 0
 
     # ------------------------------------------------------------------ configuration
     def subscribe(self, topic: str, expression: str = "*", expression_type: str = "TAG") -> None:
@@ -195,6 +199,8 @@ class PushConsumer(PullingMixin):
             self.offset_store = LocalFileOffsetStore(self.offset_file)
         self.consume_service = self._consume_service(self.listener)
         self.consume_service.hooks += self.consume_hooks
+        self.consume_service.stats = self.stats
+        self.start_timestamp_ms = int(time.time() * 1000)
         run_sync(self._astart())
         return self
 
@@ -224,6 +230,8 @@ class PushConsumer(PullingMixin):
         self.instance.heartbeat_sources.append(self._heartbeat_data)
         self.instance.notification_handlers.setdefault(NOTIFY_CONSUMER_IDS_CHANGED, []).append(self._on_ids_changed)
         self.instance.notification_handlers.setdefault(RESET_CONSUMER_CLIENT_OFFSET, []).append(self._on_reset)
+        self.instance.consumer_table[self.group] = self  # answers 307/309/221 (client_requests)
+        ClientRequestProcessor(self.instance).install()
         for topic in self.subscriptions:
             try:
                 await self.instance.route(topic)
@@ -267,6 +275,8 @@ class PushConsumer(PullingMixin):
                 pass
         if self._heartbeat_data in self.instance.heartbeat_sources:
             self.instance.heartbeat_sources.remove(self._heartbeat_data)
+        if self.instance.consumer_table.get(self.group) is self:
+            del self.instance.consumer_table[self.group]
         self._unregister()
         await self.instance.shutdown()
 
@@ -382,6 +392,8 @@ class PushConsumer(PullingMixin):
         held = await self.locks.lock(list(self.process_queues))
         for mq, pq in list(self.process_queues.items()):
             pq.locked = mq in held
+            if pq.locked:
+                pq.last_lock_timestamp = int(time.time() * 1000)
 
     async def _lock_loop(self) -> None:
         while self.running:

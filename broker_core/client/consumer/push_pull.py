@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 from broker_core.client.consumer.base import (
     BROKER_SUSPEND_MAX_S,
@@ -24,6 +25,7 @@ from broker_core.client.consumer.consume_service import ConcurrentlyConsumeServi
 from broker_core.client.consumer.flow_control import FlowControl
 from broker_core.client.consumer.offset_store import OffsetStore
 from broker_core.client.consumer.process_queue import ProcessQueue
+from broker_core.client.consumer.stats import ConsumerStats
 from broker_core.client.message import ClientError, MessageQueue
 from broker_core.codec import CodecError
 from broker_core.codec.message import PROPERTY_RETRY_TOPIC
@@ -48,6 +50,7 @@ class PullingMixin(_ConsumerBase):
     suspended: bool
     pull_batch_size: int
     persist_offset_interval: float
+    stats: ConsumerStats
 
     @property
     def clustering(self) -> bool:
@@ -91,8 +94,12 @@ class PullingMixin(_ConsumerBase):
                 commit = -1
                 if self.clustering and pq.committable() != pq.last_committed:
                     commit = pq.last_committed = pq.committable()
+                pq.last_pull_timestamp = int(time.time() * 1000)
+                began = time.perf_counter()
                 res = await self.apull(pq.mq, pq.next_offset, self.pull_batch_size, sub, BROKER_SUSPEND_MAX_S, commit,
                                        self.sub_versions.get(pq.mq.topic, 0))
+                if res.messages:  # as RocketMQ's incPullRT/incPullTPS: pulls that found messages
+                    self.stats.pulled(pq.mq.topic, (time.perf_counter() - began) * 1000, len(res.messages))
             except asyncio.CancelledError:
                 raise
             except (ClientError, ConnectionError, RemotingTimeout, CodecError, TimeoutError) as exc:
