@@ -1,4 +1,5 @@
-"""SimpleConsumer: stateless receive/ack consumption (POP style).
+"""SimpleConsumer: stateless receive/ack consumption over RocketMQ 5's POP (``broker_core.server.pop`` has the
+request and response headers; the receipt handle is RocketMQ's ``extraInfo``).
 
     consumer = SimpleConsumer("billing", "127.0.0.1:9876").start()
     consumer.subscribe("orders", "created")
@@ -13,15 +14,19 @@ to the group's DLQ after ``max_reconsume_times``. Receives rotate over the broke
 from __future__ import annotations
 
 import itertools
-import json
+import time
 
 from broker_core.client.consumer import _ConsumerBase
 from broker_core.client.instance import ClientInstance
 from broker_core.client.message import ClientError, MessageExt, decode_message_exts
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
 from broker_core.protocol.acl import SessionCredentials
+from broker_core.protocol.fields import BadRequest
 from broker_core.protocol.filter import Subscription, parse_subscription
+from broker_core.protocol.pop import ExtraInfo, parse_extra_info, parse_offset_info, retry_mark
 from broker_core.remoting.client import run_sync
+
+MAX_POP_NUMS = 32  # a broker refuses a POP of more (INVALID_PARAMETER)
 
 
 class SimpleConsumer(_ConsumerBase):
@@ -68,40 +73,76 @@ class SimpleConsumer(_ConsumerBase):
         start = next(self._rr)
         for i, broker in enumerate(brokers[start % len(brokers):] + brokers[:start % len(brokers)]):
             last = i == len(brokers) - 1
-            header = {"consumerGroup": self.group, "topic": sub.topic, "maxMsgNums": max_num,
-                      "invisibleTime": int(invisible_duration * 1000), "pollTime": int(wait * 1000) if last else 0,
-                      "expression": sub.expression, "expressionType": sub.expression_type,
+            poll_ms = int(wait * 1000) if last else 0
+            header = {"consumerGroup": self.group, "topic": sub.topic, "queueId": -1,
+                      "maxMsgNums": min(max_num, MAX_POP_NUMS), "invisibleTime": int(invisible_duration * 1000),
+                      "pollTime": poll_ms, "bornTime": int(time.time() * 1000), "initMode": 0,
+                      "expType": sub.expression_type, "exp": sub.expression, "order": False,
                       "maxReconsumeTimes": self.max_reconsume_times}
             resp = await self.instance.invoke(self.instance.broker_addr(broker),
                                               RemotingCommand.request(RequestCode.POP_MESSAGE, header), wait + 5)
             if resp.code == ResponseCode.SUCCESS:
                 msgs = decode_message_exts(resp.body, broker)
-                for m, meta in zip(msgs, json.loads(str(resp.header["messages"])), strict=True):
-                    m.receipt_handle = str(meta["handle"])
-                    m.reconsume_times = int(meta["reconsumeTimes"])
+                attach_receipt_handles(msgs, resp.header, broker)
                 return [m for m in msgs if sub.matches_message(m.properties)]
-            if resp.code != ResponseCode.PULL_NOT_FOUND:
+            if resp.code not in (ResponseCode.POLLING_TIMEOUT, ResponseCode.PULL_NOT_FOUND, ResponseCode.POLLING_FULL):
                 raise ClientError(resp.code, resp.remark)
         return []
 
-    def _handle_request(self, msg: MessageExt, code: int, extra: dict[str, object]) -> RemotingCommand:
+    def _handle_request(self, msg: MessageExt, code: int,
+                        extra: dict[str, object]) -> tuple[ExtraInfo, RemotingCommand]:
+        """ACK_MESSAGE or CHANGE_MESSAGE_INVISIBLETIME for ``msg``: the queue and offset come from its receipt
+        handle (RocketMQ's ``extraInfo``), as RocketMQ 5's clients take them."""
         if not msg.receipt_handle:
             raise ValueError("message has no receipt handle (was it received by a SimpleConsumer?)")
+        header: dict[str, object] = {"consumerGroup": self.group, "topic": msg.topic,
+                                     "extraInfo": msg.receipt_handle, **extra}
+        try:
+            info: ExtraInfo | None = parse_extra_info(msg.receipt_handle)
+        except BadRequest:
+            info = None  # sent as it is: the broker names what is wrong with it (or is found unreachable)
+        if info is not None:
+            header["queueId"] = info.queue_id
+            header["offset"] = info.queue_offset if info.queue_offset is not None else msg.queue_offset
 
         async def go() -> RemotingCommand:
             await self.instance.route(msg.topic)
-            return await self.instance.invoke(self.instance.broker_addr(msg.broker_name), RemotingCommand.request(
-                code, {"consumerGroup": self.group, "receiptHandle": msg.receipt_handle, **extra}))
+            return await self.instance.invoke(self.instance.broker_addr(msg.broker_name),
+                                              RemotingCommand.request(code, header))
         resp = run_sync(go())
         if resp.code != ResponseCode.SUCCESS:
             raise ClientError(resp.code, resp.remark)
-        return resp
+        assert info is not None  # a broker answers SUCCESS only for a well-formed extraInfo
+        return info, resp
 
     def ack(self, msg: MessageExt) -> None:
         """Finish ``msg``. Raises ClientError if its handle expired or was already used."""
         self._handle_request(msg, RequestCode.ACK_MESSAGE, {})
 
     def change_invisible_duration(self, msg: MessageExt, seconds: float) -> None:
-        resp = self._handle_request(msg, RequestCode.CHANGE_MESSAGE_INVISIBLETIME,
-                                    {"invisibleTime": int(seconds * 1000)})
-        msg.receipt_handle = str(resp.header["receiptHandle"])
+        """Make ``msg`` invisible for ``seconds`` from now; its receipt handle is replaced (the old one dies)."""
+        info, resp = self._handle_request(msg, RequestCode.CHANGE_MESSAGE_INVISIBLETIME,
+                                          {"invisibleTime": int(seconds * 1000)})
+        offset = info.queue_offset if info.queue_offset is not None else msg.queue_offset
+        msg.receipt_handle = ExtraInfo(offset, int(str(resp.header["popTime"])), int(str(resp.header["invisibleTime"])),
+                                       int(str(resp.header["reviveQid"])), info.retry, info.broker_name,
+                                       info.queue_id, offset).encode()
+
+
+def attach_receipt_handles(msgs: list[MessageExt], header: dict[str, object], broker: str) -> None:
+    """Each message's receipt handle (``extraInfo``) from a POP answer's header, as RocketMQ 5's
+    ``processPopResponse`` builds it: the checkpoint start of its ``retry@queueId`` from ``startOffsetInfo``,
+    its offset from ``msgOffsetInfo`` at its place among that key's messages."""
+    start = parse_offset_info(str(header.get("startOffsetInfo") or ""))
+    offsets = {k: v.split(",") for k, v in parse_offset_info(str(header.get("msgOffsetInfo") or "")).items()}
+    pop_time, invisible = int(str(header["popTime"])), int(str(header["invisibleTime"]))
+    revive_qid = int(str(header["reviveQid"]))
+    seen: dict[str, int] = {}
+    for m in msgs:
+        retry = retry_mark(m.topic)
+        key = f"{retry}@{m.queue_id}"
+        index = seen.get(key, 0)
+        seen[key] = index + 1
+        msg_offset = int(offsets[key][index]) if key in offsets else m.queue_offset
+        m.receipt_handle = ExtraInfo(int(start.get(key, m.queue_offset)), pop_time, invisible, revive_qid, retry,
+                                     broker, m.queue_id, msg_offset).encode()

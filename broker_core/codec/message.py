@@ -69,6 +69,7 @@ BLANK = struct.Struct(">iI")
 SIZE_MAGIC = _SIZE_MAGIC = struct.Struct(">iI")  # TOTALSIZE, MAGICCODE: enough to step over a record
 LONG = struct.Struct(">q")
 _SHORT = struct.Struct(">H")
+_INT = struct.Struct(">i")
 
 # Indices of the fields HEADER.unpack_from returns (readers use these, never bare positions).
 (F_TOTAL_SIZE, F_MAGIC, F_BODY_CRC, F_QUEUE_ID, F_FLAG, F_QUEUE_OFFSET, F_PHYSICAL_OFFSET, F_SYS_FLAG,
@@ -78,6 +79,7 @@ _SHORT = struct.Struct(">H")
 OFFSET_QUEUE_OFFSET = 20
 OFFSET_PHYSICAL_OFFSET = 28
 OFFSET_STORE_TIMESTAMP = 56
+OFFSET_RECONSUME_TIMES = 72
 OFFSET_BODY_LENGTH = 84
 
 # SYSFLAG bits (upstream MessageSysFlag).
@@ -180,6 +182,14 @@ def write_blank_into(buf: memoryview | bytearray, pos: int, max_blank: int) -> N
 def body_crc(body: bytes | bytearray | memoryview) -> int:
     """RocketMQ's ``UtilAll.crc32``: CRC-32 of the body with the top bit cleared (reference §7.1)."""
     return zlib.crc32(body) & 0x7FFFFFFF
+
+
+def with_reconsume_times(raw: bytes, times: int) -> bytes:
+    """A copy of the record ``raw`` (one whole record) whose RECONSUMETIMES field reads ``times`` (a POP
+    redelivery hands out the stored record with its count, as RocketMQ's retry records carry theirs)."""
+    out = bytearray(raw)
+    _INT.pack_into(out, OFFSET_RECONSUME_TIMES, times)
+    return bytes(out)
 
 
 def crc_matches(stored: int, body: bytes | bytearray | memoryview) -> bool:

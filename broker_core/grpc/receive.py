@@ -93,8 +93,9 @@ class ReceiveService:
         batch = max(1, min(request.batch_size or 32, 256))
 
         def attempt() -> tuple[list[bytes], list[dict[str, object]]]:
-            return self.pop.pop(group, topic, batch, invisible, sub, settings.retry_max_times,
-                                fifo=settings.consume_message_orderly)
+            got = self.pop.pop(group, topic, batch, invisible, sub, settings.retry_max_times,
+                               fifo=settings.consume_message_orderly)
+            return got.records, got.meta
 
         records, meta = attempt()
         deadline = time.monotonic() + poll_s

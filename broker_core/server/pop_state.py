@@ -101,6 +101,11 @@ class PopState:
         self.serial += 1
         return self.serial
 
+    def time_serial(self, now_ms: int) -> int:
+        """A serial that is also a ``popTime``: at least ``now_ms``, above every earlier serial (invariant 3)."""
+        self.serial = max(self.serial, now_ms - 1)
+        return self.next_serial()
+
     # ------------------------------------------------------------------ changes
     def hand_out(self, key: QueueKey, pq: PopQueue, offsets: list[int], max_reconsume: int) -> None:
         """Journal that ``offsets`` of ``key`` are in flight as ``pq.inflight`` says now (new, redelivered, or

@@ -1,7 +1,7 @@
 """Receive/ack/nack over HTTP through the SDK's SimpleConsumer.
 
 The REST receipt handle is ``<broker name>!<broker receipt handle>``: the broker's handle
-(``topic|queue|offset|serial|deadline``) does not say which broker issued it, and an ack must go back there.
+(RocketMQ 5's POP ``extraInfo``) is kept whole after the broker name, which says where an ack must go.
 """
 
 from __future__ import annotations
