@@ -252,6 +252,11 @@ class ControllerModeConfig:
         "haMaxTimeSlaveNotCatchup", 15_000, "drop a slave from the SyncStateSet when not caught up this long")
     store_path_epoch_file: str = _f(
         "storePathEpochFile", "", "the epoch file (default ROOT/epochFileCheckpoint)")
+    store_path_broker_identity: str = _f(
+        "storePathBrokerIdentity", "", "the controller id this broker was given (default ROOT/brokerIdentity)")
+    sync_from_last_file: bool = _f(
+        "syncFromLastFile", False, "an empty slave starts at the master's last CommitLog file")
+    async_learner: bool = _f("asyncLearner", False, "replicate but never join the SyncStateSet (never elected)")
 
 
 @dataclass
