@@ -18,6 +18,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from broker_core.client import AdminClient, Producer, PullConsumer, SessionCredentials, SimpleConsumer
 from broker_core.client.admin import ADMIN_GROUP
+from broker_core.client.controller_admin import ControllerAdmin
 from broker_core.client.instance import ClientInstance
 
 # The reserved group the browsing PullConsumer pulls as: it never commits offsets, and brokers do not trace
@@ -39,6 +40,7 @@ class _Clients:
 _lock = threading.Lock()
 _cache: dict[tuple[str, SessionCredentials | None], _Clients] = {}  # by name server and ACL account
 _installed_admins: dict[str, Any] = {}
+_controller_admins: dict[str, ControllerAdmin] = {}
 
 
 def namesrv_addr() -> str:
@@ -119,12 +121,33 @@ def consumer(group: str) -> SimpleConsumer:
         return found
 
 
+def controller_addr() -> str:
+    """The controllers' addresses from settings (``BROKER_CORE_CONTROLLER``); empty: no controller mode."""
+    return str(getattr(settings, "BROKER_CORE_CONTROLLER", "") or "")
+
+
+def controller_admin() -> ControllerAdmin:
+    """The process-wide controller admin client for ``BROKER_CORE_CONTROLLER`` (ImproperlyConfigured when unset)."""
+    addr = controller_addr()
+    if not addr:
+        raise ImproperlyConfigured("BROKER_CORE_CONTROLLER is not set")
+    with _lock:
+        found = _controller_admins.get(addr)
+        if found is None:
+            found = _controller_admins[addr] = ControllerAdmin(addr, timeout=settings.BROKER_CORE_TIMEOUT_S)
+        return found
+
+
 def reset() -> None:
     """Shut down and forget every cached client (tests, and after a settings change)."""
     with _lock:
         cached = list(_cache.values())
         _cache.clear()
         _installed_admins.clear()
+        controllers = list(_controller_admins.values())
+        _controller_admins.clear()
+    for c in controllers:
+        c.close()
     for clients in cached:
         if clients.producer is not None:
             clients.producer.shutdown()  # also closes the shared instance

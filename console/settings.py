@@ -5,7 +5,8 @@
   ``ALLOWED_HOSTS`` (comma separated).
 - ``DATABASE_URL`` (``postgres://user:pass@host:port/name``) selects PostgreSQL; otherwise SQLite at
   ``DJANGO_DB_PATH`` (default ``var/console.sqlite3`` under the repository root).
-- ``BROKER_CORE_NAMESRV``: the name server address(es) the console's SDK clients use.
+- ``BROKER_CORE_NAMESRV``: the name server address(es) the console's SDK clients use; ``BROKER_CORE_CONTROLLER``
+  the controllers' (RocketMQ 5 controller mode), empty when there are none.
 - Hardening (issue 14): API throttle rates, login lockout, API token lifetime, webhook allow-list and the
   Content-Security-Policy are at the end; ``console.settings_production`` is the profile for a deployment.
 """
@@ -138,6 +139,9 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = 64 * 1024 * 1024
 BROKER_CORE_NAMESRV = os.environ.get("BROKER_CORE_NAMESRV", "127.0.0.1:9876")
 BROKER_CORE_PRODUCER_GROUP = os.environ.get("BROKER_CORE_PRODUCER_GROUP", "broker_core_console")
 BROKER_CORE_TIMEOUT_S = float(os.environ.get("BROKER_CORE_TIMEOUT_S", "5"))
+# RocketMQ 5 controller mode: the controllers' addresses (host:port;host:port, or the name server's with the
+# embedded controller). Empty: no controller; the cluster page shows no election section.
+BROKER_CORE_CONTROLLER = os.environ.get("BROKER_CORE_CONTROLLER", "")
 # The ACL account the console's (and Celery's) SDK clients sign with, for brokers with aclEnable=true (an admin
 # account of plain_acl.yml: the console creates and deletes topics and groups). Both empty: requests go unsigned.
 BROKER_CORE_ACCESS_KEY = os.environ.get("BROKER_CORE_ACCESS_KEY", "")

@@ -5,7 +5,8 @@ edits them and beat's ``DatabaseScheduler`` reads them).
   it, so calling it more often than hourly is correct and idempotent, and a pass deletes at most 10 segments
   (the next tick continues);
 - disk check every 10 s; delay-level delivery every second (a tick not started within 5 s is dropped:
-  the next one delivers the same messages); sampling every minute; downsampling and pruning hourly.
+  the next one delivers the same messages); sampling every minute; downsampling and pruning hourly; the
+  controller (RocketMQ 5 controller mode) every 10 s, so an election shows and alerts within seconds.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from console.jobs.names import (
     TASK_EVALUATE_ALERTS,
     TASK_PRUNE,
     TASK_RETENTION,
+    TASK_SAMPLE_CONTROLLER,
     TASK_SAMPLE_LAG,
 )
 
@@ -49,6 +51,10 @@ ENTRIES: tuple[BeatEntry, ...] = (
     BeatEntry("broker_core: prune", TASK_PRUNE, 1, IntervalSchedule.HOURS,
               description="Downsample raw samples past 24 h to hourly averages, drop samples past the kept days "
                           "and job runs beyond the kept number."),
+    BeatEntry("broker_core: controller sampling", TASK_SAMPLE_CONTROLLER, 10, expire_seconds=10,
+              description="Record each broker-set's master, epochs and SyncStateSet from the RocketMQ 5 "
+                          "controller (BROKER_CORE_CONTROLLER) and the elections between samples; an election "
+                          "evaluates the alert rules at once. Does nothing without a controller."),
     BeatEntry("broker_core: alerts", TASK_EVALUATE_ALERTS, 60, expire_seconds=55,
               description="Evaluate the alert rules on the latest samples and the name server's broker list; "
                           "notify by email and webhook when an alert fires or resolves."),

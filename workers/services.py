@@ -23,13 +23,14 @@ from django.utils import timezone
 
 from broker_core.client import ClientError
 from console import broker_client
-from console.monitoring import sampling
+from console.monitoring import controller_sampling, sampling
 from console.monitoring.models import JobRun
 from workers.locks import job_lock
 
 RETENTION, DISK_CHECK, DELIVER_DELAYED, SAMPLE_LAG, PRUNE = (
     "retention", "disk_check", "deliver_delayed", "sample_lag", "prune")
-JOBS = (RETENTION, DISK_CHECK, DELIVER_DELAYED, SAMPLE_LAG, PRUNE)
+SAMPLE_CONTROLLER = "sample_controller"
+JOBS = (RETENTION, DISK_CHECK, DELIVER_DELAYED, SAMPLE_LAG, PRUNE, SAMPLE_CONTROLLER)
 
 
 def job_runs_keep() -> int:
@@ -178,6 +179,17 @@ def run_sampling() -> JobRun:
     def body() -> tuple[dict[str, Any], str]:
         return sampling.sample_all(broker_addrs()), ""
     return run_locked(SAMPLE_LAG, "", body)
+
+
+def run_controller_sampling() -> JobRun | None:
+    """One pass of :func:`console.monitoring.controller_sampling.sample_controller` (controller mode's master,
+    epochs and SyncStateSet, and the elections between passes); None without ``BROKER_CORE_CONTROLLER``."""
+    if not broker_client.controller_addr():
+        return None
+
+    def body() -> tuple[dict[str, Any], str]:
+        return controller_sampling.sample_controller(), ""
+    return run_locked(SAMPLE_CONTROLLER, "", body)
 
 
 def prune_samples(older_than: timedelta | None = None) -> int:

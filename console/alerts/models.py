@@ -27,6 +27,7 @@ class AlertRule(models.Model):
     BROKER_MISSING = "broker_missing"
     REPLICATION_LAG_BYTES = "replication_lag_bytes"
     REPLICATION_LAG_SECONDS = "replication_lag_seconds"
+    ELECTION = "election"
     KINDS = [
         (GROUP_LAG_MESSAGES, "group lag (messages)"),
         (GROUP_LAG_SECONDS, "group lag (seconds behind)"),
@@ -35,9 +36,10 @@ class AlertRule(models.Model):
         (BROKER_MISSING, "broker missing from the name server"),
         (REPLICATION_LAG_BYTES, "replication lag of a broker group's worst slave (bytes)"),
         (REPLICATION_LAG_SECONDS, "replication lag of a broker group's worst slave (seconds behind)"),
+        (ELECTION, "a broker-set's master changed (controller mode: every election fires once)"),
     ]
     GROUP_KINDS = (GROUP_LAG_MESSAGES, GROUP_LAG_SECONDS, DLQ_GROWTH)
-    BROKER_KINDS = (DISK_RATIO, BROKER_MISSING, REPLICATION_LAG_BYTES, REPLICATION_LAG_SECONDS)
+    BROKER_KINDS = (DISK_RATIO, BROKER_MISSING, REPLICATION_LAG_BYTES, REPLICATION_LAG_SECONDS, ELECTION)
 
     name = models.CharField(max_length=100, unique=True)
     kind = models.CharField(max_length=32, choices=KINDS)

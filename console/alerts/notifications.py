@@ -39,6 +39,9 @@ def summary(alert: Alert) -> str:
     value, threshold, subject = alert.value, alert.threshold, alert.subject
     if alert.kind == AlertRule.BROKER_MISSING:
         return f"broker {subject} is not registered with the name server"
+    if alert.kind == AlertRule.ELECTION:
+        name, _, epoch = subject.partition(" masterEpoch ")
+        return f"broker-set {name} elected a master (masterEpoch {epoch})"
     if alert.kind == AlertRule.DISK_RATIO:
         return f"disk use of broker {subject} is {value if value is None else f'{value:.1%}'} (>= {threshold:.1%})"
     what = {AlertRule.GROUP_LAG_MESSAGES: "lag", AlertRule.GROUP_LAG_SECONDS: "lag",

@@ -32,6 +32,8 @@ def check_threshold(kind: str, threshold: float) -> str | None:
         return "a lag or DLQ growth threshold is at least 1 message"
     if kind in (AlertRule.GROUP_LAG_SECONDS, AlertRule.REPLICATION_LAG_SECONDS) and threshold <= 0:
         return "a lag threshold in seconds must be above 0"
+    if kind == AlertRule.ELECTION and threshold > 1:
+        return "an election rule counts each election once: its threshold is 0 or 1"
     if kind == AlertRule.REPLICATION_LAG_BYTES and threshold < 1:
         return "a replication lag threshold is at least 1 byte"
     return None

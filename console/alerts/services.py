@@ -11,6 +11,7 @@ What a rule observes (a value per subject; the condition holds when ``value >= t
 | `broker_missing`     | broker         | 1 when the name server has no master of the broker, else 0            |
 | `replication_lag_bytes` | broker   | the worst slave's lag in bytes of the broker group (read now)         |
 | `replication_lag_seconds` | broker | the worst slave's time behind (read now)                              |
+| `election`           | `broker masterEpoch N` | 1 for each election recorded in the last ``window_minutes``   |
 
 ``target`` picks subjects by group (lag, DLQ) or broker name, as a shell-style glob (``*`` = all). A
 ``broker_missing`` rule on ``*`` expects every broker that ran a job or was sampled in the last day.
@@ -31,7 +32,9 @@ State changes per (rule, subject), one evaluation at a time (the task holds a lo
 Sampled data older than :data:`STALE_AFTER` counts as unknown. A name server that cannot be reached makes a
 ``broker_missing`` rule's evaluation an error (reported, state unchanged), never a "missing". The replication
 kinds read the brokers when evaluated (no sampled history): a group without slaves or HA connections is not a
-subject; a group whose master does not answer, or whose slaves' lag is not known, is unknown.
+subject; a group whose master does not answer, or whose slaves' lag is not known, is unknown. An ``election``
+rule sees each election (:class:`console.monitoring.models.Election`, recorded by the controller sampler or a
+switch-over) as its own subject, so every election fires once and resolves when it leaves the window.
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ from broker_core.client import ClientError
 from console import broker_client
 from console.alerts import notifications
 from console.alerts.models import Alert, AlertRule
-from console.monitoring.models import RAW_BUCKET, BrokerSample, JobRun, LagSample
+from console.monitoring.models import RAW_BUCKET, BrokerSample, Election, JobRun, LagSample
 from console.selectors.replication import broker_groups
 
 STALE_AFTER = timedelta(minutes=10)
@@ -175,10 +178,16 @@ def _observe_replication(rule: AlertRule, now: datetime) -> Observed:
     return out
 
 
+def _observe_election(rule: AlertRule, now: datetime) -> Observed:
+    since = now - timedelta(minutes=rule.window_minutes)
+    return {f"{e.broker_name} masterEpoch {e.master_epoch}": 1.0
+            for e in Election.objects.filter(detected_at__gte=since) if matches(rule.target, e.broker_name)}
+
+
 OBSERVERS = {AlertRule.GROUP_LAG_MESSAGES: _observe_lag, AlertRule.GROUP_LAG_SECONDS: _observe_lag,
              AlertRule.DLQ_GROWTH: _observe_dlq_growth, AlertRule.DISK_RATIO: _observe_disk,
              AlertRule.BROKER_MISSING: _observe_missing, AlertRule.REPLICATION_LAG_BYTES: _observe_replication,
-             AlertRule.REPLICATION_LAG_SECONDS: _observe_replication}
+             AlertRule.REPLICATION_LAG_SECONDS: _observe_replication, AlertRule.ELECTION: _observe_election}
 
 
 def observe(rule: AlertRule, now: datetime | None = None) -> Observed | None:

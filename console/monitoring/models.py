@@ -4,6 +4,8 @@
 - :class:`LagSample`: a consumer group's lag on a topic at one moment, in messages and in time.
 - :class:`TopicSample`: a topic's put/get rates at one moment (summed over brokers).
 - :class:`BrokerSample`: a broker's disk use and put/get rates at one moment.
+- :class:`ControllerSnapshot`: a broker-set as the controller saw it (master, epochs, SyncStateSet), written when
+  it changed; :class:`Election`: a master change seen there (masterEpoch rose), or a switch-over from the console.
 
 Samples carry ``bucket_seconds``: 60 for raw per-minute samples; the downsampling job replaces old raw
 samples by one averaged row per hour (3600) so history stays cheap to keep and to chart.
@@ -107,3 +109,51 @@ class BrokerSample(models.Model):
 
     def __str__(self) -> str:
         return f"{self.broker} disk={self.disk_ratio} at {self.timestamp:%H:%M:%S}"
+
+
+class ControllerSnapshot(models.Model):
+    """A broker-set in RocketMQ 5 controller mode as CONTROLLER_GET_SYNC_STATE_DATA (1006) gave it, kept when
+    the master, an epoch, the SyncStateSet or a replica's liveness differ from the set's previous snapshot."""
+
+    timestamp = models.DateTimeField(db_index=True)
+    broker_name = models.CharField(max_length=255)
+    master_broker_id = models.BigIntegerField(null=True, blank=True)  # a controller id; null: no master
+    master_address = models.CharField(max_length=255, blank=True, default="")
+    master_epoch = models.IntegerField(default=0)
+    sync_state_set_epoch = models.IntegerField(default=0)
+    # [{"broker_id", "address", "alive"}]
+    in_sync = models.JSONField(default=list, blank=True)
+    not_in_sync = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        ordering = ["-timestamp", "-id"]
+        indexes = [models.Index(fields=["broker_name", "-timestamp"])]
+
+    def __str__(self) -> str:
+        return f"{self.broker_name} master {self.master_broker_id} epoch {self.master_epoch}"
+
+
+class Election(models.Model):
+    """A master change of a broker-set: the controller's masterEpoch rose between two samples (``observed``),
+    or an operator's switch-over went through (``switch-over``). ``new_master_broker_id`` null: the old master
+    is gone and nothing was electable."""
+
+    OBSERVED, SWITCH_OVER = "observed", "switch-over"
+    SOURCES = [(OBSERVED, "observed"), (SWITCH_OVER, "switch-over")]
+
+    detected_at = models.DateTimeField(db_index=True)
+    broker_name = models.CharField(max_length=255)
+    master_epoch = models.IntegerField()
+    old_master_broker_id = models.BigIntegerField(null=True, blank=True)
+    new_master_broker_id = models.BigIntegerField(null=True, blank=True)
+    new_master_address = models.CharField(max_length=255, blank=True, default="")
+    source = models.CharField(max_length=12, choices=SOURCES, default=OBSERVED)
+    by = models.CharField(max_length=150, blank=True, default="")  # the user of a switch-over
+
+    class Meta:
+        ordering = ["-detected_at", "-id"]
+        constraints = [models.UniqueConstraint(fields=["broker_name", "master_epoch"], name="election_once")]
+
+    def __str__(self) -> str:
+        return (f"{self.broker_name} epoch {self.master_epoch}: "
+                f"{self.old_master_broker_id} -> {self.new_master_broker_id}")

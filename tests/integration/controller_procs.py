@@ -98,6 +98,20 @@ class FakeBroker:
         self.broker_id = broker_id
         return broker_id
 
+    def register_namesrv(self, client: BlockingClient, namesrv: str, namesrv_id: int = 0) -> None:
+        """REGISTER_BROKER with no topics, so the name server lists this broker-set."""
+        body = b'{"filterServerList":[],"topicConfigSerializeWrapper":{"topicConfigTable":{}}}'
+        resp = client.invoke(namesrv, RemotingCommand.request(103, {
+            "brokerName": self.name, "brokerAddr": self.addr, "clusterName": self.cluster,
+            "haServerAddr": self.addr, "brokerId": str(namesrv_id)}, body), 5.0)
+        assert resp.code == 0, resp.remark
+
+    def unregister_namesrv(self, client: BlockingClient, namesrv: str, namesrv_id: int = 0) -> None:
+        resp = client.invoke(namesrv, RemotingCommand.request(104, {
+            "brokerName": self.name, "brokerAddr": self.addr, "clusterName": self.cluster,
+            "brokerId": str(namesrv_id)}), 5.0)
+        assert resp.code == 0, resp.remark
+
     def heartbeat_once(self, client: BlockingClient) -> None:
         assert self.broker_id is not None
         header = BrokerHeartbeatRequestHeader(self.cluster, self.addr, self.name, self.broker_id, self.epoch,

@@ -192,6 +192,7 @@ def test_install_schedules_is_idempotent_and_keeps_operator_edits(capsys):  # ty
         "broker_core: delayed delivery": ("workers.deliver_delayed", 1, "seconds"),
         "broker_core: lag sampling": ("workers.sample_lag", 60, "seconds"),
         "broker_core: prune": ("workers.prune", 1, "hours"),
+        "broker_core: controller sampling": ("workers.sample_controller", 10, "seconds"),
         "broker_core: alerts": ("workers.evaluate_alerts", 60, "seconds")}
     edited = rows["broker_core: disk check"]
     edited.interval, edited.enabled = IntervalSchedule.objects.create(every=30, period="seconds"), False

@@ -6,7 +6,14 @@ from typing import Any
 
 from celery import Task, shared_task
 
-from console.jobs.names import TASK_DELIVER_DELAYED, TASK_DISK_CHECK, TASK_PRUNE, TASK_RETENTION, TASK_SAMPLE_LAG
+from console.jobs.names import (
+    TASK_DELIVER_DELAYED,
+    TASK_DISK_CHECK,
+    TASK_PRUNE,
+    TASK_RETENTION,
+    TASK_SAMPLE_CONTROLLER,
+    TASK_SAMPLE_LAG,
+)
 from workers import services
 from workers.tasks.alerts import evaluate_alerts
 
@@ -58,3 +65,16 @@ def sample_lag() -> dict[str, Any]:
 @shared_task(name=TASK_PRUNE)
 def prune() -> dict[str, Any]:
     return services.summary(services.run_prune())
+
+
+@shared_task(name=TASK_SAMPLE_CONTROLLER, **RETRY_FAST)
+def sample_controller() -> dict[str, Any]:
+    """Record controller mode's state and elections; a new election queues an alert evaluation at once (the
+    ``election`` alert kind)."""
+    run = services.run_controller_sampling()
+    if run is None:
+        return {"outcome": "skipped", "error": "BROKER_CORE_CONTROLLER is not set"}
+    out = services.summary(run)
+    if out["outcome"] == "ok" and out["counts"].get("elections"):
+        evaluate_alerts.delay()
+    return out
