@@ -28,6 +28,7 @@ pages = [
     path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("cluster/", cluster.cluster, name="cluster-page"),
+    path("cluster/switch-over/<str:broker_name>/<int:broker_id>/", cluster.switch_over, name="switch-over-page"),
     path("topics/", topics.topic_list, name="topic-list-page"),
     path("topics/new/", topics.topic_create, name="topic-create-page"),
     path("topics/<str:name>/", topics.topic_detail, name="topic-page"),
