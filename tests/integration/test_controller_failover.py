@@ -1,0 +1,96 @@
+"""Automatic failover in controller mode (issue 34), real processes on loopback: a controller, a name server and a
+group of three brokers with ``enableControllerMode=true`` and ``allAckInSyncStateSet=true``.
+
+- SIGKILL of the master: a slave of the SyncStateSet becomes master, the SDK producer goes on without a restart,
+  every acknowledged message is read back; the old master restarts as a slave, truncates what it wrote that the
+  new master never had, and ends holding the new master's CommitLog byte for byte.
+- A fenced or slave broker refuses writes (SERVICE_NOT_AVAILABLE 14), over remoting.
+- GET_BROKER_EPOCH_CACHE (1007) answers the epoch file.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from broker_core.client import AdminClient, ClientError, Message, Producer
+from broker_core.protocol import RemotingCommand, ResponseCode
+from broker_core.protocol.controller import ControllerRequestCode, decode_epoch_entry_cache
+from broker_core.remoting.blocking import BlockingClient
+from tests.integration.cluster import wait_until
+from tests.integration.failover_cluster import TOPIC, FailoverGroup, LoggingProducer, check, read_group
+from tests.integration.test_ha_helpers import commit_log
+
+
+@pytest.fixture
+def group(tmp_path: Path):  # type: ignore[no-untyped-def]
+    g = FailoverGroup(tmp_path, controllers=1, brokers=3)
+    try:
+        yield g.start()
+    finally:
+        g.close()
+
+
+def test_master_killed_slave_takes_over_old_master_truncates(group: FailoverGroup) -> None:
+    old = group.wait_master()
+    producer = LoggingProducer(group.namesrv, "p1")
+    producer.start()
+    try:
+        wait_until(lambda: len(producer.acks) >= 200, 60, "200 acknowledged sends")
+        assert old.proc is not None
+        old.proc.send_signal(signal.SIGKILL)
+        old.proc.wait()
+        killed_at, acked_before = time.monotonic(), len(producer.acks)
+        new = group.wait_master(not_this=old)
+        wait_until(lambda: len(producer.acks) >= acked_before + 200 and producer.acks[-1].at > killed_at, 60,
+                   "200 more acknowledged sends on the new master")
+        # the old master comes back on its address: it joins as a slave and truncates to the consistent point
+        old.start(old.port)
+        wait_until(lambda: (group.runtime(old) or {}).get("role") == "SLAVE"
+                   and (group.runtime(old) or {}).get("haConnected") == "True", 60, "the old master to follow")
+    finally:
+        producer.stop()
+    group.wait_in_sync(3)
+    end = int((group.runtime(new) or {})["commitLogMaxOffset"])
+    wait_until(lambda: all(int((group.runtime(b) or {}).get("commitLogMaxOffset", "-1")) == end
+                           for b in group.members), 60, "every replica to hold the master's CommitLog")
+    caches = group.epoch_caches()
+    assert len({tuple(c) for c in caches.values()}) == 1, caches  # one history on every replica
+    assert check(producer.acks, read_group(group.namesrv), caches) == []
+    for b in group.members:
+        b.stop()
+    logs = {b.addr: commit_log(b.store_dir) for b in group.members}
+    assert len({tuple(sorted(v.items())) for v in logs.values()}) == 1  # byte-identical CommitLogs
+
+
+def test_slaves_refuse_writes_and_answer_their_epoch_cache(group: FailoverGroup) -> None:
+    master = group.wait_master()
+    with Producer("pg-refuse", group.namesrv).start() as producer:
+        assert producer.send(Message(TOPIC, b"x")).status.name == "SEND_OK"
+    client = BlockingClient()
+    try:
+        for b in group.members:
+            resp = client.invoke(b.addr, RemotingCommand.request(ControllerRequestCode.GET_BROKER_EPOCH_CACHE), 5.0)
+            assert resp.code == ResponseCode.SUCCESS
+            cache = decode_epoch_entry_cache(resp.body)
+            assert [e.epoch for e in cache.epoch_list] == [1]
+            assert cache.broker_id == (0 if b is master else cache.broker_id) and cache.broker_name == master.name
+            if b is master:
+                continue
+            with AdminClient(group.namesrv) as admin:
+                assert admin.broker_runtime(b.addr)["role"] == "SLAVE"
+            send = RemotingCommand.request(310, {"a": "pg", "b": TOPIC, "c": "TBW102", "d": "4", "e": "0", "f": "0",
+                                                 "g": str(int(time.time() * 1000)), "h": "0", "i": "", "j": "0",
+                                                 "k": "false", "m": "false"}, b"refused")
+            refused = client.invoke(b.addr, send, 5.0)
+            assert refused.code == ResponseCode.SERVICE_NOT_AVAILABLE
+    finally:
+        client.close()
+    try:
+        with Producer("pg-after", group.namesrv).start() as producer:
+            assert producer.send(Message(TOPIC, b"y")).status.name == "SEND_OK"
+    except ClientError as exc:  # pragma: no cover - the message says why
+        raise AssertionError(exc) from exc
