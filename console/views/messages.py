@@ -3,6 +3,7 @@ always rendered as escaped text)."""
 
 from __future__ import annotations
 
+from typing import Any
 from urllib.parse import urlencode
 
 from django.http import HttpRequest, HttpResponse
@@ -13,6 +14,7 @@ from django.views.decorators.http import require_http_methods
 from console.roles import OPERATOR, VIEWER, has_role
 from console.selectors import messages as selectors
 from console.selectors import tracking
+from console.selectors.clients import direct_targets
 from console.selectors.ui_messages import body_views, reproduce_topic
 from console.views.base import page
 from console.views.forms import BrowseForm, MessageSearchForm
@@ -37,17 +39,23 @@ def message_search(request: HttpRequest) -> HttpResponse:
     return render(request, "console/message_search.html", context, status=400 if form.errors else 200)
 
 
+def detail_context(request: HttpRequest, msg_id: str, topic: str) -> dict[str, Any]:
+    """The message page's context; operators also get the online clients they may consume it directly with."""
+    msg = selectors.find_message(msg_id, topic)
+    can_read = has_role(request.user, OPERATOR)
+    data = selectors.message_json(msg, with_body=False)
+    consumption = tracking.consumption_status(msg)
+    return {"m": data, "body": body_views(msg.body) if can_read else None, "can_read_bodies": can_read,
+            "properties": sorted(data["properties"].items()), "reproduce_topic": reproduce_topic(msg),
+            "consumption": consumption,
+            "direct_targets": direct_targets(consumption) if can_read else []}
+
+
 @page(VIEWER)
 @require_http_methods(["GET"])
 def message_detail(request: HttpRequest, msg_id: str) -> HttpResponse:
-    msg = selectors.find_message(msg_id, request.GET.get("topic", "").strip())
-    can_read = has_role(request.user, OPERATOR)
-    data = selectors.message_json(msg, with_body=False)
-    return render(request, "console/message_detail.html", {
-        "m": data, "body": body_views(msg.body) if can_read else None, "can_read_bodies": can_read,
-        "properties": sorted(data["properties"].items()), "reproduce_topic": reproduce_topic(msg),
-        "consumption": tracking.consumption_status(msg),
-    })
+    return render(request, "console/message_detail.html",
+                  detail_context(request, msg_id, request.GET.get("topic", "").strip()))
 
 
 @page(VIEWER)
