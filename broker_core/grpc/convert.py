@@ -48,6 +48,18 @@ SYSTEM_PROPERTY_NAMES = frozenset({
     PROPERTY_CLUSTER, PROPERTY_TRANSACTION_PREPARED, "PGROUP", "REAL_TOPIC", "REAL_QID", "WAIT", "MIN_OFFSET",
     "MAX_OFFSET", "CONSUME_START_TIME", "TRAN_PREPARED_QUEUE_OFFSET", "MSG_REGION", "TRACE_ON"})
 
+# MessageConst.STRING_HASH_SET: the proxy delivers every other property as a user property (so a FIFO message's
+# ``__SHARDINGKEY`` and a transaction message's ``__transactionId__`` are seen, as with Apache's proxy)
+HIDDEN_ON_DELIVERY = frozenset({
+    "1ST_POP_TIME", "ARRIVE_TIME", "BORN_TIMESTAMP", "BUYER_ID", "CLUSTER", "CONSUME_START_TIME", "CORRECTION_FLAG",
+    "CORRELATION_ID", "DELAY", "DLQ_ORIGIN_MESSAGE_ID", "DLQ_ORIGIN_TOPIC", "DUP_INFO", "EXTEND_UNIQ_INFO",
+    "INNER_MULTI_QUEUE_OFFSET", "INSTANCE_ID", "KEYS", "MAX_OFFSET", "MAX_RECONSUME_TIMES", "MIN_OFFSET", "MQ2_FLAG",
+    "MSG_REGION", "MSG_TYPE", "ORIGIN_MESSAGE_ID", "PGROUP", "POP_CK", "POP_CK_OFFSET", "PUSH_REPLY_TIME",
+    "REAL_QID", "REAL_TOPIC", "RECONSUME_TIME", "REPLY_TO_CLIENT", "RETRY_TOPIC", "TAGS", "TIMER_DELAY_LEVEL",
+    "TIMER_DELAY_MS", "TIMER_DELAY_SEC", "TIMER_DELIVER_MS", "TIMER_DEL_UNIQKEY", "TIMER_DEQUEUE_MS",
+    "TIMER_ENQUEUE_MS", "TIMER_OUT_MS", "TIMER_ROLL_TIMES", "TRACE_ON", "TRANSFER_FLAG", "TRAN_MSG",
+    "TRAN_PREPARED_QUEUE_OFFSET", "TTL", "UNIQ_KEY", "WAIT", "__BORNHOST", "__CRC32#"})
+
 
 def millis(ts: Any) -> int:
     return int(ts.seconds) * 1000 + int(ts.nanos) // 1_000_000
@@ -122,7 +134,7 @@ def to_pb(rec: MessageRecord, topic: str, *, receipt_handle: str = "", invisible
     out.topic.name = topic
     out.body = body
     for k, v in props.items():
-        if k not in SYSTEM_PROPERTY_NAMES:
+        if k not in HIDDEN_ON_DELIVERY:
             out.user_properties[k] = v
     sp = out.system_properties
     tags = props.get(PROPERTY_TAGS)
@@ -153,6 +165,12 @@ def to_pb(rec: MessageRecord, topic: str, *, receipt_handle: str = "", invisible
     sp.queue_offset = rec.queue_offset if queue_offset is None else queue_offset
     sp.delivery_attempt = rec.reconsume_times + 1 if attempt is None else attempt
     return out
+
+
+def no_route_message(topic: str) -> str:
+    """The proxy's TOPIC_NOT_FOUND text: its MQClientException's message (``TopicRouteService``, FAQUrl attached)."""
+    return (f"CODE: 17  DESC: No topic route info in name server for the topic: {topic}\n"
+            "For more information, please visit the url, https://rocketmq.apache.org/docs/bestPractice/06FAQ")
 
 
 def status(code: int, message: str = "") -> object:

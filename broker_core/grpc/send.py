@@ -4,15 +4,18 @@ remoting path.
 The server picks the queue (RocketMQ 5 clients send none): a message with a ``message_group`` goes to queue
 ``crc32(group) % writeQueueNums`` (so one group's messages stay in one queue, in send order), others round-robin.
 A TRANSACTION message is a half message of producer group ``<topic>`` (``PGROUP``; the Telemetry stream is
-registered under that group for the check-back), and its ``transaction_id`` is the half record's offset
-message id, which EndTransaction decodes back to the record. A ``delivery_timestamp`` in the future goes to
-the timer (:mod:`broker_core.grpc.timer`); one in the past is delivered at once.
+registered under that group for the check-back). Every entry's ``transaction_id`` is the message id, as
+RocketMQ's SendMessageProcessor answers; EndTransaction finds a half message by it (remembered at its send),
+or by the half record's offset message id (what the check-back names; it decodes back to the record). A
+``delivery_timestamp`` in the future goes to the timer (:mod:`broker_core.grpc.timer`); one in the past is
+delivered at once.
 """
 
 from __future__ import annotations
 
 import itertools
 import zlib
+from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 from broker_core.codec import CodecError
@@ -35,6 +38,8 @@ if TYPE_CHECKING:
     from broker_core.grpc.timer import TimerService
     from broker_core.server.controller import BrokerController
 
+MAX_REMEMBERED_HALVES = 65536  # EndTransaction by message id within this many half sends (else: offset id)
+
 PUT_CODES = {
     PutStatus.PUT_OK: pb.OK,
     PutStatus.FLUSH_DISK_TIMEOUT: pb.MASTER_PERSISTENCE_TIMEOUT,
@@ -51,6 +56,7 @@ class SendService:
         self.ctl = ctl
         self.timer = timer
         self._round_robin = itertools.count()
+        self._halves: OrderedDict[str, str] = OrderedDict()  # message id -> half record's offset msg id
 
     def _entry(self, code: int, message: str = "", **fields: Any) -> Any:
         return svc.SendResultEntry(status=convert.status(code, message), **fields)
@@ -140,7 +146,11 @@ class SendService:
             if deliver_ms and inner.topic != HALF_TOPIC:
                 self.timer.held(deliver_ms, r.queue_offset)
             entries.append(self._entry(pb.OK, message_id=message_id, offset=r.queue_offset,
-                                       transaction_id=r.msg_id if inner.topic == HALF_TOPIC else ""))
+                                       transaction_id=message_id))
+            if inner.topic == HALF_TOPIC:
+                self._halves[message_id] = r.msg_id
+                while len(self._halves) > MAX_REMEMBERED_HALVES:
+                    self._halves.popitem(last=False)
         code = convert.worst(e.status.code for e in entries)
         return svc.SendMessageResponse(status=convert.status(code, entries[0].status.message if len(entries) == 1
                                                              else ""), entries=entries)
@@ -149,7 +159,8 @@ class SendService:
         """COMMIT or ROLLBACK the half message named by ``transaction_id`` (idempotent, as the remoting path)."""
         ctl = self.ctl
         try:
-            _, _, phy_offset = decode_offset_msg_id(request.transaction_id)
+            _, _, phy_offset = decode_offset_msg_id(self._halves.get(request.transaction_id,
+                                                                     request.transaction_id))
         except (ValueError, CodecError):
             return svc.EndTransactionResponse(status=convert.status(pb.INVALID_TRANSACTION_ID,
                                                                     "transaction id is not one this broker issued"))

@@ -58,14 +58,15 @@ class MessagingService(_Servicer):
             return svc.QueryRouteResponse(status=convert.status(pb.ILLEGAL_TOPIC, topic_error(topic) or ""))
         queues = await self.routes.message_queues(topic, request.endpoints)
         if not queues:
-            return svc.QueryRouteResponse(status=convert.status(pb.TOPIC_NOT_FOUND, f"topic {topic} not found"))
+            return svc.QueryRouteResponse(status=convert.status(pb.TOPIC_NOT_FOUND, convert.no_route_message(topic)))
         return svc.QueryRouteResponse(status=convert.status(pb.OK), message_queues=queues)
 
     async def QueryAssignment(self, request: Any, context: Any) -> Any:
         topic = request.topic.name
         assignments = await self.routes.assignments(topic, request.endpoints)
         if not assignments:
-            return svc.QueryAssignmentResponse(status=convert.status(pb.TOPIC_NOT_FOUND, f"topic {topic} not found"))
+            return svc.QueryAssignmentResponse(status=convert.status(pb.TOPIC_NOT_FOUND,
+                                                                     convert.no_route_message(topic)))
         return svc.QueryAssignmentResponse(status=convert.status(pb.OK), assignments=assignments)
 
     async def Heartbeat(self, request: Any, context: Any) -> Any:

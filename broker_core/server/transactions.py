@@ -55,6 +55,8 @@ from broker_core.store import GetStatus, MessageInner
 if TYPE_CHECKING:
     from broker_core.server.controller import BrokerController
 
+PROPERTY_TRANSACTION_ID = "__transactionId__"  # TransactionalMessageUtil.TRANSACTION_ID: the half's unique id
+
 log = logging.getLogger(__name__)
 
 HALF_TOPIC = TRANS_HALF_TOPIC
@@ -86,6 +88,7 @@ class TransactionService:
         props[PROPERTY_REAL_TOPIC] = msg.topic
         props[PROPERTY_REAL_QUEUE_ID] = str(msg.queue_id)
         props.setdefault(PROPERTY_UNIQ_KEY, self.ids.next_id())
+        props[PROPERTY_TRANSACTION_ID] = props[PROPERTY_UNIQ_KEY]  # TransactionalMessageBridge.parseHalfMessageInner
         msg.topic = HALF_TOPIC
         msg.topic_bytes = HALF_TOPIC.encode()
         msg.queue_id = 0

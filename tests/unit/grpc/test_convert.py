@@ -44,7 +44,8 @@ def test_record_to_delivery() -> None:
     # the proxy's digest: MD5, upper-case hex (GrpcConverter.buildSystemProperties)
     assert sp.body_digest.type == pb.MD5 and sp.body_digest.checksum == hashlib.md5(body).hexdigest().upper()
     assert (sp.tag, list(sp.keys), sp.message_id, sp.message_group) == ("TagA", ["k1"], "01ABC", "g")
-    assert dict(out.user_properties) == {"color": "red"}  # system properties are not user properties
+    # the proxy hides only MessageConst.STRING_HASH_SET: __SHARDINGKEY stays a user property
+    assert dict(out.user_properties) == {"color": "red", "__SHARDINGKEY": "g"}
     assert (sp.queue_id, sp.queue_offset, sp.delivery_attempt, sp.message_type) == (2, 7, 2, pb.FIFO)
     assert (sp.invisible_duration.seconds, sp.invisible_duration.nanos) == (1, 500_000_000)
     assert convert.millis(sp.store_timestamp) == 1_700_000_000_456 and sp.born_host == "10.0.0.1"
