@@ -2,7 +2,8 @@
 lookups by message id and key, and the store's maintenance operations.
 
 Its plumbing (the shared ClientInstance, ``credentials`` for ACL-enabled brokers) is in ``admin_base.py``; dead
-letters, delays, store maintenance and segment snapshots are in ``admin_store.py``."""
+letters, delays, store maintenance and segment snapshots are in ``admin_store.py``; the operator calls ``mqadmin``
+makes (groups, connections, write permission, ACL 1.0, any code by :meth:`request`) in ``admin_ops.py``."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import json
 from typing import Any
 
 from broker_core.client.admin_consumers import ConsumerAdminMixin
+from broker_core.client.admin_ops import OpsAdminMixin
 from broker_core.client.admin_store import StoreAdminMixin
 from broker_core.client.consumer import decode_records
 from broker_core.client.instance import decode_route
@@ -23,7 +25,7 @@ from broker_core.protocol.validation import topic_error
 __all__ = ["ADMIN_GROUP", "AdminClient"]
 
 
-class AdminClient(StoreAdminMixin, ConsumerAdminMixin):
+class AdminClient(StoreAdminMixin, OpsAdminMixin, ConsumerAdminMixin):
     """The admin operations; ``AdminClient(namesrv_addr, timeout=5.0, instance=None, credentials=None)``."""
 
     # ------------------------------------------------------------------ cluster
@@ -122,11 +124,12 @@ class AdminClient(StoreAdminMixin, ConsumerAdminMixin):
     # ------------------------------------------------------------------ groups
     def consume_stats(self, group: str, topic: str | None = None) -> dict[str, Any]:
         """Per queue committed offset and lag (GET_CONSUME_STATS's ``ConsumeStats``), the total lag and the online
-        clients. ``consumerOffset`` is -1 where the group never committed."""
+        clients, the ``consumeTps`` the brokers report. ``consumerOffset`` is -1 where the group never committed."""
         async def go() -> dict[str, Any]:
             brokers = await (self._topic_brokers(topic) if topic else self._master_addrs())
             rows: list[dict[str, Any]] = []
             online: set[str] = set()
+            tps = 0.0
             for name, addr in sorted(brokers.items()):
                 header = {"consumerGroup": group, **({"topic": topic} if topic else {})}
                 body = (await self._call(addr, RequestCode.GET_CONSUME_STATS, header)).body
@@ -140,8 +143,11 @@ class AdminClient(StoreAdminMixin, ConsumerAdminMixin):
                         "lag": int(v.get("lag", broker_offset - (committed if committed >= 0 else low))),
                         "lastTimestamp": int(v.get("lastTimestamp", 0)),
                         "lastUpdateTimestamp": int(v.get("lastUpdateTimestamp", 0))})
-                online.update(loads_fastjson(body).get("online", []))
-            return {"offsetTable": rows, "totalLag": sum(r["lag"] for r in rows), "online": sorted(online)}
+                doc = loads_fastjson(body)
+                online.update(doc.get("online", []))
+                tps += float(doc.get("consumeTps") or 0)
+            return {"offsetTable": rows, "totalLag": sum(r["lag"] for r in rows), "online": sorted(online),
+                    "consumeTps": tps}
         return self._run(go())
 
     async def _consumer_connection(self, addr: str, group: str) -> dict[str, Any] | None:
@@ -200,9 +206,11 @@ class AdminClient(StoreAdminMixin, ConsumerAdminMixin):
         return self._run(go())
 
     def reset_offset(self, group: str, topic: str, *, timestamp_ms: int | None = None,
-                     offsets: dict[tuple[str, int], int] | None = None) -> dict[tuple[str, int], int]:
+                     offsets: dict[tuple[str, int], int] | None = None,
+                     force: bool = True) -> dict[tuple[str, int], int]:
         """Reset by time (``timestamp_ms``; 0 = earliest, -1 = latest) or to exact ``{(broker, queue): offset}``.
-        Running consumers of the group are told to restart from the new offsets."""
+        Running consumers of the group are told to restart from the new offsets. ``force`` is RocketMQ's
+        ``isForce`` (False: only offsets that move back)."""
         if (timestamp_ms is None) == (offsets is None):
             raise ValueError("give exactly one of timestamp_ms or offsets")
 
@@ -210,7 +218,7 @@ class AdminClient(StoreAdminMixin, ConsumerAdminMixin):
             out = {}
             for name, addr in sorted((await self._topic_brokers(topic)).items()):
                 body = b""
-                header: dict[str, Any] = {"group": group, "topic": topic}
+                header: dict[str, Any] = {"group": group, "topic": topic, "isForce": force}
                 if offsets is not None:
                     mine = {str(q): o for (b, q), o in offsets.items() if b == name}
                     if not mine:

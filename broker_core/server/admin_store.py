@@ -1,5 +1,6 @@
 """Admin requests that read messages or maintain the store: 12 QUERY_MESSAGE and 33 VIEW_MESSAGE_BY_ID (RocketMQ's
-headers and bodies), and this broker's own maintenance codes (900-904): retention now, disk check, delayed
+headers and bodies), RocketMQ's 306 CLEAN_EXPIRED_CONSUMEQUEUE and 329 DELETE_EXPIRED_COMMITLOG, and this broker's
+own maintenance codes (900-904): retention now, disk check, delayed
 delivery, delay backlog (JSON bodies)."""
 
 from __future__ import annotations
@@ -15,11 +16,11 @@ from broker_core.server.admin import json_body
 from broker_core.store import MAX_TIMESTAMP
 
 if TYPE_CHECKING:
-    from broker_core.server.controller import BrokerController
+    from broker_core.server.ports import Broker
 
 
 class StoreAdminProcessor:
-    def __init__(self, ctl: BrokerController) -> None:
+    def __init__(self, ctl: Broker) -> None:
         self.ctl = ctl
         self.store = ctl.store
 
@@ -28,6 +29,8 @@ class StoreAdminProcessor:
             RequestCode.VIEW_MESSAGE_BY_ID: self.view_by_id, RequestCode.QUERY_MESSAGE: self.query,
             RequestCode.CLEAN_EXPIRED_FILES: self.clean, RequestCode.CHECK_DISK: self.disk,
             RequestCode.DELIVER_DELAYED: self.deliver, RequestCode.GET_DELAY_BACKLOG: self.delay_backlog,
+            RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE: self.clean_expired_cq,
+            RequestCode.DELETE_EXPIRED_COMMITLOG: self.delete_expired_commit_log,
         }
 
     # ------------------------------------------------------------------ messages
@@ -63,6 +66,19 @@ class StoreAdminProcessor:
         body = b"".join(store.get_message_bytes(m.commit_log_offset, m.store_size) or b"" for m in res.messages)
         # "truncated" is ours (more matches than maxNum); RocketMQ clients ignore fields they do not know
         return cmd.response(ResponseCode.SUCCESS, "", {**index_fields, "truncated": res.truncated}, body)
+
+    # ------------------------------------------------------------------ RocketMQ's maintenance codes
+    async def clean_expired_cq(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """306: destroy the ConsumeQueues whose messages retention has all deleted (RocketMQ's
+        ``cleanExpiredConsumerQueue``); always SUCCESS."""
+        await asyncio.get_running_loop().run_in_executor(None, self.store.clean_expired_consume_queues)
+        return cmd.response(ResponseCode.SUCCESS)
+
+    def delete_expired_commit_log(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:
+        """329: the next retention pass deletes expired CommitLog files whatever the hour (RocketMQ's
+        ``executeDeleteFilesManually``); always SUCCESS."""
+        self.store.execute_delete_files_manually()
+        return cmd.response(ResponseCode.SUCCESS)
 
     # ------------------------------------------------------------------ this broker's maintenance codes
     async def clean(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand:

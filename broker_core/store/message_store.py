@@ -26,6 +26,7 @@ from broker_core.codec.batch_append import check_batch
 from broker_core.codec.consume_queue import BLANK_UNIT_SIZE
 from broker_core.codec.message import MAX_TOPIC_BYTES, ZERO_HOST, MessageRecord
 from broker_core.codec.message_id import decode_offset_msg_id
+from broker_core.codec.names import SCHEDULE_TOPIC
 from broker_core.config import BrokerConfig
 from broker_core.store import recovery
 from broker_core.store.allocate import AllocateMappedFileService
@@ -337,6 +338,22 @@ class MessageStore(ReplicationMixin):
             cq.destroy()
         remove_empty_topic_dir(self.store_config.consume_queue_dir / topic)
         return len(doomed)
+
+    def clean_expired_consume_queues(self) -> int:
+        """RocketMQ's ``cleanExpiredConsumerQueue``: destroy each ConsumeQueue (the delay topic's excepted) whose
+        last unit points below the CommitLog's min offset, i.e. all its messages are gone. Returns how many."""
+        min_phy = self.commit_log.min_offset()
+        with self._cq_lock:
+            doomed = [k for k, cq in self.consume_queue_table.items()
+                      if k[0] != SCHEDULE_TOPIC and 0 <= cq.max_physic_offset <= min_phy]
+            queues = [self.consume_queue_table.pop(k) for k in doomed]
+        with self.commit_log.put_lock:
+            for key in doomed:
+                self.commit_log.topic_queue_table.pop(key, None)
+        for cq in queues:
+            cq.destroy()
+            remove_empty_topic_dir(cq.mapped_file_queue.store_path.parent)
+        return len(queues)
 
     def topics(self) -> list[str]:
         return sorted({t for t, _ in self.consume_queue_table})

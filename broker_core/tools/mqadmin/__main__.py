@@ -1,0 +1,5 @@
+import sys
+
+from broker_core.tools.mqadmin.cli import main
+
+sys.exit(main())
