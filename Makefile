@@ -5,7 +5,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 STORE_DIR ?= var/store
-# `make run PROCFILE=Procfile.ha`: a master and a slave (store $(STORE_DIR)-slave, port 10921) instead of one broker
+# `make run PROCFILE=Procfile.ha`: automatic failover: a name server with the embedded controller and two brokers in
+# controller mode (stores $(STORE_DIR) and $(STORE_DIR)-slave, ports $(BROKER_PORT) and 10921) instead of one broker
 PROCFILE ?= Procfile
 NAMESRV_PORT ?= 9876
 BROKER_PORT ?= 10911
@@ -14,7 +15,9 @@ WEB_PORT := $(PORT)
 REDIS_PORT ?= 6379
 REDIS_URL ?= redis://127.0.0.1:$(REDIS_PORT)/0
 BROKER_CORE_NAMESRV ?= 127.0.0.1:$(NAMESRV_PORT)
-export STORE_DIR NAMESRV_PORT BROKER_PORT WEB_PORT BROKER_CORE_NAMESRV REDIS_PORT REDIS_URL
+# the console's controller (Procfile.ha embeds it in the name server); empty otherwise
+BROKER_CORE_CONTROLLER ?= $(if $(filter Procfile.ha,$(PROCFILE)),127.0.0.1:$(NAMESRV_PORT),)
+export STORE_DIR NAMESRV_PORT BROKER_PORT WEB_PORT BROKER_CORE_NAMESRV BROKER_CORE_CONTROLLER REDIS_PORT REDIS_URL
 
 .PHONY: run test test-pure test-fast lint bench clean system-packages
 
@@ -82,6 +85,7 @@ run: $(STAMP) $(NATIVE) system-packages
 system-packages:
 	@missing=""; command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
+	command -v prometheus >/dev/null 2>&1 || missing="$$missing prometheus"; \
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 || \
 		missing="$$missing postgresql"; \
 	if [ -n "$$missing" ]; then echo "installing:$$missing"; apt-get update -qq && \
