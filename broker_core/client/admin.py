@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from broker_core.client.admin_acl import AclAdminMixin
 from broker_core.client.admin_consumers import ConsumerAdminMixin
 from broker_core.client.admin_ops import OpsAdminMixin
 from broker_core.client.admin_store import StoreAdminMixin
@@ -25,7 +26,7 @@ from broker_core.protocol.validation import topic_error
 __all__ = ["ADMIN_GROUP", "AdminClient"]
 
 
-class AdminClient(StoreAdminMixin, OpsAdminMixin, ConsumerAdminMixin):
+class AdminClient(StoreAdminMixin, OpsAdminMixin, ConsumerAdminMixin, AclAdminMixin):
     """The admin operations; ``AdminClient(namesrv_addr, timeout=5.0, instance=None, credentials=None)``."""
 
     # ------------------------------------------------------------------ cluster

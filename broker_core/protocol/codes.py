@@ -37,11 +37,12 @@ class RequestCode(enum.IntEnum):
     GET_ALL_CONSUMER_OFFSET = 43
     GET_ALL_DELAY_OFFSET = 45
     CHECK_CLIENT_CONFIG = 46
-    # ACL 1.0 admin (plain_acl.yml); mqadmin sends them, this broker does not serve them
+    # ACL 1.0 admin (plain_acl.yml; server/acl_admin.py)
     UPDATE_AND_CREATE_ACL_CONFIG = 50
     DELETE_ACL_CONFIG = 51
     GET_BROKER_CLUSTER_ACL_INFO = 52
     UPDATE_GLOBAL_WHITE_ADDRS_CONFIG = 53
+    GET_BROKER_CLUSTER_ACL_CONFIG = 54
     # name server
     PUT_KV_CONFIG = 100
     GET_KV_CONFIG = 101

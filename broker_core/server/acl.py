@@ -19,8 +19,10 @@ permission"); a oneway request gets no reply (the server's rule).
 
 Beyond RocketMQ 4.9's table (each only adds checks, never changes what an allowed client sees): batch sends (320)
 need PUB on their topic like 310; receive/ack (200050-200053) and offset reset (222) need SUB on the topic and the
-group; broker_core's own store-maintenance, resend and snapshot codes are admin-only. READ_SNAPSHOT_SEGMENT (911)
-is authorised by the snapshot's read token instead (checked by its handler, ``server/snapshot.py``): the token
+group; broker_core's own store-maintenance, resend and snapshot codes are admin-only, and so are the ACL admin
+codes 50-54 (RocketMQ 5.3 makes 50-52 admin-only; 53, and 54 which shows secrets, are here too).
+READ_SNAPSHOT_SEGMENT (911) is authorised by the snapshot's read token instead (checked by its handler,
+``server/snapshot.py``): the token
 comes only in the answer to an admin's signed SNAPSHOT_SEGMENTS, so readers on a Spark cluster need no account
 secret, and what they can read is that one snapshot, until it is released or expires.
 
@@ -66,7 +68,10 @@ ADMIN_CODES = frozenset({
     RequestCode.UPDATE_AND_CREATE_TOPIC, RequestCode.UPDATE_BROKER_CONFIG, RequestCode.DELETE_TOPIC_IN_BROKER,
     RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, RequestCode.DELETE_SUBSCRIPTIONGROUP,
     RequestCode.CLEAN_EXPIRED_FILES, RequestCode.DELIVER_DELAYED, RequestCode.RESEND_DEAD_LETTERS,
-    RequestCode.SNAPSHOT_SEGMENTS, RequestCode.RELEASE_SNAPSHOT})
+    RequestCode.SNAPSHOT_SEGMENTS, RequestCode.RELEASE_SNAPSHOT,
+    # ACL administration: RocketMQ 5.3 makes 50-52 admin-only; 53 and 54 (which shows secrets) are too here
+    RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, RequestCode.DELETE_ACL_CONFIG, RequestCode.GET_BROKER_CLUSTER_ACL_INFO,
+    RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG, RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG})
 
 
 class AclRefused(Exception):

@@ -28,6 +28,7 @@ from broker_core.remoting.client import RemotingClient
 from broker_core.remoting.server import Connection, Handler, RemotingServer
 from broker_core.server import registration
 from broker_core.server.acl import PlainAccessValidator
+from broker_core.server.acl_admin import AclAdminProcessor
 from broker_core.server.admin import AdminProcessor
 from broker_core.server.admin_store import StoreAdminProcessor
 from broker_core.server.broker2client import Broker2ClientProcessor
@@ -154,7 +155,7 @@ class BrokerController:
             sends, ConsumerProcessor(self), SendBackProcessor(self),
             PopProcessor(self, self.pop_service), EndTransactionProcessor(self, self.transactions),
             SnapshotProcessor(self.snapshots, self.config.snapshot_max_lifetime_ms), AdminProcessor(self),
-            StoreAdminProcessor(self), Broker2ClientProcessor(self)]
+            StoreAdminProcessor(self), Broker2ClientProcessor(self), AclAdminProcessor(self)]
         handlers: dict[int, Handler] = {}
         for processor in processors:
             handlers.update(processor.handlers())
