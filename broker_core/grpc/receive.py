@@ -36,7 +36,7 @@ from broker_core.server.retry import ensure_topic
 from broker_core.store import GetStatus, MessageInner
 
 if TYPE_CHECKING:
-    from broker_core.server.controller import BrokerController
+    from broker_core.server.ports import Broker
 
 DEFAULT_INVISIBLE_MS = 30_000
 DEFAULT_POLL_MS = 20_000
@@ -48,7 +48,7 @@ def _now_ms() -> int:
 
 
 class ReceiveService:
-    def __init__(self, ctl: BrokerController) -> None:
+    def __init__(self, ctl: Broker) -> None:
         self.ctl = ctl
         self.pop = ctl.pop_service
 

@@ -25,7 +25,7 @@ from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
 from broker_core.server.state import PERM_READ, PERM_WRITE
 
 if TYPE_CHECKING:
-    from broker_core.server.controller import BrokerController
+    from broker_core.server.ports import Broker
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ def permission(perm: int) -> int:
 
 
 class RouteService:
-    def __init__(self, ctl: BrokerController, grpc_endpoint: str) -> None:
+    def __init__(self, ctl: Broker, grpc_endpoint: str) -> None:
         self.ctl = ctl
         self.grpc_endpoint = grpc_endpoint  # "brokerIP1:grpcPort", what other brokers answer for this one
         self._kv: tuple[float, dict[str, str]] = (0.0, {})

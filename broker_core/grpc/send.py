@@ -36,7 +36,7 @@ from broker_core.store import MessageInner, PutMessageResult, PutStatus
 
 if TYPE_CHECKING:
     from broker_core.grpc.timer import TimerService
-    from broker_core.server.controller import BrokerController
+    from broker_core.server.ports import Broker
 
 MAX_REMEMBERED_HALVES = 65536  # EndTransaction by message id within this many half sends (else: offset id)
 
@@ -52,7 +52,7 @@ PUT_CODES = {
 
 
 class SendService:
-    def __init__(self, ctl: BrokerController, timer: TimerService) -> None:
+    def __init__(self, ctl: Broker, timer: TimerService) -> None:
         self.ctl = ctl
         self.timer = timer
         self._round_robin = itertools.count()

@@ -23,13 +23,13 @@ from broker_core.grpc.timer import TimerService
 
 if TYPE_CHECKING:
     from broker_core.config import GrpcConfig
-    from broker_core.server.controller import BrokerController
+    from broker_core.server.ports import Broker
 
 log = logging.getLogger(__name__)
 
 
 class GrpcServer:
-    def __init__(self, ctl: BrokerController, config: GrpcConfig) -> None:
+    def __init__(self, ctl: Broker, config: GrpcConfig) -> None:
         self.ctl = ctl
         self.config = config
         self.timer = TimerService(ctl)

@@ -25,7 +25,7 @@ from broker_core.protocol.validation import topic_error
 from broker_core.store import GetStatus
 
 if TYPE_CHECKING:
-    from broker_core.server.controller import BrokerController
+    from broker_core.server.ports import Broker
 
 MAX_PULL_POLL_S = 30.0
 
@@ -45,7 +45,7 @@ _Servicer: Any = service_pb2_grpc.MessagingServiceServicer  # generated code, un
 
 
 class MessagingService(_Servicer):
-    def __init__(self, ctl: BrokerController, routes: RouteService, timer: TimerService) -> None:
+    def __init__(self, ctl: Broker, routes: RouteService, timer: TimerService) -> None:
         self.ctl = ctl
         self.routes = routes
         self.sender = SendService(ctl, timer)

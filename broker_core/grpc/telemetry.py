@@ -30,7 +30,7 @@ from broker_core.protocol import RemotingCommand, RequestCode
 from broker_core.remoting.server import Connection
 
 if TYPE_CHECKING:
-    from broker_core.server.controller import BrokerController
+    from broker_core.server.ports import Broker
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ class GrpcProducerChannel:
         self.out.put_nowait(svc.TelemetryCommand(recover_orphaned_transaction_command=command))
 
 
-def merged_settings(ctl: BrokerController, settings: Any) -> Any:
+def merged_settings(ctl: Broker, settings: Any) -> Any:
     reply = pb.Settings()
     reply.CopyFrom(settings)
     if settings.client_type == pb.PRODUCER:
@@ -91,7 +91,7 @@ def merged_settings(ctl: BrokerController, settings: Any) -> Any:
     return reply
 
 
-async def telemetry(ctl: BrokerController, requests: AsyncIterator[Any], client_id: str,
+async def telemetry(ctl: Broker, requests: AsyncIterator[Any], client_id: str,
                     peer: str) -> AsyncIterator[Any]:
     """The stream's answers: one Settings reply per Settings command, and check-back commands between them."""
     out: asyncio.Queue[Any] = asyncio.Queue()

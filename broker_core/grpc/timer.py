@@ -33,7 +33,7 @@ from broker_core.server.retry import ensure_topic
 from broker_core.store import GetStatus, MessageInner
 
 if TYPE_CHECKING:
-    from broker_core.server.controller import BrokerController
+    from broker_core.server.ports import Broker
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ MAX_SLEEP_S = 1.0
 
 
 class TimerService:
-    def __init__(self, ctl: BrokerController) -> None:
+    def __init__(self, ctl: Broker) -> None:
         self.ctl = ctl
         self.store = ctl.store
         self.pending: list[tuple[int, int]] = []

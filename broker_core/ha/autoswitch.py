@@ -36,13 +36,13 @@ from broker_core.store import PutStatus
 from broker_core.store.epoch_file import EpochFile
 
 if TYPE_CHECKING:
-    from broker_core.server.controller import BrokerController
+    from broker_core.server.ports import HaHost
 
 log = logging.getLogger(__name__)
 
 
 class AutoSwitchBrokerHA:
-    def __init__(self, ctl: BrokerController) -> None:
+    def __init__(self, ctl: HaHost) -> None:
         self.ctl = ctl
         self.config = ctl.config
         self.epochs = EpochFile(ctl.config.epoch_file_path)

@@ -23,7 +23,7 @@ from broker_core.remoting.client import RemotingClient
 from broker_core.store import PutStatus
 
 if TYPE_CHECKING:
-    from broker_core.server.controller import BrokerController
+    from broker_core.server.ports import HaHost
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +31,7 @@ MASTER_ROLES = ("ASYNC_MASTER", "SYNC_MASTER")
 
 
 class BrokerHA:
-    def __init__(self, ctl: BrokerController) -> None:
+    def __init__(self, ctl: HaHost) -> None:
         self.ctl = ctl
         self.config = ctl.config
         self.service = HAService(ctl.store, ctl.config.ha)
@@ -47,6 +47,10 @@ class BrokerHA:
     @property
     def sync_master(self) -> bool:
         return self.config.broker_role == "SYNC_MASTER"
+
+    def put_refusal(self) -> str | None:
+        """Controller mode's minInSyncReplicas refusal (ha/autoswitch.py); a master/slave pair never refuses."""
+        return None
 
     @property
     def server_addr(self) -> str:

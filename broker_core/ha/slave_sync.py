@@ -27,7 +27,7 @@ from broker_core.remoting.client import RemotingClient
 from broker_core.server.state import SubscriptionGroupConfig, TopicConfig
 
 if TYPE_CHECKING:
-    from broker_core.server.controller import BrokerController
+    from broker_core.server.ports import HaHost
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ def _version(doc: dict[str, Any]) -> tuple[int, int]:
 
 
 class SlaveSynchronize:
-    def __init__(self, ctl: BrokerController, client: RemotingClient) -> None:
+    def __init__(self, ctl: HaHost, client: RemotingClient) -> None:
         self.ctl = ctl
         self.client = client
         self.topic_version: tuple[int, int] | None = None

@@ -39,7 +39,7 @@ from broker_core.remoting.server import Connection, Handler
 from broker_core.server.state import DEFAULT_PERM, SubscriptionGroupConfig, TopicConfig
 
 if TYPE_CHECKING:
-    from broker_core.server.controller import BrokerController
+    from broker_core.server.ports import Broker
 
 # Keys UPDATE_BROKER_CONFIG refuses: identity, addresses and file layout only take effect at start.
 FIXED_KEYS = frozenset({
@@ -69,7 +69,7 @@ def config_properties(cfg: BrokerConfig) -> dict[str, str]:
 class AdminProcessor:
     """The admin codes; state comes from the controller's managers and the store's facade."""
 
-    def __init__(self, ctl: BrokerController) -> None:
+    def __init__(self, ctl: Broker) -> None:
         self.ctl = ctl
         self.store = ctl.store
         self.config_version = {"counter": 0, "timestamp": int(time.time() * 1000)}

@@ -30,7 +30,7 @@ from broker_core.protocol.fields import str_field
 from broker_core.remoting.server import Connection, Handler
 
 if TYPE_CHECKING:
-    from broker_core.server.controller import BrokerController
+    from broker_core.server.ports import Broker
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ def _simple_desc(exc: BaseException) -> str:
 
 
 class Broker2ClientProcessor:
-    def __init__(self, ctl: BrokerController) -> None:
+    def __init__(self, ctl: Broker) -> None:
         self.ctl = ctl
 
     def handlers(self) -> dict[int, Handler]:

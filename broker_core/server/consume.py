@@ -21,7 +21,7 @@ from broker_core.server.state import SubscriptionGroupConfig
 from broker_core.store import GetMessageResult, GetStatus
 
 if TYPE_CHECKING:
-    from broker_core.server.controller import BrokerController
+    from broker_core.server.ports import Broker
 
 from broker_core.codec.names import ADMIN_GROUP
 
@@ -33,7 +33,7 @@ _EMPTY_QUEUE = (GetStatus.NO_MESSAGE_IN_QUEUE, GetStatus.NO_MATCHED_LOGIC_QUEUE)
 class ConsumerProcessor:
     """Pulls (with long polling), consumer offsets, heartbeats, group membership and queue locks."""
 
-    def __init__(self, ctl: BrokerController) -> None:
+    def __init__(self, ctl: Broker) -> None:
         self.ctl = ctl
 
     def handlers(self) -> dict[int, Handler]:
@@ -290,7 +290,7 @@ class ConsumerProcessor:
         }
 
 
-def trace_delivered(ctl: BrokerController, body: bytes, group: str) -> None:
+def trace_delivered(ctl: Broker, body: bytes, group: str) -> None:
     events = []
     pos = 0
     while pos < len(body):
@@ -314,7 +314,7 @@ def pull_code(status: GetStatus, offset: int) -> ResponseCode:
     return ResponseCode.PULL_NOT_FOUND  # OFFSET_OVERFLOW_ONE: nothing new yet
 
 
-def suggest_broker(ctl: BrokerController, group_cfg: SubscriptionGroupConfig, topic: str, queue_id: int,
+def suggest_broker(ctl: Broker, group_cfg: SubscriptionGroupConfig, topic: str, queue_id: int,
                    res: GetMessageResult) -> int:
     """``suggestWhichBrokerId`` as upstream ``PullMessageProcessor``: with ``slaveReadEnable``, the group's
     ``whichBrokerWhenConsumeSlowly`` while the consumer lags (the last message pulled lies further behind the

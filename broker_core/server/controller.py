@@ -14,7 +14,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Coroutine
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -50,6 +49,7 @@ from broker_core.server.state import (
     TopicConfig,
     TopicConfigManager,
 )
+from broker_core.server.stats import Stats
 from broker_core.server.trace import Tracer
 from broker_core.server.transactions import EndTransactionProcessor, TransactionService
 from broker_core.store import DeliveryReport, MessageStore, OffsetClock, file_disk_probe
@@ -61,25 +61,6 @@ class Processor(Protocol):
     """One request area: the handlers of its codes (dependencies are given to its constructor)."""
 
     def handlers(self) -> dict[int, Handler]: ...
-
-
-@dataclass
-class Stats:
-    put_count: int = 0
-    get_count: int = 0
-    started: float = field(default_factory=time.monotonic)
-    samples: list[tuple[float, int, int]] = field(default_factory=list)
-
-    def sample(self) -> None:
-        self.samples.append((time.monotonic(), self.put_count, self.get_count))
-        del self.samples[:-7]
-
-    def tps(self) -> tuple[float, float]:
-        if len(self.samples) < 2:
-            return 0.0, 0.0
-        (t0, p0, g0), (t1, p1, g1) = self.samples[0], self.samples[-1]
-        dt = max(t1 - t0, 1e-9)
-        return (p1 - p0) / dt, (g1 - g0) / dt
 
 
 class BrokerController:

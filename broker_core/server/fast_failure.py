@@ -23,7 +23,7 @@ from broker_core.protocol import RemotingCommand, ResponseCode
 from broker_core.remoting.server import Connection, Response
 
 if TYPE_CHECKING:
-    from broker_core.server.controller import BrokerController
+    from broker_core.server.ports import Broker
 
 PC_BUSY = "[PC_SYNCHRONIZED]broker busy, start flow control for a while"
 POLL_S = 0.002
@@ -32,7 +32,7 @@ SendHandler = Callable[[RemotingCommand, Connection], "Response | Awaitable[Resp
 
 
 class FastFailure:
-    def __init__(self, ctl: BrokerController) -> None:
+    def __init__(self, ctl: Broker) -> None:
         self.ctl = ctl
         self.waiting = 0  # sends waiting for the store lock now (RocketMQ's "size of queue")
         self.refused = 0

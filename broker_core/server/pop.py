@@ -59,7 +59,7 @@ from broker_core.server.pop_service import (
 )
 
 if TYPE_CHECKING:
-    from broker_core.server.controller import BrokerController
+    from broker_core.server.ports import Broker
 
 MAX_POP_NUMS = 32  # PopMessageProcessor: "pop message's num is greater than 32"
 REVIVE_QUEUE_NUM = 8  # BrokerConfig.reviveQueueNum: the reviveQid a non-order POP answer names
@@ -93,7 +93,7 @@ def pop_response_header(result: PopResult, invisible_ms: int, rest: int, order: 
 class PopProcessor:
     """The seven POP request codes over a :class:`PopService`."""
 
-    def __init__(self, ctl: BrokerController, service: PopService) -> None:
+    def __init__(self, ctl: Broker, service: PopService) -> None:
         self.ctl = ctl
         self.service = service
         self.polling: Counter[tuple[str, str, int]] = Counter()  # (topic, group, queueId) -> held requests

@@ -45,7 +45,7 @@ from broker_core.server.retry import (
 from broker_core.store import GetStatus, MessageInner
 
 if TYPE_CHECKING:
-    from broker_core.server.controller import BrokerController
+    from broker_core.server.ports import Broker
 
 MAX_INVISIBLE_MS = 12 * 3600 * 1000
 INIT_MODE_MIN, INIT_MODE_MAX = 0, 1  # RocketMQ's ConsumeInitMode: a new queue starts at its first or its end
@@ -71,7 +71,7 @@ class PopResult:
 
 
 class PopService:
-    def __init__(self, ctl: BrokerController) -> None:
+    def __init__(self, ctl: Broker) -> None:
         self.ctl = ctl
         self.state = PopState(ctl.config.config_dir, ctl.config.flush.sync_flush)
         self.queues = self.state.queues

@@ -38,7 +38,7 @@ from broker_core.server.state import TopicConfig
 from broker_core.store import BatchPutResult, GroupCommitRequest, MessageInner, PutMessageResult, PutStatus
 
 if TYPE_CHECKING:
-    from broker_core.server.controller import BrokerController
+    from broker_core.server.ports import Broker
     from broker_core.server.transactions import TransactionService
 
 STATUS_TO_CODE = {
@@ -56,7 +56,7 @@ STATUS_TO_CODE = {
 }
 
 
-def writable_topic(ctl: BrokerController, cmd: RemotingCommand, topic: str,
+def writable_topic(ctl: Broker, cmd: RemotingCommand, topic: str,
                    default_queue_nums: int | None = None) -> TopicConfig | RemotingCommand:
     err = topic_error(topic)
     if err:  # RocketMQ answers a topic that fails TopicValidator with SYSTEM_ERROR
@@ -79,7 +79,7 @@ def writable_topic(ctl: BrokerController, cmd: RemotingCommand, topic: str,
     return cfg
 
 
-async def _flushed(ctl: BrokerController, request: GroupCommitRequest) -> bool:
+async def _flushed(ctl: Broker, request: GroupCommitRequest) -> bool:
     """Whether the group commit ``request`` completed within ``syncFlushTimeout``."""
     try:
         return await within(request.future(), ctl.config.flush.sync_flush_timeout_ms / 1000)
@@ -87,7 +87,7 @@ async def _flushed(ctl: BrokerController, request: GroupCommitRequest) -> bool:
         return False
 
 
-async def _after_flush(ctl: BrokerController, request: GroupCommitRequest, results: list[PutMessageResult],
+async def _after_flush(ctl: Broker, request: GroupCommitRequest, results: list[PutMessageResult],
                        respond: Callable[[], RemotingCommand]) -> RemotingCommand:
     """SYNC_FLUSH: answer once the group commit covering ``results`` is done (or timed out, or failed)."""
     if not await _flushed(ctl, request):
@@ -104,12 +104,12 @@ SLAVE_REMARK = ("service not available now. It may be caused by one of the follo
 _NO_WAIT = PROPERTY_WAIT_STORE_MSG_OK + "\x01false"
 
 
-def _wants_replica(ctl: BrokerController, cmd: RemotingCommand, end: int) -> bool:
+def _wants_replica(ctl: Broker, cmd: RemotingCommand, end: int) -> bool:
     """SYNC_MASTER waits for a slave unless the message says ``WAIT=false`` (upstream ``isWaitStoreMsgOK``)."""
     return end > 0 and ctl.ha.sync_master and _NO_WAIT not in (send_header(cmd).get("properties") or "")
 
 
-async def _after_replica(ctl: BrokerController, request: GroupCommitRequest | None, end: int,
+async def _after_replica(ctl: Broker, request: GroupCommitRequest | None, end: int,
                          mark: Callable[[PutStatus, str], None]) -> None:
     """SYNC_MASTER: the disk flush first (SYNC_FLUSH), then a slave's ack of the CommitLog up to ``end``; a
     missed one marks the stored results FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT or SLAVE_NOT_AVAILABLE."""
@@ -121,7 +121,7 @@ async def _after_replica(ctl: BrokerController, request: GroupCommitRequest | No
         mark(status, "")
 
 
-def trace_stored(ctl: BrokerController, msgs: list[MessageInner], results: list[PutMessageResult], group: object,
+def trace_stored(ctl: Broker, msgs: list[MessageInner], results: list[PutMessageResult], group: object,
                  started: float) -> None:
     cost = (time.perf_counter() - started) * 1000
     events = []
@@ -139,7 +139,7 @@ def trace_stored(ctl: BrokerController, msgs: list[MessageInner], results: list[
     ctl.tracer.emit(events)
 
 
-def target_queue(ctl: BrokerController, cmd: RemotingCommand, h: dict[str, str]) -> tuple[str, int] | RemotingCommand:
+def target_queue(ctl: Broker, cmd: RemotingCommand, h: dict[str, str]) -> tuple[str, int] | RemotingCommand:
     """The topic and queue a send writes to (``queueId`` < 0: a random writable queue), or the error response."""
     topic = str_field(h, "topic")
     cfg = writable_topic(ctl, cmd, topic, int_field(h, "defaultTopicQueueNums", 0))
@@ -160,14 +160,14 @@ def _born(conn: Connection) -> tuple[str, int]:
     return host, int(port) if port.isdigit() else 0
 
 
-def _store_properties(ctl: BrokerController, props: dict[str, str]) -> dict[str, str]:
+def _store_properties(ctl: Broker, props: dict[str, str]) -> dict[str, str]:
     """What the broker adds and drops before storing: ``CLUSTER`` in, ``WAIT`` out (RocketMQ 4.9.1+)."""
     props.pop(PROPERTY_WAIT_STORE_MSG_OK, None)
     props[PROPERTY_CLUSTER] = ctl.config.broker_cluster_name
     return props
 
 
-def _to_dead_letter(ctl: BrokerController, cmd: RemotingCommand, h: dict[str, str], msg: MessageInner) -> None:
+def _to_dead_letter(ctl: Broker, cmd: RemotingCommand, h: dict[str, str], msg: MessageInner) -> None:
     """A send to ``%RETRY%<group>`` past ``maxReconsumeTimes`` goes to ``%DLQ%<group>`` queue 0 instead."""
     group = msg.topic[len(RETRY_GROUP_TOPIC_PREFIX):]
     max_times = ctl.groups.get_or_create(group).retry_max_times
@@ -180,7 +180,7 @@ def _to_dead_letter(ctl: BrokerController, cmd: RemotingCommand, h: dict[str, st
         msg.replace_properties(msg.properties)
 
 
-def _send_response(ctl: BrokerController, cmd: RemotingCommand, results: list[PutMessageResult],
+def _send_response(ctl: Broker, cmd: RemotingCommand, results: list[PutMessageResult],
                    queue_id: int) -> RemotingCommand:
     """RocketMQ's send response: ``msgId`` the offset message id (a batch: the ids joined by commas),
     ``queueId``, ``queueOffset`` (a batch: the first), and the ``MSG_REGION``/``TRACE_ON`` fields Java
@@ -210,7 +210,7 @@ class BatchRequest:
     reconsume_times: int
 
 
-def _batch_response(ctl: BrokerController, cmd: RemotingCommand, result: BatchPutResult,
+def _batch_response(ctl: Broker, cmd: RemotingCommand, result: BatchPutResult,
                     queue_id: int) -> RemotingCommand:
     """As :func:`_send_response` for a batch: the stored records' offset message ids joined by commas and the
     first queue offset; a refused batch answers with its status and reason."""
@@ -222,7 +222,7 @@ def _batch_response(ctl: BrokerController, cmd: RemotingCommand, result: BatchPu
         "MSG_REGION": ctl.config.region_id, "TRACE_ON": "true" if ctl.config.trace_on else "false"})
 
 
-async def _after_batch_flush(ctl: BrokerController, request: GroupCommitRequest, result: BatchPutResult,
+async def _after_batch_flush(ctl: Broker, request: GroupCommitRequest, result: BatchPutResult,
                              respond: Callable[[], RemotingCommand]) -> RemotingCommand:
     """SYNC_FLUSH for a batch: answer once the group commit covering it is done (or timed out, or failed)."""
     if not await _flushed(ctl, request) and result.ok:
@@ -239,7 +239,7 @@ async def _replica_then(wait: Awaitable[None], respond: Callable[[], RemotingCom
 class SendMessageProcessor:
     """SEND_MESSAGE, SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE."""
 
-    def __init__(self, ctl: BrokerController, transactions: TransactionService) -> None:
+    def __init__(self, ctl: Broker, transactions: TransactionService) -> None:
         self.ctl = ctl
         self.transactions = transactions
         self.lane: Lane | None = None  # the send lane for the RemotingServer (send_fast.make_lane), from handlers()

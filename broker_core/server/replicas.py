@@ -60,7 +60,7 @@ from broker_core.remoting.client import RemotingClient
 if TYPE_CHECKING:
     from broker_core.ha.autoswitch import AutoSwitchBrokerHA
     from broker_core.remoting.server import Connection, Handler
-    from broker_core.server.controller import BrokerController
+    from broker_core.server.ports import Broker
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +79,7 @@ def _now_ms() -> int:
 
 
 class ReplicasManager:
-    def __init__(self, ctl: BrokerController, ha: AutoSwitchBrokerHA) -> None:
+    def __init__(self, ctl: Broker, ha: AutoSwitchBrokerHA) -> None:
         self.ctl = ctl
         self.ha = ha
         self.config = ctl.config

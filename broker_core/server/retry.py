@@ -42,13 +42,13 @@ from broker_core.server.state import PERM_READ, PERM_WRITE, TopicConfig
 from broker_core.store import MessageInner
 
 if TYPE_CHECKING:
-    from broker_core.server.controller import BrokerController
+    from broker_core.server.ports import Broker
 
 
 RETRY_BASE_LEVEL = 3
 
 
-def ensure_topic(ctl: BrokerController, topic: str) -> None:
+def ensure_topic(ctl: Broker, topic: str) -> None:
     if ctl.topics.get(topic) is None:
         ctl.topics.upsert(TopicConfig(topic, 1, 1, PERM_READ | PERM_WRITE))
         ctl.spawn(ctl.register_all())
@@ -61,7 +61,7 @@ def original_topic(rec: MessageRecord) -> str:
 class SendBackProcessor:
     """CONSUMER_SEND_MSG_BACK (retry and dead letters) and RESEND_DEAD_LETTERS."""
 
-    def __init__(self, ctl: BrokerController) -> None:
+    def __init__(self, ctl: Broker) -> None:
         self.ctl = ctl
         self.ids = UniqueIdGenerator(ctl.config.broker_ip)
 

@@ -34,16 +34,16 @@ from broker_core.store import MessageInner, PutMessageResult, PutStatus
 
 if TYPE_CHECKING:
     from broker_core.config import BrokerConfig
-    from broker_core.server.controller import BrokerController
+    from broker_core.server.ports import Broker
 
 PUT_OK = PutStatus.PUT_OK
 SingleV2 = Callable[[RemotingCommand, Connection, dict[str, str]], "RemotingCommand | bytes | None"]
-SendResponse = Callable[["BrokerController", RemotingCommand, list[PutMessageResult], int], RemotingCommand]
+SendResponse = Callable[["Broker", RemotingCommand, list[PutMessageResult], int], RemotingCommand]
 # (the bytes of one read, its connection) -> the answer frame, or None: the read goes the general way
 Lane = Callable[[bytes, Connection], "bytes | None"]
 
 
-def make_single_v2(ctl: BrokerController, send_response: SendResponse,
+def make_single_v2(ctl: Broker, send_response: SendResponse,
                    born_of: Callable[[Connection], tuple[str, int]], valid_names: dict[str, bool]) -> SingleV2:
     """The fast path for ``ctl``: ``send_response`` and ``born_of`` are the general path's own; ``valid_names`` is
     the topic-name check it remembers (shared with :func:`make_lane`)."""
@@ -125,7 +125,7 @@ class LaneConfig:
         return self._config.trace_on
 
 
-def make_lane(ctl: BrokerController, valid_names: dict[str, bool]) -> Lane | None:
+def make_lane(ctl: Broker, valid_names: dict[str, bool]) -> Lane | None:
     """The send lane for ``ctl`` (module docstring), or None without the C codec. ``valid_names`` is
     :func:`make_single_v2`'s. The context tuple's order is ``serve_send_v2``'s (``L_*`` in
     ``codec/_native_c/send_lane.c``)."""

@@ -19,13 +19,13 @@ from broker_core.codec.names import TRACE_TOPIC, TRANS_OP_HALF_TOPIC
 from broker_core.store import MessageInner
 
 if TYPE_CHECKING:
-    from broker_core.server.controller import BrokerController
+    from broker_core.server.ports import Broker
 
 _UNTRACED = frozenset({TRACE_TOPIC, TRANS_OP_HALF_TOPIC})
 
 
 class Tracer:
-    def __init__(self, ctl: BrokerController) -> None:
+    def __init__(self, ctl: Broker) -> None:
         self.ctl = ctl
         self.enabled = ctl.config.trace_topic_enable
         self._ready = False

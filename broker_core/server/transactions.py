@@ -53,7 +53,7 @@ from broker_core.server.retry import ensure_topic
 from broker_core.store import GetStatus, MessageInner
 
 if TYPE_CHECKING:
-    from broker_core.server.controller import BrokerController
+    from broker_core.server.ports import Broker
 
 PROPERTY_TRANSACTION_ID = "__transactionId__"  # TransactionalMessageUtil.TRANSACTION_ID: the half's unique id
 
@@ -65,7 +65,7 @@ CHECK_GROUP = TRANSACTION_CHECK_GROUP
 
 
 class TransactionService:
-    def __init__(self, ctl: BrokerController) -> None:
+    def __init__(self, ctl: Broker) -> None:
         self.ctl = ctl
         self.store = ctl.store
         self.done: set[int] = set()
@@ -178,7 +178,7 @@ class TransactionService:
 class EndTransactionProcessor:
     """END_TRANSACTION over a :class:`TransactionService`."""
 
-    def __init__(self, ctl: BrokerController, service: TransactionService) -> None:
+    def __init__(self, ctl: Broker, service: TransactionService) -> None:
         self.ctl = ctl
         self.service = service
 

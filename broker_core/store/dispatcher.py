@@ -56,7 +56,7 @@ from broker_core.codec.records import parse_dispatch
 from broker_core.store.schedule import SCHEDULE_TOPIC
 
 if TYPE_CHECKING:
-    from broker_core.store.message_store import MessageStore
+    from broker_core.store.ports import StoreParts
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ _LOOP_DEFER_S = 0.01
 
 
 class ReputMessageService:
-    def __init__(self, store: MessageStore) -> None:
+    def __init__(self, store: StoreParts) -> None:
         self.store = store
         self.commit_log = store.commit_log
         self.reput_from_offset = 0

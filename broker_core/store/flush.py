@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from broker_core.config import FlushConfig
-    from broker_core.store.message_store import MessageStore
+    from broker_core.store.ports import StoreParts
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ class _Service:
 class FlushRealTimeService(_Service):
     name = "flush-commitlog"
 
-    def __init__(self, store: MessageStore, cfg: FlushConfig) -> None:
+    def __init__(self, store: StoreParts, cfg: FlushConfig) -> None:
         super().__init__()
         self.store = store
         self.interval = cfg.flush_interval_commit_log_ms / 1000
@@ -110,7 +110,7 @@ class FlushRealTimeService(_Service):
         flush_commit_log(self.store, 0, rounds=10)  # everything, across segment boundaries
 
 
-def flush_commit_log(store: MessageStore, least_pages: int, rounds: int) -> bool:
+def flush_commit_log(store: StoreParts, least_pages: int, rounds: int) -> bool:
     """Up to ``rounds`` CommitLog flushes (one segment each), then the checkpoint's CommitLog time from what was
     flushed. False, with the store's failure latch set, when a sync failed (invariant 2)."""
     failure = store.flush_failure
@@ -210,7 +210,7 @@ def resolve_futures(pending: list[tuple[asyncio.AbstractEventLoop, asyncio.Futur
 class GroupCommitService(_Service):
     name = "group-commit"
 
-    def __init__(self, store: MessageStore) -> None:
+    def __init__(self, store: StoreParts) -> None:
         super().__init__()
         self.store = store
         self._lock = threading.Lock()
@@ -261,7 +261,7 @@ class GroupCommitService(_Service):
 class FlushConsumeQueueService(_Service):
     name = "flush-consumequeue"
 
-    def __init__(self, store: MessageStore, cfg: FlushConfig) -> None:
+    def __init__(self, store: StoreParts, cfg: FlushConfig) -> None:
         super().__init__()
         self.store = store
         self.interval = cfg.flush_interval_consume_queue_ms / 1000

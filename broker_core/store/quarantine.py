@@ -30,7 +30,7 @@ from broker_core.store.durability import create_durable_dir, datasync, fsync_dir
 
 if TYPE_CHECKING:
     from broker_core.store.mapped_file import MappedFile
-    from broker_core.store.message_store import MessageStore
+    from broker_core.store.ports import StoreParts
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ def _declared_end(mf: MappedFile, pos: int) -> int:
     return pos + total if 0 < total <= mf.file_size - pos else pos
 
 
-def handle_bad_record(store: MessageStore, index: int, pos: int, why: str) -> None:
+def handle_bad_record(store: StoreParts, index: int, pos: int, why: str) -> None:
     """Recovery found an invalid record at ``pos`` of segment ``files[index]``: a torn tail is only logged;
     damage is quarantined and reported (module docstring)."""
     files = store.commit_log.mapped_file_queue.files

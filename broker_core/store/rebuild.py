@@ -45,7 +45,7 @@ from broker_core.store.schedule import SCHEDULE_TOPIC
 
 if TYPE_CHECKING:
     from broker_core.store.commit_log import CommitLog
-    from broker_core.store.message_store import MessageStore
+    from broker_core.store.ports import StoreParts
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ _WINDOW_SEGMENTS = 3
 _WALK_LIMIT = 64  # records looked at after an IndexFile's end for one with a unique key
 
 
-def load_consume_queues(store: MessageStore) -> dict[tuple[str, int], str]:
+def load_consume_queues(store: StoreParts) -> dict[tuple[str, int], str]:
     """Load every ConsumeQueue into the store's table; returns the queues damaged at load, with the reason."""
     table, damaged = _load_cqs(store.store_config.consume_queue_dir,
                                store.store_config.mapped_file_size_consume_queue_bytes)
@@ -61,7 +61,7 @@ def load_consume_queues(store: MessageStore) -> dict[tuple[str, int], str]:
     return damaged
 
 
-def index_keys_at(store: MessageStore, phy_offset: int) -> list[str] | None:
+def index_keys_at(store: StoreParts, phy_offset: int) -> list[str] | None:
     """The index keys (``topic#UNIQ_KEY``, ``topic#KEYS`` values) of the record at ``phy_offset``."""
     rec = store.look_message_by_offset(phy_offset)
     if rec is None:
@@ -70,7 +70,7 @@ def index_keys_at(store: MessageStore, phy_offset: int) -> list[str] | None:
     return [f"{rec.topic}#{k}" for k in keys]
 
 
-def replay_start(store: MessageStore, reput_from: int, damaged_cqs: dict[tuple[str, int], str]) -> int:
+def replay_start(store: StoreParts, reput_from: int, damaged_cqs: dict[tuple[str, int], str]) -> int:
     """The dispatcher's start, moved back as far as the checks (module docstring) need."""
     commit_log = store.commit_log
     min_off = commit_log.min_offset()
@@ -152,7 +152,7 @@ def _window_units(commit_log: CommitLog, start: int) -> Iterator[tuple[tuple[str
         offset = commit_log.roll_next_file(result.start_offset + pos)
 
 
-def _check_window(store: MessageStore, reput_from: int, min_off: int) -> list[int]:
+def _check_window(store: StoreParts, reput_from: int, min_off: int) -> list[int]:
     """Check 3: queues lacking units for records in the recovery window that the replay will not reach."""
     commit_log = store.commit_log
     files = commit_log.mapped_file_queue.files
@@ -201,7 +201,7 @@ def _records_after(commit_log: CommitLog, offset: int) -> Iterator[MessageRecord
         offset += size
 
 
-def _check_index(store: MessageStore, reput_from: int, min_off: int) -> int | None:
+def _check_index(store: StoreParts, reput_from: int, min_off: int) -> int | None:
     """Check 4: the first record with a unique key after each IndexFile's end must be found; the replay point."""
     service = store.index_service
     assert service is not None

@@ -30,12 +30,12 @@ from broker_core.store.quarantine import handle_bad_record
 
 if TYPE_CHECKING:
     from broker_core.store.mapped_file import MappedFile
-    from broker_core.store.message_store import MessageStore
+    from broker_core.store.ports import StoreParts
 
 log = logging.getLogger(__name__)
 
 
-def recover_consume_queues(store: MessageStore) -> int:
+def recover_consume_queues(store: StoreParts) -> int:
     max_phy = -1
     for cq in store.consume_queues():
         cq.recover()
@@ -43,7 +43,7 @@ def recover_consume_queues(store: MessageStore) -> int:
     return max_phy
 
 
-def _walk(store: MessageStore, index: int) -> int:
+def _walk(store: StoreParts, index: int) -> int:
     """Walk valid records from the start of segment ``index``; return the global end offset."""
     commit_log = store.commit_log
     files = commit_log.mapped_file_queue.files
@@ -66,7 +66,7 @@ def _walk(store: MessageStore, index: int) -> int:
         return mf.file_from_offset + end
 
 
-def _finish(store: MessageStore, process_offset: int, max_phy_of_cq: int, always_cut: bool) -> None:
+def _finish(store: StoreParts, process_offset: int, max_phy_of_cq: int, always_cut: bool) -> None:
     mfq = store.commit_log.mapped_file_queue
     mfq.flushed_where = process_offset
     mfq.truncate_dirty_files(process_offset, store.clock.now_ms())
@@ -79,7 +79,7 @@ def _finish(store: MessageStore, process_offset: int, max_phy_of_cq: int, always
         index.last_indexed_phy = process_offset - 1
 
 
-def recover_normally(store: MessageStore, max_phy_of_cq: int) -> int:
+def recover_normally(store: StoreParts, max_phy_of_cq: int) -> int:
     """Returns the offset the dispatcher should resume from."""
     files = store.commit_log.mapped_file_queue.files
     if not files:
@@ -97,7 +97,7 @@ def _matches_checkpoint(mf: MappedFile, min_ts: int) -> bool:
     return fields[1] == MESSAGE_MAGIC_CODE and fields[11] != 0 and fields[11] <= min_ts
 
 
-def recover_abnormally(store: MessageStore, max_phy_of_cq: int, index_rebuild_from: int | None) -> int:
+def recover_abnormally(store: StoreParts, max_phy_of_cq: int, index_rebuild_from: int | None) -> int:
     """Returns the offset the dispatcher must replay from."""
     files = store.commit_log.mapped_file_queue.files
     if not files:
@@ -121,7 +121,7 @@ def recover_abnormally(store: MessageStore, max_phy_of_cq: int, index_rebuild_fr
     return replay_from
 
 
-def recover_topic_queue_table(store: MessageStore) -> None:
+def recover_topic_queue_table(store: StoreParts) -> None:
     table = {}
     min_phy = store.commit_log.min_offset()
     for cq in store.consume_queues():
@@ -130,7 +130,7 @@ def recover_topic_queue_table(store: MessageStore) -> None:
     store.commit_log.topic_queue_table = table
 
 
-def load_and_recover(store: MessageStore) -> None:
+def load_and_recover(store: StoreParts) -> None:
     """Load everything, recover the CommitLog, check the derived files, replay dispatch, rebuild the queue table."""
     cfg = store.store_config
     store.schedule.load()

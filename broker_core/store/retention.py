@@ -28,7 +28,7 @@ from broker_core.store.disk_guard import DiskCheck, DiskGuard
 
 if TYPE_CHECKING:
     from broker_core.config import RetentionConfig
-    from broker_core.store.message_store import MessageStore
+    from broker_core.store.ports import StoreParts
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ class RetentionReport:
 
 
 class CleanCommitLogService:
-    def __init__(self, store: MessageStore, config: RetentionConfig, disk_guard: DiskGuard) -> None:
+    def __init__(self, store: StoreParts, config: RetentionConfig, disk_guard: DiskGuard) -> None:
         self.store = store
         self.config = config
         self.disk_guard = disk_guard

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from broker_core.config import TimerConfig
-    from broker_core.store.message_store import MessageStore
+    from broker_core.store.ports import StoreParts
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ class DeliveryReport:
 
 
 class ScheduleMessageService:
-    def __init__(self, store: MessageStore, config: TimerConfig, config_dir: Path, broker_ip: str) -> None:
+    def __init__(self, store: StoreParts, config: TimerConfig, config_dir: Path, broker_ip: str) -> None:
         self.store = store
         self.config = config
         self.levels_ms = config.delay_levels_ms

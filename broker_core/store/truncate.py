@@ -33,12 +33,12 @@ from broker_core.codec.message import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, SIZE
 
 if TYPE_CHECKING:
     from broker_core.store.mapped_file_queue import MappedFileQueue
-    from broker_core.store.message_store import MessageStore
+    from broker_core.store.ports import StoreParts
 
 log = logging.getLogger(__name__)
 
 
-def on_record_boundary(store: MessageStore, point: int) -> bool:
+def on_record_boundary(store: StoreParts, point: int) -> bool:
     """``point`` is where a record (or a segment's closing blank) starts, or the CommitLog's end."""
     cl = store.commit_log
     if point == cl.max_offset() or point == cl.min_offset() or point % cl.mapped_file_size == 0:
@@ -69,7 +69,7 @@ def _cut_queue(mfq: MappedFileQueue, offset: int, now_ms: int) -> None:
     mfq.truncate_dirty_files(offset, now_ms)
 
 
-def truncate_files(store: MessageStore, point: int) -> bool:
+def truncate_files(store: StoreParts, point: int) -> bool:
     """Cut the store at ``point`` (module docstring); False (nothing changed) when it is not on a boundary."""
     cl = store.commit_log
     if point >= cl.max_offset():
