@@ -91,6 +91,10 @@ def _object(s: str, i: int) -> tuple[Any, int]:
 def loads_fastjson(raw: bytes | str) -> Any:
     """Parse JSON as fastjson writes it (unquoted integer keys, object keys, any whitespace)."""
     s = raw.decode("utf-8") if isinstance(raw, bytes | bytearray) else raw
+    try:  # standard JSON (every string key) parses the same with the C decoder, 10x faster on large files
+        return json.loads(s)
+    except ValueError:
+        pass
     value, i = _value(s, _skip(s, 0))
     if _skip(s, i) != len(s):
         raise ValueError(f"extra data after the JSON value at {i}")
@@ -106,9 +110,12 @@ def items(obj: Any) -> list[tuple[Any, Any]]:
     raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
 
 
+_encode_str = json.encoder.encode_basestring  # json.dumps(s, ensure_ascii=False) for a str, as a bare call
+
+
 def _key(k: Any) -> str:
     if isinstance(k, str):
-        return json.dumps(k, ensure_ascii=False)
+        return _encode_str(k)
     if isinstance(k, bool) or not isinstance(k, int | dict | tuple):
         raise TypeError(f"unsupported map key {k!r}")
     if isinstance(k, int):
@@ -134,7 +141,13 @@ def _dump(v: Any, indent: str | None, depth: int) -> str:
             return "[" + ",".join(_dump(x, None, 0) for x in seq) + "]"
         pad = "\n" + indent * (depth + 1)
         return "[" + ",".join(pad + _dump(x, indent, depth + 1) for x in seq) + "\n" + indent * depth + "]"
-    if v is None or isinstance(v, bool | int | float | str):
+    if isinstance(v, str):  # the scalars json.dumps would write, without its per-call encoder (a config file of
+        return _encode_str(v)  # 50k topics holds 400k of them)
+    if v is True or v is False:
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return int.__repr__(v)
+    if v is None or isinstance(v, float):
         return json.dumps(v, ensure_ascii=False)
     raise TypeError(f"cannot encode {type(v).__name__} as JSON")
 

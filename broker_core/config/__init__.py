@@ -103,6 +103,13 @@ class BrokerConfig:
     namesrv_addr: str = _f("namesrvAddr", "", "name servers, HOST:PORT[;HOST:PORT]")
     register_name_server_period_ms: int = _f(
         "registerNameServerPeriod", 30_000, "re-register with the name servers this often (they expire at 120 s)")
+    force_register: bool = _f(
+        "forceRegister", False, "a master's periodic registration sends its topics even when every name server "
+        "holds its topic DataVersion (RocketMQ's default is true; false here: an unchanged heartbeat is one "
+        "QUERY_DATA_VERSION per name server, which also refreshes the broker's liveness)")
+    compressed_register: bool = _f(
+        "compressedRegister", False, "send REGISTER_BROKER's body deflated in RocketMQ's compact form (one "
+        "'topic read write perm filterType' line per topic: order and topicSysFlag are not carried, as upstream)")
     cluster_secret: str = _f(
         "clusterSecret", "", "signs registrations with the name servers (the same as their --cluster-secret); "
         "never shown by GET_BROKER_CONFIG")

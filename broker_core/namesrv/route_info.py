@@ -91,6 +91,11 @@ def queue_data_from_config(broker_name: str, topic: str, config: object) -> Queu
     """Validate one entry of a registration's ``topicConfigTable``; ValueError names the bad field."""
     if not isinstance(config, dict):
         raise ValueError(f"topicConfigTable[{topic!r}] is not an object")
+    read, write = config.get("readQueueNums"), config.get("writeQueueNums")
+    perm, flag = config.get("perm", DEFAULT_PERM), config.get("topicSysFlag", 0)
+    if (type(read) is int and type(write) is int and type(perm) is int and type(flag) is int  # fast path
+            and read >= 0 and write >= 0 and flag >= 0 and 0 <= perm and not perm & ~PERM_MASK):
+        return QueueData(broker_name, read, write, perm, flag)
     values: dict[str, int] = {}
     for key, default in (("readQueueNums", None), ("writeQueueNums", None), ("perm", DEFAULT_PERM),
                          ("topicSysFlag", 0)):

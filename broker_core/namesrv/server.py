@@ -151,9 +151,16 @@ def _compressed_registration_body(body: bytes) -> tuple[dict[str, Any], dict[str
     try:
         version = loads_fastjson(take(take_int()))
         table: dict[str, Any] = {}
-        for _ in range(take_int()):
-            fields = take(take_int()).decode("utf-8").split(" ")
-            if len(fields) != 5 or not all(f.isdigit() for f in fields[1:4]):
+        count, end, unpack_int = take_int(), len(raw), struct.Struct(">i").unpack_from
+        for _ in range(count):  # inlined take(): this loop runs once per topic (50k and more)
+            if pos + 4 > end:
+                raise BadRequest("compressed RegisterBrokerBody is truncated")
+            n = unpack_int(raw, pos)[0]
+            if n < 0 or pos + 4 + n > end:
+                raise BadRequest("compressed RegisterBrokerBody is truncated")
+            fields = raw[pos + 4:pos + 4 + n].decode("utf-8").split(" ")
+            pos += 4 + n
+            if len(fields) != 5 or not (fields[1].isdigit() and fields[2].isdigit() and fields[3].isdigit()):
                 raise BadRequest(f"compressed topic config must be 'topic read write perm filterType', got "
                                  f"{' '.join(fields)!r}")
             name, read, write, perm, filter_type = fields

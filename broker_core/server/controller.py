@@ -21,7 +21,6 @@ from broker_core import __version__
 from broker_core.codec.wire import SERIALIZE_JSON
 from broker_core.config import BrokerConfig
 from broker_core.ha import BrokerHA
-from broker_core.metrics import prom_enabled
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
 from broker_core.protocol.headers import DEFAULT_TOPIC
 from broker_core.remoting.client import RemotingClient
@@ -37,7 +36,6 @@ from broker_core.server.consume import ConsumerProcessor
 from broker_core.server.fast_failure import FastFailure
 from broker_core.server.locks import RebalanceLockManager
 from broker_core.server.long_polling import PullRequestHoldService
-from broker_core.server.metrics import BrokerMetrics
 from broker_core.server.pop import PopProcessor, PopService
 from broker_core.server.produce import SendMessageProcessor
 from broker_core.server.retry import SendBackProcessor
@@ -52,6 +50,7 @@ from broker_core.server.state import (
     TopicConfigManager,
 )
 from broker_core.server.stats import Stats
+from broker_core.server.topic_batch import TopicBatchProcessor
 from broker_core.server.trace import Tracer
 from broker_core.server.transactions import EndTransactionProcessor, TransactionService
 from broker_core.store import DeliveryReport, MessageStore, OffsetClock, file_disk_probe
@@ -95,10 +94,9 @@ class BrokerController:
         self.server: RemotingServer | None = None
         self.port = 0
         self._tasks: list[asyncio.Task[None]] = []
-        self.metrics: BrokerMetrics | None = None  # with metricsExporterType=PROM, from start()
-        self.metrics_port = 0
         self._background: set[asyncio.Task[None]] = set()
         self.registered = False
+        self._registered_version: dict[str, int] | None = None  # topic DataVersion of the last full registration
         self.master_addr = ""  # a slave's master, as the name server answers registration
         self.master_ha_addr = ""
         self.order_topic_config: dict[str, str] | None = None  # ORDER_TOPIC_CONFIG from the registration answer
@@ -140,15 +138,11 @@ class BrokerController:
             sends, ConsumerProcessor(self), SendBackProcessor(self),
             PopProcessor(self, self.pop_service), EndTransactionProcessor(self, self.transactions),
             SnapshotProcessor(self.snapshots, self.config.snapshot_max_lifetime_ms), AdminProcessor(self),
-            StoreAdminProcessor(self), Broker2ClientProcessor(self), AclAdminProcessor(self)]
+            StoreAdminProcessor(self), Broker2ClientProcessor(self), TopicBatchProcessor(self),
+            AclAdminProcessor(self)]
         handlers: dict[int, Handler] = {}
         for processor in processors:
             handlers.update(processor.handlers())
-        if prom_enabled(self.config.metrics.metrics_exporter_type):  # Prometheus /metrics (server/metrics.py)
-            self.metrics = BrokerMetrics(self)
-            handlers = self.metrics.instrument(handlers)
-            self.metrics_port = self.metrics.start(self.config.metrics.metrics_prom_exporter_host or host,
-                                                   self.config.metrics.metrics_prom_exporter_port)
         self.server = RemotingServer(
             f"broker {self.config.broker_name}", handlers, max_frame_bytes=remoting.server_max_frame_bytes,
             idle_timeout=remoting.server_channel_max_idle_time_s, max_inflight=remoting.server_max_inflight,
@@ -219,7 +213,9 @@ class BrokerController:
                 next_check = time.monotonic() + self.config.transaction.transaction_check_interval_ms / 1000
                 self.transactions.check()
             if time.monotonic() >= next_register or not self.registered:
-                ok = await self.register_all()
+                # a master's unchanged heartbeat is QUERY_DATA_VERSION only, unless forceRegister; a slave (it
+                # learns its master from the answer) always registers in full
+                ok = await self.register_all(force=self.config.force_register or self.ha.is_slave)
                 next_register = time.monotonic() + (period if ok else 2.0)
 
     async def _deliver_delayed(self) -> None:
@@ -255,12 +251,19 @@ class BrokerController:
     def _signed(self, cmd: RemotingCommand) -> RemotingCommand:
         return registration.signed(cmd, self.config.cluster_secret)
 
-    async def register_all(self) -> bool:
+    async def register_all(self, force: bool = True) -> bool:
         """Register with every name server; False if any failed (the periodic task retries in 2 s).
 
         As upstream ``BrokerController.doRegisterBrokerAll``, the first successful answer sets ``master_addr``
         (a slave's master, "" when the name server knows no live master), ``master_ha_addr`` (only when the
-        answer has one) and ``order_topic_config`` (the ``ORDER_TOPIC_CONFIG`` KVTable, None when absent)."""
+        answer has one) and ``order_topic_config`` (the ``ORDER_TOPIC_CONFIG`` KVTable, None when absent).
+        ``force=False`` (upstream ``registerBrokerAll(.., forceRegister=false)``): when the topic DataVersion is
+        the one last registered in full and every name server answers QUERY_DATA_VERSION unchanged (which
+        refreshes the broker's liveness there), nothing more is sent."""
+        version = registration.data_version(self.topics)
+        if not force and self.registered and version == self._registered_version \
+                and not await self._name_servers_changed(version):
+            return True
         ok = True
         first: RemotingCommand | None = None
         request = self.registration_request()
@@ -287,7 +290,21 @@ class BrokerController:
             self.order_topic_config = registration.kv_table(first.body)
             self.ha.master_address_learned(ha_before)
         self.registered = ok
+        self._registered_version = version if ok else None
         return ok
+
+    async def _name_servers_changed(self, version: dict[str, int]) -> bool:
+        """Upstream ``needRegister``: True when any name server does not hold ``version`` (or cannot be asked)."""
+        for addr in self.namesrv_addrs:
+            try:
+                resp = await self.namesrv_client.invoke(
+                    addr, self._signed(registration.query_data_version(self.config, self.broker_addr, version)), 3.0)
+            except (ConnectionError, TimeoutError) as exc:
+                log.warning("cannot query the data version of namesrv %s: %s", addr, exc)
+                return True
+            if registration.name_server_changed(resp, version):
+                return True
+        return False
 
     async def unregister_all(self) -> None:
         """UNREGISTER_BROKER (``brokerName, brokerAddr, clusterName, brokerId``) to every name server."""
@@ -315,8 +332,6 @@ class BrokerController:
         await self.ha.shutdown()
         self.offsets.persist()
         self.pop_service.state.close()
-        if self.metrics is not None:
-            self.metrics.close()
         self.store.reput.detach()  # the store's own thread dispatches what is left
         await asyncio.get_running_loop().run_in_executor(None, self.store.shutdown)
 
