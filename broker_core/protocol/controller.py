@@ -82,8 +82,8 @@ def java_name(attr: str) -> str:
 
 
 def _required(default: Any = None) -> Any:
-    """A field Java marks ``@CFNotNull``: decoding fails without it (the default is what Java's constructor sets
-    when the SDK builds the header)."""
+    """A field Java marks ``@CFNotNull``. As Java decodes (default constructor, then the fields present, then
+    ``checkFields``), an absent field keeps the class's default, and decoding fails only when that is null."""
     return field(default=default, metadata={"required": True})
 
 
@@ -109,7 +109,7 @@ class _Header:
             name = java_name(f.name)
             raw = ext.get(name)
             if raw is None:
-                if f.metadata.get("required"):
+                if f.metadata.get("required") and f.default is None:
                     raise BadRequest(f"header field {name!r} is required")
                 continue
             kind = hints[f.name]
@@ -131,9 +131,9 @@ class _Header:
 class BrokerHeartbeatRequestHeader(_Header):
     """904 ``header/namesrv/BrokerHeartbeatRequestHeader`` (oneway, broker -> every controller)."""
 
-    cluster_name: str = _required("")
-    broker_addr: str = _required("")
-    broker_name: str = _required("")
+    cluster_name: str = _required()
+    broker_addr: str = _required()
+    broker_name: str = _required()
     broker_id: int | None = None
     epoch: int | None = None
     max_offset: int | None = None
@@ -245,7 +245,7 @@ class CleanControllerBrokerDataRequestHeader(_Header):
     """1011 request. ``broker_controller_ids_to_clean`` is ``1;2;3`` (:func:`parse_id_list`)."""
 
     cluster_name: str | None = None
-    broker_name: str = _required("")
+    broker_name: str = _required()
     broker_controller_ids_to_clean: str | None = None
     is_clean_living_broker: bool = False
     invoke_time: int = 0

@@ -83,6 +83,10 @@ def test_header_decode_defaults_nulls_and_errors():
     with pytest.raises(BadRequest, match="epoch"):
         BrokerHeartbeatRequestHeader.from_ext({"clusterName": "c", "brokerAddr": "a", "brokerName": "b",
                                                "epoch": "x"})
+    # a required field with a Java default keeps it when absent (Java: constructor, then checkFields)
+    assert ElectMasterRequestHeader.from_ext({"brokerName": "b"}) == ElectMasterRequestHeader("", "b", -1, False)
+    with pytest.raises(BadRequest, match="brokerName"):
+        CleanControllerBrokerDataRequestHeader.from_ext({"clusterName": "c"})
     meta = GetMetaDataResponseHeader.from_ext({"isLeader": "true", "group": "g"})
     assert meta.is_leader is True and meta.peers is None
 
