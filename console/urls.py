@@ -8,6 +8,7 @@ from django.urls import include, path
 
 from console.api.health import HealthView
 from console.views import (
+    acl,
     alerts,
     audit,
     clients,
@@ -29,6 +30,10 @@ pages = [
     path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("cluster/", cluster.cluster, name="cluster-page"),
+    path("acl/", acl.acl_page, name="acl-page"),
+    path("acl/accounts/", acl.acl_account_save, name="acl-account-save-page"),
+    path("acl/accounts/delete/", acl.acl_account_delete, name="acl-account-delete-page"),
+    path("acl/white/", acl.acl_white_save, name="acl-white-page"),
     path("cluster/switch-over/<str:broker_name>/<int:broker_id>/", cluster.switch_over, name="switch-over-page"),
     path("topics/", topics.topic_list, name="topic-list-page"),
     path("topics/new/", topics.topic_create, name="topic-create-page"),

@@ -6,6 +6,7 @@ from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from console.api import (
+    acl,
     alerts,
     audit,
     clients,
@@ -23,6 +24,12 @@ from console.api import (
 
 urlpatterns = [
     path("cluster/brokers/", cluster.ClusterBrokersView.as_view(), name="cluster-brokers"),
+    path("cluster/controller/", cluster.ControllerView.as_view(), name="cluster-controller"),
+    path("cluster/controller/switch-over/", cluster.SwitchOverView.as_view(), name="cluster-switch-over"),
+    path("acl/", acl.AclView.as_view(), name="acl"),
+    path("acl/accounts/", acl.AclAccountsView.as_view(), name="acl-accounts"),
+    path("acl/accounts/<str:access_key>/", acl.AclAccountView.as_view(), name="acl-account"),
+    path("acl/global-white/", acl.AclGlobalWhiteView.as_view(), name="acl-global-white"),
     path("topics/", topics.TopicListView.as_view(), name="topic-list"),
     path("topics/<str:name>/", topics.TopicDetailView.as_view(), name="topic-detail"),
     path("topics/<str:name>/route/", topics.TopicRouteView.as_view(), name="topic-route"),

@@ -12,55 +12,17 @@ import yaml
 from broker_core.client import AdminClient, ClientError, Message, Producer
 from broker_core.protocol import RequestCode, ResponseCode
 from broker_core.protocol.acl import SessionCredentials
-from tests.integration.acl_cluster import ACL_EXCEPTION, CLUSTER_SECRET, AclCluster, call
-from tests.integration.cluster import BrokerProcess, wait_until
+from tests.integration.acl_cluster import ACL_EXCEPTION, call
+from tests.integration.acl_two_brokers import ADMIN, READER, TwoBrokers, two_acl_brokers
 
 pytestmark = pytest.mark.integration
 
-ACL = """
-globalWhiteRemoteAddresses: []
-accounts:
-  - accessKey: acl-admin01
-    secretKey: admin-secret
-    admin: true
-  - accessKey: acl-reader1
-    secretKey: reader-secret
-    defaultTopicPerm: SUB
-    defaultGroupPerm: SUB
-"""
-ADMIN = SessionCredentials("acl-admin01", "admin-secret")
-READER = SessionCredentials("acl-reader1", "reader-secret")
-
-
-class TwoBrokers:
-    def __init__(self, c: AclCluster, second: BrokerProcess) -> None:
-        self.c, self.second = c, second
-        self.second_acl = second.store_dir / "config" / "plain_acl.yml"
-
-    @property
-    def addrs(self) -> list[str]:
-        return [self.c.broker.addr, self.second.addr]
-
-
 @pytest.fixture(scope="module")
 def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoBrokers]:
-    tmp = tmp_path_factory.mktemp("acl-admin")
-    c = AclCluster(tmp, ACL)
-    store = tmp / "broker-acl-b" / "store"
-    (store / "config").mkdir(parents=True)
-    (store / "config" / "plain_acl.yml").write_text(ACL)
-    second = BrokerProcess("broker-acl-b", store, c.namesrv, tmp / "broker-acl-b.log",
-                           f"aclEnable=true\nclusterSecret={CLUSTER_SECRET}\n").start()
-    try:
-        with AdminClient(c.namesrv) as admin:
-            wait_until(lambda: "broker-acl-b" in admin.cluster_info().get("brokerAddrTable", {}), timeout=30,
-                       what="the second broker to register")
-        with AdminClient(c.namesrv, credentials=ADMIN) as admin:
+    with two_acl_brokers(tmp_path_factory.mktemp("acl-admin")) as b:
+        with AdminClient(b.namesrv, credentials=ADMIN) as admin:
             admin.create_topic("AclAdminT", 1, 1)
-        yield TwoBrokers(c, second)
-    finally:
-        second.stop()
-        c.close()
+        yield b
 
 
 @pytest.fixture(scope="module")
