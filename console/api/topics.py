@@ -22,13 +22,21 @@ class TopicListView(RoleAPIView):
     required_roles = {"GET": VIEWER, "POST": ADMIN}
 
     @extend_schema(operation_id="topics_list", parameters=[OpenApiParameter("search", str), OpenApiParameter(
-        "type", str, enum=list(topic_selectors.TOPIC_TYPES))])
+        "type", str, enum=list(topic_selectors.TOPIC_TYPES)), OpenApiParameter("page", int),
+        OpenApiParameter("page_size", int, description=f"1..{topic_selectors.PAGE_SIZE_MAX} (the default)")])
     def get(self, request: Request) -> Response:
+        """Paged: ``results`` (one page), ``count`` (every match), ``page``, ``page_size``, ``pages``."""
         kind = request.query_params.get("type", "")
         if kind and kind not in topic_selectors.TOPIC_TYPES:
             raise bad_request("invalid_type", f"type must be one of {', '.join(topic_selectors.TOPIC_TYPES)}")
-        rows = topic_selectors.list_topics(request.query_params.get("search", ""), kind)
-        return Response({"results": rows, "count": len(rows)})
+        try:
+            page = int(request.query_params.get("page", 1))
+            page_size = int(request.query_params.get("page_size", topic_selectors.PAGE_SIZE_MAX))
+        except ValueError:
+            raise bad_request("invalid_page", "page and page_size must be integers") from None
+        if page < 1 or not 1 <= page_size <= topic_selectors.PAGE_SIZE_MAX:
+            raise bad_request("invalid_page", f"page must be >= 1 and page_size 1..{topic_selectors.PAGE_SIZE_MAX}")
+        return Response(topic_selectors.topics_page(request.query_params.get("search", ""), kind, page, page_size))
 
     @extend_schema(request=TopicCreateSerializer)
     def post(self, request: Request) -> Response:

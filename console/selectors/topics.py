@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
 
 from broker_core.client import ClientError
@@ -30,14 +32,57 @@ def topic_type(name: str) -> str:
     return NORMAL
 
 
+AUTO_CREATED_TTL_S = 5.0  # how long the masters' answer on auto-created topics is reused
+PAGE_SIZE_MAX = 1000
+_auto_lock = threading.Lock()
+_auto_cache: tuple[float, frozenset[str], frozenset[str]] | None = None  # (fetched, names then known, auto-created)
+
+
+def _auto_created(names: list[str]) -> frozenset[str]:
+    """Which of ``names`` some master created on a first send. Asking means GET_ALL_TOPIC_CONFIG from every
+    master (megabytes at 50k topics), so the answer is reused for ``AUTO_CREATED_TTL_S`` seconds, unless
+    ``names`` holds a topic the name server did not list when it was fetched (a new topic is never missed)."""
+    global _auto_cache
+    now = time.monotonic()
+    with _auto_lock:
+        cached = _auto_cache
+    if cached is not None and now - cached[0] < AUTO_CREATED_TTL_S and cached[1].issuperset(names):
+        return cached[2]
+    known = frozenset(broker_client.admin().topic_list())
+    auto = frozenset(broker_client.admin().auto_created_topics())
+    with _auto_lock:
+        _auto_cache = (now, known | frozenset(names), auto)
+    return auto
+
+
+def _matching(search: str, kind: str) -> list[str]:
+    """The name server's topics (one request), sorted, filtered by a case-insensitive substring and a type."""
+    needle = search.lower()
+    return [name for name in sorted(broker_client.admin().topic_list())
+            if needle in name.lower() and (not kind or topic_type(name) == kind)]
+
+
+def _rows(names: list[str]) -> list[dict[str, Any]]:
+    auto = _auto_created(names) if names else frozenset()
+    return [{"name": name, "type": topic_type(name), "auto_created": name in auto} for name in names]
+
+
 def list_topics(search: str = "", kind: str = "") -> list[dict[str, Any]]:
     """Every topic the name server knows, sorted, filtered by a case-insensitive substring and a type;
     ``auto_created``: a broker created it on a first send (``autoCreateTopicEnable``), not an operator."""
-    needle = search.lower()
-    auto = broker_client.admin().auto_created_topics()
-    rows: list[dict[str, Any]] = [{"name": name, "type": topic_type(name), "auto_created": name in auto}
-            for name in sorted(broker_client.admin().topic_list())]
-    return [r for r in rows if needle in r["name"].lower() and (not kind or r["type"] == kind)]
+    return _rows(_matching(search, kind))
+
+
+def topics_page(search: str = "", kind: str = "", page: int = 1, page_size: int = PAGE_SIZE_MAX) -> dict[str, Any]:
+    """One page of :func:`list_topics` (``page`` from 1, ``page_size`` 1..PAGE_SIZE_MAX): ``results``, ``count``
+    (all matches), ``page``, ``page_size``, ``pages``. Only the page's rows are built; the masters are asked
+    about auto-created topics at most every few seconds (:func:`_auto_created`)."""
+    page_size = max(1, min(int(page_size), PAGE_SIZE_MAX))
+    names = _matching(search, kind)
+    pages = max(1, -(-len(names) // page_size))
+    page = max(1, min(int(page), pages))
+    return {"results": _rows(names[(page - 1) * page_size:page * page_size]), "count": len(names), "page": page,
+            "page_size": page_size, "pages": pages}
 
 
 def topic_route(name: str) -> dict[str, Any]:

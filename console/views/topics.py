@@ -18,14 +18,21 @@ from console.services import topics as topic_services
 from console.views.base import page
 from console.views.forms import SendMessageForm, TopicCreateForm
 
+PAGE_SIZE = 200  # topics per list page
+
 
 def _list_context(request: HttpRequest) -> dict[str, object]:
     search = request.GET.get("search", "").strip()
     kind = request.GET.get("type", "")
     if kind not in topic_selectors.TOPIC_TYPES:
         kind = ""
-    return {"topics": topic_selectors.list_topics(search, kind), "search": search, "kind": kind,
-            "types": topic_selectors.TOPIC_TYPES}
+    try:
+        page_no = int(request.GET.get("page", 1))
+    except ValueError:
+        page_no = 1
+    found = topic_selectors.topics_page(search, kind, page_no, PAGE_SIZE)
+    return {"topics": found["results"], "count": found["count"], "page": found["page"], "pages": found["pages"],
+            "search": search, "kind": kind, "types": topic_selectors.TOPIC_TYPES}
 
 
 @page(VIEWER)

@@ -89,3 +89,22 @@ def test_auto_created_topics_are_marked(cluster: Cluster, sdk_admin: AdminClient
     page = browser.get("/topics/", {"search": auto})
     assert page.status_code == 200 and b'data-testid="auto-created"' in page.content
     assert b'data-testid="auto-created"' not in browser.get("/topics/", {"search": made}).content
+
+
+def test_list_is_paged(cluster: Cluster, sdk_admin: AdminClient, viewer: APIClient,
+                       unique: Callable[[str], str]) -> None:
+    """``page``/``page_size`` cut the matches; ``count`` and ``pages`` describe them all; the page view pages too."""
+    prefix = unique("Paged")
+    names = [f"{prefix}-{i}" for i in range(3)]
+    for name in names:
+        sdk_admin.create_topic(name, 1, 1)
+    wait_until(lambda: set(names) <= set(sdk_admin.topic_list()), timeout=30, what="the routes")
+    first = viewer.get("/api/v1/topics/", {"search": prefix, "page_size": 2}).json()
+    assert (first["count"], first["pages"], first["page"], first["page_size"]) == (3, 2, 1, 2)
+    second = viewer.get("/api/v1/topics/", {"search": prefix, "page_size": 2, "page": 2}).json()
+    assert [r["name"] for r in first["results"] + second["results"]] == sorted(names)
+    assert viewer.get("/api/v1/topics/", {"page_size": 0}).json()["error"] == "invalid_page"
+    assert viewer.get("/api/v1/topics/", {"page": "x"}).status_code == 400
+    browser = Client()
+    browser.force_login(User.objects.get(username="vera"))
+    assert b"3 topics" in browser.get("/topics/", {"search": prefix}).content
