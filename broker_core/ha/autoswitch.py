@@ -126,9 +126,9 @@ class AutoSwitchBrokerHA:
             loop = asyncio.get_running_loop()
             await loop.run_in_executor(None, store.reput.do_reput)
             end = store.max_phy_offset()
-            self.epochs.truncate_suffix_from_offset(end + 1)
+            self.epochs.truncate_suffix_from_offset(end + 1)  # entries past the data (§4.2 step 2)
             self.epochs.truncate_suffix_from_epoch(epoch)
-            if not self.epochs.append(epoch, end):
+            if not self.epochs.append_after_empty(epoch, end):  # an epoch that wrote nothing gives way
                 log.error("cannot append epoch %d at %d to %s", epoch, end, self.epochs.entries())
                 return
             self.service.local_broker_id = broker_id

@@ -147,7 +147,7 @@ class AutoSwitchHAConnection:
                     end = store.max_phy_offset()
                     offset = max(0, end - end % self.service.config.store.mapped_file_size_commit_log_bytes)
                 else:
-                    offset = max(0, store.commit_log.min_offset())
+                    offset = max(0, store.min_phy_offset())
             self.next_transfer_from = offset
             log.info("HA transfer to slave %d (%s) starts at %d", self.slave_id, self.remote, offset)
             self.wake.set()

@@ -114,7 +114,8 @@ class AutoSwitchHAClient:
         partial = b""
         handshaken = False
         try:
-            writer.write(encode_slave_handshake(self.broker_id))
+            writer.write(encode_slave_handshake(self.broker_id, cfg.controller.sync_from_last_file,
+                                                cfg.controller.async_learner))
             await writer.drain()
             self.last_read_ms = _now_ms()
             last_ack = 0.0
@@ -182,7 +183,7 @@ class AutoSwitchHAClient:
         if t.body:
             last = self.epochs.last()
             if last is None or t.epoch > last.epoch:
-                if not self.epochs.append(t.epoch, t.epoch_start_offset):
+                if not self.epochs.append_after_empty(t.epoch, t.epoch_start_offset):
                     raise ReplicaError(f"cannot append epoch {t.epoch} at {t.epoch_start_offset} after {last}")
             data = partial + t.body if partial else t.body
             start = t.offset - len(partial)

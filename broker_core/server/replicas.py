@@ -94,9 +94,9 @@ class ReplicasManager:
         self._hb_tasks: dict[str, asyncio.Task[None]] = {}
         self._alter_lock = asyncio.Lock()
         self._changes = asyncio.Lock()
-        root = Path(self.config.store.store_path_root_dir)
-        self.identity_path = root / "brokerIdentity"
-        self.identity_temp_path = root / "brokerIdentity-temp"
+        self.identity_path = Path(self.cc.store_path_broker_identity
+                                  or Path(self.config.store.store_path_root_dir) / "brokerIdentity")
+        self.identity_temp_path = self.identity_path.with_name(self.identity_path.name + "-temp")
         ha.service.on_expand = self._expand
 
     @property
@@ -308,6 +308,9 @@ class ReplicasManager:
         cfg = self.config
         while True:
             await asyncio.sleep(self.cc.sync_broker_metadata_period_ms / 1000)
+            first = self.ctl.store.min_phy_offset()
+            if first > 0:  # CommitLog files expired: their epochs go too (§4.1)
+                self.ha.epochs.truncate_prefix_by_offset(first)
             try:
                 resp = await self._call(CODE.CONTROLLER_GET_REPLICA_INFO, GetReplicaInfoRequestHeader(cfg.broker_name))
             except (ConnectionError, TimeoutError) as exc:

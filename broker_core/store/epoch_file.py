@@ -161,6 +161,16 @@ class EpochFile:
             self._write([*self._entries, EpochEntry(epoch, start_offset)])
             return True
 
+    def append_after_empty(self, epoch: int, start_offset: int) -> bool:
+        """:meth:`append`, except that a last entry starting at ``start_offset`` with a lower epoch (an epoch that
+        wrote no byte: its range is empty) is replaced. Used by a new master and by a slave taking a newer epoch."""
+        with self._lock:
+            last = self._entries[-1] if self._entries else None
+            if last is not None and last.start_offset == start_offset and last.epoch < epoch:
+                self._write([*self._entries[:-1], EpochEntry(epoch, start_offset)])
+                return True
+        return self.append(epoch, start_offset)
+
     def truncate_suffix_from_offset(self, offset: int) -> None:
         """Drop entries with ``start_offset >= offset`` (after a CommitLog cut at ``offset``)."""
         with self._lock:

@@ -6,6 +6,7 @@ group of three brokers with ``enableControllerMode=true`` and ``allAckInSyncStat
   new master never had, and ends holding the new master's CommitLog byte for byte.
 - A fenced or slave broker refuses writes (SERVICE_NOT_AVAILABLE 14), over remoting.
 - GET_BROKER_EPOCH_CACHE (1007) answers the epoch file.
+- minInSyncReplicas refuses writes with SYSTEM_ERROR while the SyncStateSet is too small.
 """
 
 from __future__ import annotations
@@ -20,8 +21,16 @@ from broker_core.client import AdminClient, ClientError, Message, Producer
 from broker_core.protocol import RemotingCommand, ResponseCode
 from broker_core.protocol.controller import ControllerRequestCode, decode_epoch_entry_cache
 from broker_core.remoting.blocking import BlockingClient
-from tests.integration.cluster import wait_until
-from tests.integration.failover_cluster import TOPIC, FailoverGroup, LoggingProducer, check, read_group
+from tests.integration.cluster import BrokerProcess, wait_until
+from tests.integration.failover_cluster import (
+    GROUP,
+    TOPIC,
+    FailoverGroup,
+    LoggingProducer,
+    check,
+    controller_mode_conf,
+    read_group,
+)
 from tests.integration.test_ha_helpers import commit_log
 
 
@@ -77,7 +86,7 @@ def test_slaves_refuse_writes_and_answer_their_epoch_cache(group: FailoverGroup)
             assert resp.code == ResponseCode.SUCCESS
             cache = decode_epoch_entry_cache(resp.body)
             assert [e.epoch for e in cache.epoch_list] == [1]
-            assert cache.broker_id == (0 if b is master else cache.broker_id) and cache.broker_name == master.name
+            assert (cache.broker_id == 0) == (b is master) and cache.broker_name == master.name
             if b is master:
                 continue
             with AdminClient(group.namesrv) as admin:
@@ -94,3 +103,31 @@ def test_slaves_refuse_writes_and_answer_their_epoch_cache(group: FailoverGroup)
             assert producer.send(Message(TOPIC, b"y")).status.name == "SEND_OK"
     except ClientError as exc:  # pragma: no cover - the message says why
         raise AssertionError(exc) from exc
+
+
+def test_too_few_in_sync_replicas_refuse_writes(tmp_path: Path) -> None:
+    """minInSyncReplicas=2 with the master alone in the SyncStateSet: SYSTEM_ERROR "in-sync replicas not enough",
+    nothing stored; once a slave joins the set, sends are acknowledged."""
+    g = FailoverGroup(tmp_path, controllers=1, brokers=1, broker_extra="minInSyncReplicas=2\n")
+    try:
+        g.start()
+        master = g.wait_master()
+        client = BlockingClient()
+        try:
+            send = RemotingCommand.request(310, {"a": "pg", "b": TOPIC, "c": "TBW102", "d": "4", "e": "0", "f": "0",
+                                                 "g": str(int(time.time() * 1000)), "h": "0", "i": "", "j": "0",
+                                                 "k": "false", "m": "false"}, b"refused")
+            refused = client.invoke(master.addr, send, 5.0)
+        finally:
+            client.close()
+        assert (refused.code, refused.remark) == (ResponseCode.SYSTEM_ERROR, "in-sync replicas not enough")
+        assert (g.runtime(master) or {})["commitLogMaxOffset"] == "0"
+        g.brokers = 2
+        (tmp_path / "b1").mkdir()
+        g.members.append(BrokerProcess(GROUP, tmp_path / "b1" / "store", g.namesrv, tmp_path / "b1.log",
+                                       controller_mode_conf(g.controller_addrs, "minInSyncReplicas=2\n")).start())
+        g.wait_in_sync(2)
+        with Producer("pg-min-isr", g.namesrv).start() as producer:
+            assert producer.send(Message(TOPIC, b"ok")).status.name == "SEND_OK"
+    finally:
+        g.close()

@@ -85,3 +85,13 @@ def test_consistent_point_is_the_smaller_end_of_the_newest_common_epoch() -> Non
     assert find_consistent_point(_entries((1, 0), (2, 400)), 900, master, 1500) == 300
     assert find_consistent_point(_entries((5, 0)), 10, master, 1500) == -1
     assert find_consistent_point([], 10, master, 1500) == -1
+
+
+def test_an_epoch_that_wrote_nothing_gives_way(tmp_path: Path) -> None:
+    f = EpochFile(tmp_path / "e")
+    f.append(1, 0)
+    f.append(2, 500)
+    assert not f.append(3, 500)  # RocketMQ's rule: both strictly greater
+    assert f.append_after_empty(3, 500)  # epoch 2 wrote no byte: epoch 3 takes its place
+    assert [(e.epoch, e.start_offset) for e in EpochFile(f.path).entries()] == [(1, 0), (3, 500)]
+    assert not f.append_after_empty(2, 900)
