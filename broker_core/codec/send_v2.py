@@ -10,7 +10,8 @@ properties, ``j`` reconsumeTimes; ``b``, the topic, is the caller's), drops ``WA
 It answers None, so that the general send path decides with its own checks and errors, when a number is not an
 int (``int()`` refuses it) or lies outside its record field (queue id outside ``[0, write_queue_nums)``, a sysFlag,
 flag or reconsume count outside i32, a born timestamp outside i64), when the sysFlag has a transaction type, and
-when the properties mark a prepared transaction message. Other exceptions (a header value of the wrong type, a
+when the properties mark a prepared transaction message or a RocketMQ 5 timer message (``TIMER_DELIVER_MS``,
+``TIMER_DELAY_SEC``, ``TIMER_DELAY_MS``: the general path hands it to the broker's timer). Other exceptions (a header value of the wrong type, a
 topic that is not UTF-8 encodable) propagate as they would from the general path's parsing.
 """
 
@@ -27,6 +28,7 @@ from broker_core.codec.names import (
     PROPERTY_CLUSTER,
     PROPERTY_TRANSACTION_PREPARED,
     PROPERTY_WAIT_STORE_MSG_OK,
+    TIMER_PROPERTIES,
 )
 from broker_core.codec.native import NATIVE
 
@@ -50,7 +52,7 @@ def v2_message(factory: Any, h: dict[str, Any], body: bytes, write_queue_nums: i
             or flag not in _I32 or reconsume not in _I32 or born_ts not in _I64):
         return None
     props = decode_properties(h.get("i") or "")
-    if props.get(PROPERTY_TRANSACTION_PREPARED) == "true":
+    if props.get(PROPERTY_TRANSACTION_PREPARED) == "true" or any(k in props for k in TIMER_PROPERTIES):
         return None
     props.pop(PROPERTY_WAIT_STORE_MSG_OK, None)
     props[PROPERTY_CLUSTER] = cluster

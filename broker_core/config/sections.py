@@ -204,6 +204,9 @@ class TimerConfig:
     schedule_deliver_interval_ms: int = _f(
         "scheduleDeliverIntervalMs", 1000, "the broker's own delay-level delivery tick; 0 = only when asked")
     flush_delay_offset_interval_ms: int = _f("flushDelayOffsetInterval", 10_000, "persist delay progress this often")
+    timer_max_delay_sec: int = _f(
+        "timerMaxDelaySec", 3 * 24 * 3600, "latest a timer message (TIMER_DELIVER_MS, TIMER_DELAY_SEC, TIMER_DELAY_MS, "
+        "gRPC delivery_timestamp) may ask to be delivered, from now; later is refused (MESSAGE_ILLEGAL)")
 
     @property
     def delay_levels_ms(self) -> list[int]:

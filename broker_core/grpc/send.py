@@ -94,6 +94,10 @@ class SendService:
             queue_id = next(self._round_robin) % cfg.write_queue_nums
         props[PROPERTY_CLUSTER] = ctl.config.broker_cluster_name
         deliver_ms = int(props.get(PROPERTY_TIMER_DELIVER_MS, "0"))
+        max_delay_ms = ctl.config.timer.timer_max_delay_sec * 1000
+        if deliver_ms - ctl.store.clock.now_ms() > max_delay_ms:  # the broker's timerMaxDelaySec, as over remoting
+            return self._entry(pb.ILLEGAL_DELIVERY_TIME, f"the max delay time of message is too large, max is "
+                                                         f"{max_delay_ms}")
         transactional = sp.message_type == pb.TRANSACTION
         if transactional:
             if ctl.config.reject_transaction_message:

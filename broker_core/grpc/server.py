@@ -29,10 +29,10 @@ log = logging.getLogger(__name__)
 
 
 class GrpcServer:
-    def __init__(self, ctl: Broker, config: GrpcConfig) -> None:
+    def __init__(self, ctl: Broker, config: GrpcConfig, timer: TimerService) -> None:
         self.ctl = ctl
         self.config = config
-        self.timer = TimerService(ctl)
+        self.timer = timer  # the broker's (the controller loads and runs it: remoting sends use it too)
         self.server: grpc.aio.Server | None = None
         self.routes: RouteService | None = None
         self.port = 0
@@ -43,7 +43,6 @@ class GrpcServer:
         limit = ctl.store.max_message_size + 1024 * 1024
         self.server = grpc.aio.server(options=[("grpc.max_receive_message_length", limit),
                                                ("grpc.max_send_message_length", limit)])
-        self.timer.load()
         self.routes = RouteService(ctl, "")
         service_pb2_grpc.add_MessagingServiceServicer_to_server(MessagingService(ctl, self.routes, self.timer),
                                                                 self.server)
@@ -56,7 +55,7 @@ class GrpcServer:
             self.port = self.server.add_insecure_port(f"{host}:{port}")
         await self.server.start()
         self.routes.grpc_endpoint = f"{ctl.config.broker_ip}:{self.port}"
-        self._tasks = [asyncio.ensure_future(self.timer.run()), asyncio.ensure_future(self._publish())]
+        self._tasks = [asyncio.ensure_future(self._publish())]
         log.info("broker %s serves RocketMQ 5 gRPC on %s:%d (%s)", ctl.config.broker_name, host, self.port,
                  "TLS" if cfg.grpc_tls_cert_file else "plaintext")
         return self.port

@@ -1,4 +1,6 @@
-"""Arbitrary-time delivery (RocketMQ 5's timer messages: ``delivery_timestamp`` over gRPC).
+"""Arbitrary-time delivery (RocketMQ 5's timer messages: ``delivery_timestamp`` over gRPC; the properties
+``TIMER_DELIVER_MS``, ``TIMER_DELAY_SEC``, ``TIMER_DELAY_MS`` over remoting, :meth:`TimerService.accept`). One
+timer per broker, owned by the controller.
 
 The 18 delay levels of :mod:`broker_core.store.schedule` cannot say "at 12:00:03.250", so a timed message is
 held as RocketMQ 5's timer store holds it: stored in the system topic ``rmq_sys_wheel_timer`` (queue 0) with
@@ -27,7 +29,13 @@ import logging
 from typing import TYPE_CHECKING
 
 from broker_core.codec.message import PROPERTY_REAL_QUEUE_ID, PROPERTY_REAL_TOPIC
-from broker_core.grpc.convert import PROPERTY_TIMER_DELIVER_MS
+from broker_core.codec.names import (
+    PROPERTY_TIMER_DELAY_MS,
+    PROPERTY_TIMER_DELAY_SEC,
+    PROPERTY_TIMER_DELIVER_MS,
+    TIMER_PROPERTIES,
+)
+from broker_core.protocol.fields import BadRequest
 from broker_core.remoting.loops import within
 from broker_core.server.retry import ensure_topic
 from broker_core.store import GetStatus, MessageInner
@@ -75,6 +83,45 @@ class TimerService:
             offset = res.next_begin_offset
         if self.pending:
             log.info("timer: %d messages wait for their delivery time", len(self.pending))
+
+    def accept(self, msg: MessageInner) -> int:
+        """A remoting send's timer properties, as RocketMQ 5's ``HookUtils.transformTimerMessage``: the delivery
+        time is now + ``TIMER_DELAY_SEC`` s, else now + ``TIMER_DELAY_MS`` ms, else ``TIMER_DELIVER_MS``. A time
+        to come turns ``msg`` into a timer record (:meth:`hold`; the caller reports the stored offset to
+        :meth:`held`) and is returned; a time past leaves a plain message (0). A delay level wins: the timer
+        properties are dropped (``checkIfTimerMessage``). BadRequest (MESSAGE_ILLEGAL to the client, with
+        RocketMQ's remark): not a number, or later than ``timerMaxDelaySec`` from now. Never rounded down to a
+        precision, as RocketMQ's wheel does: never delivered early."""
+        props = msg.properties
+        if not any(k in props for k in TIMER_PROPERTIES):
+            return 0
+        if msg.delay_level > 0:
+            for k in TIMER_PROPERTIES:
+                props.pop(k, None)
+            msg.replace_properties(props)
+            return 0
+        now = self.store.clock.now_ms()
+        try:
+            if PROPERTY_TIMER_DELAY_SEC in props:
+                deliver_ms = now + int(props[PROPERTY_TIMER_DELAY_SEC]) * 1000
+            elif PROPERTY_TIMER_DELAY_MS in props:
+                deliver_ms = now + int(props[PROPERTY_TIMER_DELAY_MS])
+            else:
+                deliver_ms = int(props[PROPERTY_TIMER_DELIVER_MS])
+        except ValueError:
+            raise BadRequest(self.illegal_remark()) from None
+        if deliver_ms <= now:
+            return 0
+        if deliver_ms - now > self.ctl.config.timer.timer_max_delay_sec * 1000:
+            raise BadRequest(self.illegal_remark())
+        self.hold(msg, deliver_ms)
+        return deliver_ms
+
+    def illegal_remark(self) -> str:
+        """SendMessageProcessor's remark for WHEEL_TIMER_MSG_ILLEGAL."""
+        return ("timer message illegal, the delay time should not be bigger than the max delay "
+                f"{self.ctl.config.timer.timer_max_delay_sec * 1000}ms; or if set del msg, the delay time should be "
+                "bigger than the current time")
 
     def hold(self, msg: MessageInner, deliver_ms: int) -> None:
         """Turn ``msg`` into a timer record (in place) before it is put."""
@@ -134,7 +181,8 @@ class TimerService:
         """The broker's timer loop: sleeps until the next delivery time (at most a second), or a new earlier one."""
         while True:
             try:
-                self.deliver_due()
+                if not self.ctl.ha.is_slave:  # a slave's timer records are copies: its master delivers them
+                    self.deliver_due()
             except (OSError, ValueError):
                 log.exception("timer delivery failed")
             delay = MAX_SLEEP_S

@@ -14,7 +14,7 @@ SlotMap bc_inner_map;
 /* header letters and property names v2_message reads */
 PyObject *bc_s_b, *bc_s_e;  /* the send lane reads these two too */
 static PyObject *s_f, *s_g, *s_h, *s_i, *s_j, *s_tags, *s_keys, *s_uniq, *s_delay, *s_cluster, *s_tran, *s_wait,
-    *s_true;
+    *s_true, *s_timer[3];
 
 /* int(h.get(letter) or 0) as a new reference; NULL with ValueError cleared and *none set when int() refuses it
  * (the pure twin answers None), NULL with another exception set otherwise */
@@ -92,6 +92,11 @@ PyObject *bc_v2_message_c(PyObject *factory, PyObject *h, PyObject *body, long l
         int eq = PyObject_RichCompareBool(tran, s_true, Py_EQ);
         if (eq < 0) goto out;
         if (eq) goto none_out;
+    }
+    for (int k = 0; k < 3; k++) {  /* a RocketMQ 5 timer message: the general path hands it to the broker's timer */
+        int has = PyDict_Contains(props, s_timer[k]);
+        if (has < 0) goto out;
+        if (has) goto none_out;
     }
     if (PyDict_DelItem(props, s_wait) < 0) {
         if (!PyErr_ExceptionMatches(PyExc_KeyError)) goto out;
@@ -189,7 +194,8 @@ int bc_send_v2_init(void) {
     struct { PyObject **slot; const char *text; } interned[] = {
         {&bc_s_b, "b"}, {&bc_s_e, "e"}, {&s_f, "f"}, {&s_g, "g"}, {&s_h, "h"}, {&s_i, "i"}, {&s_j, "j"},
         {&s_tags, "TAGS"}, {&s_keys, "KEYS"}, {&s_uniq, "UNIQ_KEY"}, {&s_delay, "DELAY"}, {&s_cluster, "CLUSTER"},
-        {&s_tran, "TRAN_MSG"}, {&s_wait, "WAIT"}, {&s_true, "true"}};
+        {&s_tran, "TRAN_MSG"}, {&s_wait, "WAIT"}, {&s_true, "true"}, {&s_timer[0], "TIMER_DELIVER_MS"},
+        {&s_timer[1], "TIMER_DELAY_SEC"}, {&s_timer[2], "TIMER_DELAY_MS"}};
     for (size_t k = 0; k < sizeof(interned) / sizeof(interned[0]); k++) {
         *interned[k].slot = PyUnicode_InternFromString(interned[k].text);
         if (*interned[k].slot == NULL) return -1;

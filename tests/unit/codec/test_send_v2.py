@@ -23,7 +23,8 @@ INTS = st.one_of(
                      "1000000000000000000", "0x10"]),
 )
 PROPERTY_VALUES = st.sampled_from(["", "v", "true", "false", "3", "-2", "x", "99999999999999999999999", "\u00fc"])
-PROPERTY_NAMES = st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "DELAY", "WAIT", "CLUSTER", "TRAN_MSG", "a", "\u00e9"])
+PROPERTY_NAMES = st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "DELAY", "WAIT", "CLUSTER", "TRAN_MSG", "a", "\u00e9",
+                                  "TIMER_DELAY_MS"])
 
 
 @st.composite
@@ -85,6 +86,9 @@ def test_a_plain_send_gives_the_message_the_general_path_builds() -> None:
     ({"f": "2147483648"}, "sysFlag outside i32"),
     ({"g": "9223372036854775808"}, "born timestamp outside i64"),
     ({"i": "TRAN_MSG\x01true\x02"}, "a prepared transaction message"),
+    ({"i": "TIMER_DELIVER_MS\x011700000000000\x02"}, "a timer message (deliver at)"),
+    ({"i": "a\x01b\x02TIMER_DELAY_SEC\x015\x02"}, "a timer message (delay in seconds)"),
+    ({"i": "TIMER_DELAY_MS\x01\x02"}, "a timer message (delay in ms, even empty: the timer refuses it)"),
 ])
 def test_what_the_general_path_decides(letters: dict[str, str], why: str) -> None:
     h = {"b": "T", "e": "0", **letters}
