@@ -103,8 +103,10 @@ class HaRole(Protocol):
     def promote(self, role: str) -> Awaitable[None]: ...
 
     def put_refusal(self) -> str | None:
-        """Controller mode only (called when ``Broker.replicas`` is set)."""
+        """Controller mode's minInSyncReplicas refusal (None: the put may go on)."""
         ...
+
+    def runtime_info(self) -> dict[str, object]: ...
 
 
 class SendGuard(Protocol):
