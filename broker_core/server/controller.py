@@ -103,7 +103,14 @@ class BrokerController:
         self.grpc: Any = None  # broker_core.grpc.server.GrpcServer when grpcListenPort >= 0
         self.grpc_host: str | None = None  # --grpc-listen's host (else the remoting listen host)
         self.grpc_port = 0
-        self.ha = BrokerHA(self)  # replication: the HA listener; on a slave also the HA client and config sync
+        self.ha: Any = BrokerHA(self)  # replication: the HA listener; on a slave also the HA client and config sync
+        self.replicas: Any = None  # controller mode (enableControllerMode): server/replicas.py ReplicasManager
+        if config.controller.enable_controller_mode:
+            from broker_core.ha.autoswitch import AutoSwitchBrokerHA
+            from broker_core.server.replicas import ReplicasManager
+
+            self.ha = AutoSwitchBrokerHA(self)  # fenced until a controller gives it a role
+            self.replicas = ReplicasManager(self, self.ha)
 
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
         """Run a background coroutine, keeping a reference until it ends."""
@@ -133,11 +140,7 @@ class BrokerController:
         self.store.reput.drive_from(loop, self._arrivals_awaited)
         self.transactions.load()
         self.pop_service.load()
-        from broker_core.grpc.timer import TimerService  # TIMER_* sends and gRPC delivery_timestamp: one timer
-
-        self.timer = TimerService(self)
-        self.timer.load()
-        sends = SendMessageProcessor(self, self.transactions, self.timer)
+        sends = SendMessageProcessor(self, self.transactions)
         processors: list[Processor] = [
             sends, ConsumerProcessor(self), SendBackProcessor(self),
             PopProcessor(self, self.pop_service), EndTransactionProcessor(self, self.transactions),
@@ -158,18 +161,21 @@ class BrokerController:
         await self._listen_vip(host, port)
         self.store.set_store_port(self.port)
         await self.ha.start(host, self.port)
+        if self.replicas is not None:
+            self.server.handlers.update(self.replicas.handlers())  # 1008 from the controllers, 1007 from admins
+            self.replicas.start()
         if self.config.grpc.grpc_listen_port >= 0:  # RocketMQ 5 clients (broker_core/grpc), in the same process
             from broker_core.grpc.server import GrpcServer
 
-            self.grpc = GrpcServer(self, self.config.grpc, self.timer)
+            self.grpc = GrpcServer(self, self.config.grpc)
             self.grpc_port = await self.grpc.start(self.grpc_host or host, self.config.grpc.grpc_listen_port)
         self._tasks.append(asyncio.ensure_future(self._periodic()))
         self._tasks.append(asyncio.ensure_future(expire_snapshots(
             self.snapshots, max_lifetime_ms=self.config.snapshot_max_lifetime_ms)))
-        self._tasks.append(asyncio.ensure_future(self.timer.run()))  # delivers only while this broker is no slave
         if self.config.timer.schedule_deliver_interval_ms > 0 and not self.ha.is_slave:  # a slave only copies progress
             self._tasks.append(asyncio.ensure_future(self._deliver_delayed()))
-        await self.register_all()
+        if not self.fenced:
+            await self.register_all()
         log.info("broker %s serving on %s:%d (namesrv %s)", self.config.broker_name, host, self.port,
                  ";".join(self.namesrv_addrs) or "none")
         return self.port
@@ -217,7 +223,7 @@ class BrokerController:
             if time.monotonic() >= next_check and not self.ha.is_slave:
                 next_check = time.monotonic() + self.config.transaction.transaction_check_interval_ms / 1000
                 self.transactions.check()
-            if time.monotonic() >= next_register or not self.registered:
+            if (time.monotonic() >= next_register or not self.registered) and not self.fenced:
                 # a master's unchanged heartbeat is QUERY_DATA_VERSION only, unless forceRegister; a slave (it
                 # learns its master from the answer) always registers in full
                 ok = await self.register_all(force=self.config.force_register or self.ha.is_slave)
@@ -251,7 +257,13 @@ class BrokerController:
         return registration.header(self.config, self.broker_addr)
 
     def registration_request(self) -> RemotingCommand:
-        return registration.request(self.config, self.broker_addr, self.topics, self.ha.server_addr)
+        return registration.request(self.config, self.broker_addr, self.topics, self.ha.server_addr,
+                                    self.replicas.state_version if self.replicas is not None else None)
+
+    @property
+    def fenced(self) -> bool:
+        """Controller mode before the controller gave a role: no name-server registration (§3.1)."""
+        return self.replicas is not None and self.ha.fenced
 
     def _signed(self, cmd: RemotingCommand) -> RemotingCommand:
         return registration.signed(cmd, self.config.cluster_secret)
@@ -334,6 +346,8 @@ class BrokerController:
         if self.server is not None:
             await self.server.close()
         await self.namesrv_client.close()
+        if self.replicas is not None:
+            await self.replicas.shutdown()
         await self.ha.shutdown()
         self.offsets.persist()
         self.pop_service.state.close()

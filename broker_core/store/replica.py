@@ -179,6 +179,36 @@ class ReplicationMixin:
         finally:
             result.release()
 
+    def min_phy_offset(self) -> int:
+        """The CommitLog's first readable offset (-1 when empty): where expired files end."""
+        return self.commit_log.min_offset()
+
+    def truncate_files(self, point: int) -> bool:
+        """Controller mode: cut the CommitLog, ConsumeQueues and index back to ``point`` (store/truncate.py);
+        False (nothing changed) when ``point`` is not a message boundary."""
+        from broker_core.store.truncate import truncate_files
+
+        return truncate_files(self, point)  # type: ignore[arg-type]  # self is the MessageStore
+
+    def set_writable(self, writable: bool) -> None:
+        """Controller mode: open or close the store for puts (a fenced broker or a slave refuses them with
+        SERVICE_NOT_AVAILABLE, on every path: remoting, the send lane, gRPC, delayed delivery)."""
+        self._writable_role = writable
+
+    @property
+    def writable(self) -> bool:
+        return self._writable_role
+
+    def open_as_master(self) -> None:
+        """Controller mode, a new master (§4.2 step 4): dispatch everything the CommitLog holds, take each queue's
+        next offset from its ConsumeQueue, then accept puts."""
+        from broker_core.store import recovery
+
+        self.reput.do_reput()
+        with self.commit_log.put_lock:
+            recovery.recover_topic_queue_table(self)  # type: ignore[arg-type]  # self is the MessageStore
+        self._writable_role = True
+
     def set_delay_offsets(self, offsets: dict[int, int]) -> None:
         """A slave's copy of its master's delay-level progress (``delayOffset.json``), persisted at shutdown."""
         self.schedule.offsets.update(offsets)
