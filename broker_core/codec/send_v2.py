@@ -11,8 +11,9 @@ It answers None, so that the general send path decides with its own checks and e
 int (``int()`` refuses it) or lies outside its record field (queue id outside ``[0, write_queue_nums)``, a sysFlag,
 flag or reconsume count outside i32, a born timestamp outside i64), when the sysFlag has a transaction type, and
 when the properties mark a prepared transaction message or a RocketMQ 5 timer message (``TIMER_DELIVER_MS``,
-``TIMER_DELAY_SEC``, ``TIMER_DELAY_MS``: the general path hands it to the broker's timer). Other exceptions (a header value of the wrong type, a
-topic that is not UTF-8 encodable) propagate as they would from the general path's parsing.
+``TIMER_DELAY_SEC``, ``TIMER_DELAY_MS``: the general path hands it to the broker's timer). Other exceptions (a
+header value of the wrong type, a topic that is not UTF-8 encodable) propagate as they would from the general
+path's parsing.
 """
 
 from __future__ import annotations
