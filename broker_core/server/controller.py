@@ -140,7 +140,11 @@ class BrokerController:
         self.store.reput.drive_from(loop, self._arrivals_awaited)
         self.transactions.load()
         self.pop_service.load()
-        sends = SendMessageProcessor(self, self.transactions)
+        from broker_core.grpc.timer import TimerService  # TIMER_* sends and gRPC delivery_timestamp: one timer
+
+        self.timer = TimerService(self)
+        self.timer.load()
+        sends = SendMessageProcessor(self, self.transactions, self.timer)
         processors: list[Processor] = [
             sends, ConsumerProcessor(self), SendBackProcessor(self),
             PopProcessor(self, self.pop_service), EndTransactionProcessor(self, self.transactions),
@@ -167,11 +171,12 @@ class BrokerController:
         if self.config.grpc.grpc_listen_port >= 0:  # RocketMQ 5 clients (broker_core/grpc), in the same process
             from broker_core.grpc.server import GrpcServer
 
-            self.grpc = GrpcServer(self, self.config.grpc)
+            self.grpc = GrpcServer(self, self.config.grpc, self.timer)
             self.grpc_port = await self.grpc.start(self.grpc_host or host, self.config.grpc.grpc_listen_port)
         self._tasks.append(asyncio.ensure_future(self._periodic()))
         self._tasks.append(asyncio.ensure_future(expire_snapshots(
             self.snapshots, max_lifetime_ms=self.config.snapshot_max_lifetime_ms)))
+        self._tasks.append(asyncio.ensure_future(self.timer.run()))  # delivers only while this broker is no slave
         if self.config.timer.schedule_deliver_interval_ms > 0 and not self.ha.is_slave:  # a slave only copies progress
             self._tasks.append(asyncio.ensure_future(self._deliver_delayed()))
         if not self.fenced:

@@ -8,7 +8,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from broker_core.codec import CodecError
 from broker_core.codec.message import (
@@ -23,7 +23,7 @@ from broker_core.codec.message import (
     encode_properties,
     host_to_bytes,
 )
-from broker_core.codec.names import SCHEDULE_TOPIC
+from broker_core.codec.names import PROPERTY_TIMER_DELIVER_MS, SCHEDULE_TOPIC, TIMER_TOPIC
 from broker_core.codec.wire import decode_batch
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
 from broker_core.protocol.command import V3_4_9
@@ -236,16 +236,25 @@ async def _replica_then(wait: Awaitable[None], respond: Callable[[], RemotingCom
     return respond()
 
 
+class TimerPort(Protocol):
+    """The broker's timer (``broker_core.grpc.timer.TimerService``), as a remoting send uses it."""
+
+    def accept(self, msg: MessageInner) -> int: ...
+
+    def held(self, deliver_ms: int, queue_offset: int) -> None: ...
+
+
 class SendMessageProcessor:
     """SEND_MESSAGE, SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE."""
 
-    def __init__(self, ctl: Broker, transactions: TransactionService) -> None:
+    def __init__(self, ctl: Broker, transactions: TransactionService, timer: TimerPort | None = None) -> None:
         self.ctl = ctl
         self.transactions = transactions
+        self.timer = timer  # RocketMQ 5 timer messages (TIMER_DELIVER_MS, TIMER_DELAY_SEC, TIMER_DELAY_MS)
         self.lane: Lane | None = None  # the send lane for the RemotingServer (send_fast.make_lane), from handlers()
 
     def handlers(self) -> dict[int, Handler]:
-        ctl, transactions = self.ctl, self.transactions
+        ctl, transactions, timer = self.ctl, self.transactions, self.timer
         Parsed = tuple[dict[str, str], list[MessageInner], int]
 
         def parse(cmd: RemotingCommand, conn: Connection) -> Parsed | BatchRequest | RemotingCommand:
@@ -273,6 +282,8 @@ class SendMessageProcessor:
                         return cmd.response(ResponseCode.NO_PERMISSION, f"the broker[{ctl.config.broker_name}] "
                                             "sending transaction message is forbidden")
                     transactions.prepare(msg)
+                elif timer is not None:
+                    timer.accept(msg)  # a time to come: a timer record (BadRequest: MESSAGE_ILLEGAL, too far)
                 return h, [msg], queue_id
             if sys_flag & TRANSACTION_TYPE_MASK:
                 return cmd.response(ResponseCode.MESSAGE_ILLEGAL, "batch request does not support transaction message")
@@ -356,6 +367,8 @@ class SendMessageProcessor:
                                             f"message {i} of the batch: {refused.error}")
             started = time.perf_counter()
             results, request = ctl.store.put_messages_nowait(msgs)
+            if timer is not None and msgs[0].topic == TIMER_TOPIC and results[0].ok:
+                timer.held(int(msgs[0].properties[PROPERTY_TIMER_DELIVER_MS]), results[0].queue_offset)
 
             def respond() -> RemotingCommand:
                 ok = [r for r in results if r.ok]
