@@ -1,6 +1,7 @@
 """``python -m broker_core.namesrv``: run a name server.
 
-Prints exactly one line, ``READY port=<port>``, to stdout once listening (port 0 picks a free port); logs go
+Prints exactly one line, ``READY port=<port>`` (`` metrics_port=<port>`` after it with ``--metrics-port``), to
+stdout once listening (port 0 picks a free port); logs go
 to stderr. SIGTERM or SIGINT closes the listener and connections and exits with code 0. Bad arguments
 exit with code 2; a port that cannot be bound exits with code 1.
 
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from broker_core.codec.properties_file import parse_properties
 from broker_core.controller.config import ControllerConfig
+from broker_core.namesrv.metrics import NamesrvMetrics
 from broker_core.namesrv.registration_auth import ENV_CLUSTER_SECRET
 from broker_core.namesrv.route_info import BROKER_CHANNEL_EXPIRED_MS
 from broker_core.namesrv.server import DEFAULT_LISTEN_PORT, DEFAULT_SCAN_INTERVAL_MS, NamesrvController
@@ -82,6 +84,10 @@ def build_parser() -> argparse.ArgumentParser:
                              f"clusterSecret; longer than 6 characters). Default: ${ENV_CLUSTER_SECRET}, else "
                              f"none (every registration accepted, as RocketMQ). Prefer the environment variable: "
                              f"a command line is visible to other local users")
+    parser.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
+                        help="serve Prometheus /metrics on this port (0: a free one, reported on the READY line as "
+                             "metrics_port=N); the properties' metricsExporterType=PROM with metricsPromExporterPort "
+                             "and metricsPromExporterHost do the same (default: off)")
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
                         type=str.upper, metavar="LEVEL",
                         help="log level for stderr: DEBUG, INFO, WARNING or ERROR (default INFO)")
@@ -109,6 +115,9 @@ def apply_config_file(args: argparse.Namespace) -> ControllerConfig | None:
         args.kv_config_path = Path(os.path.expanduser(props["kvConfigPath"].strip()))
     if args.order_message_enable is None:
         args.order_message_enable = props.get("orderMessageEnable", "false").strip().lower() == "true"
+    if args.metrics_port is None and props.get("metricsExporterType", "").strip().upper() == "PROM":
+        args.metrics_port = int(props.get("metricsPromExporterPort", "5557").strip())
+        args.metrics_host = props.get("metricsPromExporterHost", "").strip()
     if props.get("enableControllerInNamesrv", "false").strip().lower() != "true":
         return None
     return ControllerConfig.from_properties(props)
@@ -130,11 +139,18 @@ async def serve(args: argparse.Namespace, controller_config: ControllerConfig | 
         print(f"error: cannot listen on {host}:{port}: {exc}", file=sys.stderr)
         await controller.close()
         return 1
-    print(f"READY port={bound}", flush=True)
+    metrics: NamesrvMetrics | None = None
+    ready = f"READY port={bound}"
+    if args.metrics_port is not None:  # Prometheus /metrics (namesrv/metrics.py)
+        metrics = NamesrvMetrics(controller, f"{host}:{bound}")
+        ready += f" metrics_port={metrics.start(getattr(args, 'metrics_host', '') or host, args.metrics_port)}"
+    print(ready, flush=True)
     try:
         await stop.wait()
         logging.getLogger("broker_core.namesrv").info("shutting down")
     finally:
+        if metrics is not None:
+            metrics.close()
         await controller.close()
     return 0
 
