@@ -45,6 +45,8 @@ from broker_core.codec.names import TRACE_TOPIC
 from broker_core.config import AclConfig
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
 from broker_core.protocol.acl import ACCESS_KEY, signature_matches
+from broker_core.protocol.fields import BadRequest
+from broker_core.protocol.pop import parse_batch_ack_body
 from broker_core.remoting.server import Connection
 from broker_core.server.acl_config import (
     PUB,
@@ -131,7 +133,24 @@ _RESOURCES: dict[int, Callable[[dict[str, Any], bytes], dict[str, int]]] = {
     RequestCode.POP_MESSAGE: lambda h, b: _needs(h, "topic", "consumerGroup"),
     RequestCode.ACK_MESSAGE: lambda h, b: _needs(h, "topic", "consumerGroup"),
     RequestCode.CHANGE_MESSAGE_INVISIBLETIME: lambda h, b: _needs(h, "topic", "consumerGroup"),
+    RequestCode.PEEK_MESSAGE: lambda h, b: _needs(h, "topic", "consumerGroup"),
+    RequestCode.NOTIFICATION: lambda h, b: _needs(h, "topic", "consumerGroup"),
+    RequestCode.POLLING_INFO: lambda h, b: _needs(h, "topic", "consumerGroup"),
+    RequestCode.BATCH_ACK_MESSAGE: lambda h, b: _batch_ack(b),
 }
+
+
+def _batch_ack(body: bytes) -> dict[str, int]:
+    """SUB on every topic and group a ``BatchAckMessageRequestBody`` acks for."""
+    try:
+        _, acks = parse_batch_ack_body(body)
+    except BadRequest as exc:
+        raise AclRefused(f"cannot read the batch ack body to check its groups and topics: {exc}") from None
+    out: dict[str, int] = {}
+    for a in acks:
+        out[a.topic] = SUB
+        out[retry_topic(a.group)] = SUB
+    return out
 
 
 def required_resources(code: int, header: dict[str, Any], body: bytes) -> dict[str, int]:
