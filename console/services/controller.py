@@ -10,12 +10,16 @@ from typing import Any
 from django.utils import timezone
 
 from console import broker_client
+from console.errors import ApiError
 from console.monitoring.controller_sampling import record_election
 from console.monitoring.models import Election
 from console.services.audit import audited
 
 
 def switch_over(user: Any, cluster: str, broker_name: str, broker_id: int) -> dict[str, Any]:
+    """Elect ``broker_id`` master of ``broker_name``; 409 ``controller_off`` without ``BROKER_CORE_CONTROLLER``."""
+    if not broker_client.controller_addr():
+        raise ApiError(409, "controller_off", "no controller is configured (BROKER_CORE_CONTROLLER)")
     admin = broker_client.controller_admin()
     before_info = admin.sync_state_data([broker_name]).get(broker_name)
     before = {"master_broker_id": before_info.master_broker_id if before_info else None,

@@ -157,3 +157,30 @@ def test_switch_over_is_confirmed_audited_and_for_operators_only(setup: Setup) -
     failed = AuditEvent.objects.get(action="broker.switch_over", target=f"{NAME}/1")
     assert failed.ok is False
     assert setup.admin.sync_state_data([NAME])[NAME].master_broker_id == 2
+
+
+def test_rest_api_reads_the_groups_and_switches_over(setup: Setup, viewer: Any, operator: Any) -> None:
+    body = viewer.get("/api/v1/cluster/controller/").json()
+    assert (body["enabled"], body["error"], body["leader"]) == (True, "", setup.addr)
+    (group,) = body["groups"]
+    assert (group["name"], group["master_broker_id"], group["master_epoch"], group["sync_state_set"]) == (
+        NAME, 1, 1, [1, 2])
+    assert [(r["broker_id"], r["electable"]) for r in group["replicas"]] == [(1, False), (2, True)]
+    assert viewer.post("/api/v1/cluster/controller/switch-over/", {"broker_name": NAME, "broker_id": 2},
+                       format="json").status_code == 403
+    resp = operator.post("/api/v1/cluster/controller/switch-over/", {"broker_name": NAME, "broker_id": 2},
+                         format="json")
+    assert resp.status_code == 200, resp.json()
+    assert (resp.json()["master_broker_id"], resp.json()["master_epoch"]) == (2, 2)
+    again = operator.post("/api/v1/cluster/controller/switch-over/", {"broker_name": NAME, "broker_id": 2},
+                          format="json")
+    assert again.status_code == 409 and "2011" in again.json()["error"], again.json()
+
+
+def test_rest_api_without_a_controller(viewer: Any, operator: Any, settings: Any) -> None:
+    settings.BROKER_CORE_CONTROLLER = ""
+    assert viewer.get("/api/v1/cluster/controller/").json() == {"enabled": False, "error": "", "leader": None,
+                                                                "groups": []}
+    resp = operator.post("/api/v1/cluster/controller/switch-over/", {"broker_name": "b", "broker_id": 1},
+                         format="json")
+    assert resp.status_code == 409 and resp.json()["error"] == "controller_off"
