@@ -39,11 +39,13 @@ class StoreConfig:
         ("mappedFileSizeConsumeQueue",))
     max_message_size_bytes: int = _f("maxMessageSize", 4 * 1024 * 1024, "largest body accepted")
     warm_mapped_file_enable: bool = _f(
-        "warmMapedFileEnable", False, "pre-fault the next CommitLog segment (writes it once with zeros)",
+        "warmMapedFileEnable", False, "write each new CommitLog segment whole with zeros and sync it before use: "
+        "its full size on disk from creation; off, segments are sparse and only prefaultAheadBytes are reserved",
         ("warmMappedFileEnable",))
     prefault_ahead_bytes: int = _f(
-        "prefaultAheadBytes", 8 * 1024 * 1024, "bytes past the CommitLog write position a background thread faults "
-        "in for writing (madvise MADV_POPULATE_WRITE) so appends take no page faults; 0 = off (not a RocketMQ key)")
+        "prefaultAheadBytes", 8 * 1024 * 1024, "bytes past the CommitLog write position a background thread reserves "
+        "(posix_fallocate) and brings in (madvise MADV_POPULATE_WRITE, or fadvise WILLNEED under pwrite) so appends "
+        "take no page faults and meet a full disk as ENOSPC; 0 = off (not a RocketMQ key)")
     commit_log_write_mode: str = _f(
         "commitLogWriteMode", "pwrite", "how appends reach the CommitLog's page cache: pwrite (records staged in "
         "memory, written with pwrite; the mapping is for reads) | mmap (stored through the shared mapping, with "

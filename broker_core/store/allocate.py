@@ -1,8 +1,13 @@
-"""AllocateMappedFileService: create (and warm) the next CommitLog segment off the append path.
+"""AllocateMappedFileService: create (and, with ``warmMapedFileEnable``, warm) the next CommitLog segment off the
+append path.
 
-When the writer asks for segment N it receives the one prepared (and warmed) in advance, or creates it
-cold if none was prepared, and a background thread starts preparing segment N+1. Crash behaviour: a prepared but unused
-segment is a full-size file of zeros; recovery finds no record in it and deletes it.
+When the writer asks for segment N it receives the one prepared in advance, or creates it cold if none was
+prepared, and a background thread starts preparing segment N+1. Preparing is creating the sparse file, mapping it
+and making its name durable: no block of it is written or reserved (a fresh broker's two segments take no disk),
+unless ``warm`` (RocketMQ's ``warmMapedFileEnable``, default off), which writes the whole segment with zeros and
+syncs it (``MappedFile.warm``: a segment's size on disk and a second write of every byte). Pages are otherwise
+prepared only a window ahead of the writer (``prefault.py``). Crash behaviour: a prepared but unused segment is a
+file of zeros (a hole); recovery finds no record in it and deletes it.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ log = logging.getLogger(__name__)
 
 
 class AllocateMappedFileService:
-    def __init__(self, warm: bool = True) -> None:
+    def __init__(self, warm: bool = False) -> None:
         self.warm = warm
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="allocate-mapped-file")
         self._pending: dict[Path, Future[MappedFile]] = {}

@@ -85,6 +85,9 @@ class CommitLog:
         # Faults in the pages ahead of the write position on its own thread (prefault.py), started with the first
         # append; only with the store's background services (an allocator), and prefaultAheadBytes > 0
         self.prefault: PrefaultService | None = None
+        # told (on the prefault thread) when blocks ahead of the writer cannot be reserved for lack of space: the
+        # store then refuses puts (MessageStore marks its disk full) before the writer reaches unreserved holes
+        self.on_no_space: Callable[[OSError], None] | None = None
         # commitLogWriteMode=pwrite: appends go through each segment's staging buffer (MappedFile.stage); the
         # prefault thread then reads the pages ahead into the page cache instead (MappedFile.populate)
         self.staged_writes = config.commit_log_write_mode == "pwrite"
@@ -249,7 +252,7 @@ class CommitLog:
         """After an append to ``mf``: ask the prefault thread for more when the writer nears the end last asked for."""
         pf = self.prefault
         if pf is None:
-            pf = self.prefault = PrefaultService(self._prefault_ahead).start()
+            pf = self.prefault = PrefaultService(self._prefault_ahead, self.on_no_space).start()
         if pf.stopped:
             self._prefault_ahead = 0  # the platform cannot (or a call failed): stop asking
         elif pf.wanted(mf):

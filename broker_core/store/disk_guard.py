@@ -1,12 +1,14 @@
 """The disk guard (INVENTORY §13): it alone decides "disk full".
 
-:meth:`DiskGuard.check` measures the CommitLog partition (``shutil.disk_usage``, or a probe such as
-:func:`file_disk_probe` for drills) and classifies it:
+:meth:`DiskGuard.check` measures the CommitLog partition (``shutil.disk_usage``, i.e. ``statvfs``: the blocks
+really in use, which is what counts now that store files are sparse and a file's length says nothing of its
+disk; or a probe such as :func:`file_disk_probe` for drills) and classifies it:
 - over ``diskSpaceWarningLevelRatio`` (0.90): disk full, puts are refused (``SERVICE_NOT_AVAILABLE``), and
   retention cleans at once;
 - over ``diskSpaceCleanForciblyRatio`` (0.85): retention cleans at once, regardless of file age;
 - otherwise: disk full is cleared (so writes resume only once use is back under 0.85);
 - over ``diskMaxUsedSpaceRatio`` percent (75, clamped to 10..95), or unreadable: retention has space to free.
+:meth:`DiskGuard.no_space` also sets disk full when the CommitLog's blocks cannot be reserved (ENOSPC).
 The flag lives in memory: a restarted store starts "not full" until the first check (every
 ``cleanResourceInterval``).
 """
@@ -65,6 +67,14 @@ class DiskGuard:
         self.commit_log_dir = commit_log_dir
         self.probe = probe or disk_usage_ratio
         self.full = False
+
+    def no_space(self, exc: OSError) -> None:
+        """The CommitLog could not reserve blocks ahead of its writer (ENOSPC/EDQUOT, ``prefault.py``): the disk is
+        full whatever the ratio says (quotas, root-reserved blocks, another process), so puts are refused now, before
+        the writer reaches holes with no blocks; the next :meth:`check` under the clean ratio lets them in again."""
+        if not self.full:
+            log.error("no space for the CommitLog's next blocks (%s): marking the disk full, writes are refused", exc)
+        self.full = True
 
     def check(self) -> DiskCheck:
         """Measure the CommitLog partition and set or clear the disk-full flag."""

@@ -11,6 +11,9 @@ Invariants:
    find the true end.
 5. A file is full after ``max_index_num - 1`` entries; the service then starts a new file named by the
    creation time (``yyyyMMddHHmmssSSS``).
+6. A file is created sparse (``mapped_file.create_sparse``): only the header's page, the slot pages a key
+   hashed to and the entry pages written take disk (a default file is 420 MB long); a hole reads as an empty
+   slot or entry, as the allocated zeros did.
 
 Crash behaviour: after an abnormal exit, files whose ``end_timestamp`` is newer than the checkpoint's
 index timestamp are deleted and rebuilt by replaying the CommitLog. A file that cannot be opened or fails
@@ -46,7 +49,7 @@ from broker_core.codec.index_file import (
 )
 from broker_core.store.durability import datasync
 from broker_core.store.errors import StoreError
-from broker_core.store.mapped_file import _create_allocated
+from broker_core.store.mapped_file import create_sparse
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +62,7 @@ class IndexFile:
         self.index_num = index_num
         self.file_size = index_file_size(hash_slot_num, index_num)
         if create:
-            _create_allocated(path, self.file_size)
+            create_sparse(path, self.file_size)
         self._fd = os.open(path, os.O_RDWR)
         actual = os.fstat(self._fd).st_size
         if actual != self.file_size:

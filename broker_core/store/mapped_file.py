@@ -7,8 +7,15 @@ Invariants:
    no TransientStorePool, so the committed position equals the wrote position).
 3. Only one thread appends (the owner holds a lock); ``wrote_position`` is advanced after the bytes are
    in place, so a reader that sees the new position sees the bytes.
-4. The file is fully allocated on disk (``posix_fallocate``) before it is mapped, so a full disk shows
-   up as an ``OSError`` at creation, never as SIGBUS on a later write.
+4. The file is created sparse (``ftruncate`` to its size, as RocketMQ's ``setLength``): it costs the disk only
+   the pages written (``st_blocks``), so a ConsumeQueue with one unit holds one block and a fresh segment none.
+   A hole reads as zeros, exactly as the unwritten tail did when files were allocated whole. Blocks are taken
+   when a page is first written, so on a full disk a write can fail: a ``pwrite`` (staged appends) answers
+   ENOSPC and :meth:`commit` reserves the range (``posix_fallocate``) before its fallback copy, raising if it
+   cannot; a store through the mapping into a hole cannot fail softly (SIGBUS), which the prefault thread makes
+   rare for the CommitLog by reserving its window ahead of the writer (:meth:`reserve`) and the disk guard
+   prevents by refusing puts past ``diskSpaceWarningLevelRatio`` (90%). ``warmMapedFileEnable`` writes a
+   CommitLog segment whole with zeros (:meth:`warm`), as upstream.
 5. ``hold()``/``release()`` count readers. ``destroy()`` unmaps and deletes the file only when no reader
    holds it, or after ``interval_forcibly_ms`` (then the file is unlinked and the mapping is dropped
    once the last reader lets go: Python cannot unmap a buffer that is still exported).
@@ -25,6 +32,7 @@ is fsynced, so a segment that was flushed cannot lose its name in a power loss.
 
 from __future__ import annotations
 
+import errno
 import logging
 import mmap
 import os
@@ -41,6 +49,7 @@ log = logging.getLogger(__name__)
 OS_PAGE_SIZE = 4096
 STAGE_RELEASE = 4 * 1024 * 1024  # staged bytes given back to the kernel at a time (a multiple of 2 MiB)
 _WARM_CHUNK = 1024 * 1024
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT)  # a full disk (or quota): what a store into a hole would meet as SIGBUS
 
 
 def offset_to_file_name(offset: int) -> str:
@@ -56,7 +65,7 @@ class MappedFile:
         except ValueError:
             raise StoreError(f"segment file name is not a 20-digit offset: {self.path}") from None
         if create:
-            _create_allocated(self.path, file_size)
+            create_sparse(self.path, file_size)
         self.fd = os.open(self.path, os.O_RDWR)  # also what staged appends are written through (commit)
         try:
             actual = os.fstat(self.fd).st_size
@@ -77,6 +86,7 @@ class MappedFile:
         self.store_timestamp = 0
         self.flushed_timestamp = 0
         self.populated = 0  # [0, populated) was faulted in for writing (populate; prefault.py)
+        self.reserved = 0  # [0, reserved) is known to have its blocks (reserve); 0 for a file opened, not created
         self.prefault_end = 0  # the end the prefault thread was last asked to reach (prefault.py)
         self.first_create_in_queue = False
         self._lock = threading.Lock()
@@ -121,14 +131,31 @@ class MappedFile:
         return True
 
     def warm(self) -> None:
-        """Pre-fault a new, empty segment (upstream ``warmMappedFile``): write zeros through the descriptor
-        and ``fdatasync`` them, so the page cache holds every page clean and the append path takes only
-        cheap minor faults. ``os.pwrite``/``fdatasync`` release the GIL, so this runs beside the writer
-        (``madvise(MADV_POPULATE_*)`` holds the GIL for the whole call). Only for files with no data."""
+        """Pre-fault a new, empty segment (upstream ``warmMappedFile``, only with ``warmMapedFileEnable=true``):
+        write zeros through the descriptor and ``fdatasync`` them, so the page cache holds every page clean, every
+        block is allocated (the whole segment on disk) and the append path takes only cheap minor faults.
+        ``os.pwrite``/``fdatasync`` release the GIL, so this runs beside the writer (``madvise(MADV_POPULATE_*)``
+        holds the GIL for the whole call). Only for files with no data."""
         zeros = bytes(_WARM_CHUNK)
         for start in range(0, self.file_size, _WARM_CHUNK):
             os.pwrite(self.fd, zeros[: min(_WARM_CHUNK, self.file_size - start)], start)
         datasync(self.fd)
+
+    def reserve(self, end: int) -> None:
+        """Give ``[reserved, end)`` its blocks (``posix_fallocate``: unwritten extents, reading as zeros; no byte
+        changes), so that later writes there cannot meet a full disk. The prefault thread reserves its window ahead
+        of the CommitLog's writer; a file opened rather than created starts from 0 (reserving what is allocated
+        already costs a lookup). OSError (ENOSPC) propagates; ``reserved`` then stays where it was."""
+        end = min(end, self.file_size)
+        start = self.reserved
+        if end <= start or not self.hold():
+            return
+        try:
+            os.posix_fallocate(self.fd, start, end - start)
+            if end > self.reserved:
+                self.reserved = end
+        finally:
+            self.release()
 
     def advise(self, advice: int) -> None:
         """``madvise`` the whole mapping (``mmap.MADV_*``); a file being destroyed is left alone, and a platform
@@ -198,11 +225,25 @@ class MappedFile:
                 start += os.pwrite(self.fd, wv[start:end], start)
         except OSError as exc:  # the bytes go through the mapping instead (as unstaged), and so do later appends
             log.error("pwrite into %s failed (%s): appends go through the mapping from now on", self.path, exc)
+            # the file is sparse: a store into a hole on a full disk is a SIGBUS, so the blocks are taken first
+            # (ENOSPC raises here, the bytes not copied and no position published)
+            self._reserve_for_copy(start, end)
             self.mv[start:end] = wv[start:end]
             self.unstage(for_good=True)
             return
         if end >= self.file_size or end - self.released >= STAGE_RELEASE:
             self.release_staged(end)
+
+    def _reserve_for_copy(self, start: int, end: int) -> None:
+        """The blocks of ``[start, end)`` before a copy through the mapping: ENOSPC (or EDQUOT) raises, nothing
+        copied; a file system or descriptor that cannot ``fallocate`` (EOPNOTSUPP, EBADF, ...) is logged and the copy
+        goes on."""
+        try:
+            os.posix_fallocate(self.fd, start, end - start)
+        except OSError as exc:
+            if exc.errno in NO_SPACE:
+                raise
+            log.warning("cannot reserve [%d, %d) of %s (%s); copying through the mapping", start, end, self.path, exc)
 
     def release_staged(self, end: int) -> None:
         """Staging below ``end`` (whole ``STAGE_RELEASE`` steps) back to the kernel; the buffer dropped at the end."""
@@ -380,16 +421,17 @@ class SelectMappedBufferResult:
         self.release()
 
 
-def _create_allocated(path: Path, size: int) -> None:
-    """Create ``path`` with ``size`` allocated bytes, atomically (``.tmp`` then rename), and make its name
-    durable (the directory is fsynced, and so is each directory created for it)."""
+def create_sparse(path: Path, size: int) -> None:
+    """Create ``path`` as a sparse file of ``size`` bytes (``ftruncate``: no block allocated, every byte reads as
+    zero), atomically (``.tmp`` then rename), and make its name durable (the directory is fsynced, and so is each
+    directory created for it). Its blocks are taken as pages are written (invariant 4)."""
     if path.exists():
         raise StoreError(f"segment {path} already exists")
     create_durable_dir(path.parent)
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        os.posix_fallocate(fd, 0, size)
+        os.ftruncate(fd, size)
     except OSError:
         os.close(fd)
         tmp.unlink(missing_ok=True)
@@ -397,3 +439,11 @@ def _create_allocated(path: Path, size: int) -> None:
     os.close(fd)
     os.rename(tmp, path)
     fsync_dir(path.parent)
+
+
+def allocated_bytes(path: str | os.PathLike[str]) -> int:
+    """The disk a file really takes (``st_blocks * 512``: holes cost nothing), 0 when it is gone."""
+    try:
+        return os.stat(path).st_blocks * 512
+    except FileNotFoundError:
+        return 0

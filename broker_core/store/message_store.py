@@ -94,6 +94,7 @@ class MessageStore(ReplicationMixin):
             GroupCommitService(self) if self.sync_flush else FlushRealTimeService(self, config.flush))
         self.flush_cq_service = FlushConsumeQueueService(self, config.flush)
         self.disk_guard = DiskGuard(config.retention, files.commit_log_dir, disk_probe)
+        self.commit_log.on_no_space = self.disk_guard.no_space  # no blocks ahead of the writer: refuse puts
         self.clean_service = CleanCommitLogService(self, config.retention, self.disk_guard)
         self.schedule = ScheduleMessageService(self, config.timer, files.config_dir, config.broker_ip)
         self._writable_role = config.broker_role != "SLAVE"
@@ -121,8 +122,9 @@ class MessageStore(ReplicationMixin):
             raise
         self.running = True
         if self.allocator is not None and self.commit_log.mapped_file_queue.last() is None:
-            # An empty store: prepare and warm the first segment before accepting puts (about a second
-            # per GiB), rather than stalling the first put (and a server's event loop) with it.
+            # An empty store: prepare the first segment before accepting puts (a sparse file; with
+            # warmMapedFileEnable written whole, about a second per GiB), rather than stalling the first put
+            # (and a server's event loop) with it.
             self.allocator.prepare(cfg.commit_log_dir / f"{0:020d}", cfg.mapped_file_size_commit_log_bytes)
             self.allocator.wait_idle()
         if self.background:

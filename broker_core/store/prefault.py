@@ -1,12 +1,15 @@
 """PrefaultService: fault in the pages just ahead of the CommitLog's write position, on its own thread.
 
-A segment is allocated with ``posix_fallocate`` (``mapped_file.py``): its blocks exist but hold no data, so the
+A segment is created sparse (``mapped_file.create_sparse``): no page of it is in memory or on disk, so the
 first write to each page of the mapping faults, and the kernel allocates and zeroes a page-cache page there and
 then: on the appending thread, under the put lock, in a broker on the event loop. ``perf record`` of the broker
 under ``bench.broker``'s batched produce put a third of its CPU there (``zero_user_segments`` under the fault);
 on a virtual machine whose free memory goes back to the host, a fresh page also costs the host a fault.
 
-This thread takes those faults first: ``pages.populate_write`` (``madvise(MADV_POPULATE_WRITE)``, the GIL released)
+This thread first reserves the window's blocks (``MappedFile.reserve``, ``posix_fallocate``: a full disk shows
+up here, logged, rather than as a SIGBUS of a store through the mapping; a segment then takes real disk only up
+to ``prefaultAheadBytes`` past its data, never whole, unless ``warmMapedFileEnable``), then takes those faults:
+``pages.populate_write`` (``madvise(MADV_POPULATE_WRITE)``, the GIL released)
 over the next ``prefaultAheadBytes`` past the write position, in one call per request (``CHUNK`` at most), so the
 writer finds the pages mapped and writable. RocketMQ's ``warmMapedFileEnable`` (off by default, as here) instead
 writes the whole next segment with zeros and syncs it: a second disk write of every byte. Here the pages faulted in
@@ -36,7 +39,7 @@ through readahead costs the kernel less than a page at a time (on this VM, with 
 With ``commitLogWriteMode=pwrite`` (the default) the segment being written is staged (``MappedFile.stage``): no
 page of the mapping is written, so none needs faulting in, but a ``pwrite`` into a page not in the page cache
 allocates and zeroes it on the writer. The thread then reads the pages ahead in instead (``pages.read_in``,
-``posix_fadvise(WILLNEED)``): the allocated, unwritten blocks come in as clean zero pages without disk reads
+``posix_fadvise(WILLNEED)``): the reserved, unwritten blocks come in as clean zero pages without disk reads
 (writer's CPU per KiB appended 0.92-0.98 -> 0.26 us in a toy of 32 KiB ``pwrite``s). Readahead is left alone then.
 
 Invariants: no byte of any file changes; only which pages are mapped. A segment being destroyed is skipped
@@ -51,8 +54,9 @@ import logging
 import mmap
 import os
 import threading
+from collections.abc import Callable
 
-from broker_core.store.mapped_file import MappedFile
+from broker_core.store.mapped_file import NO_SPACE, MappedFile
 from broker_core.store.pages import LARGE_READAHEAD_KB, device_readahead_kb
 
 log = logging.getLogger(__name__)
@@ -69,16 +73,20 @@ GAP = 256 * 1024  # left to the writer past its position: populating the page it
 
 
 class PrefaultService:
-    def __init__(self, ahead: int) -> None:
+    def __init__(self, ahead: int, on_no_space: Callable[[OSError], None] | None = None) -> None:
+        """``on_no_space``: called (on this thread) when the window cannot be reserved for lack of space, so the
+        store refuses puts before the writer passes what is reserved (``MessageStore`` marks the disk full)."""
         if ahead <= 0:
             raise ValueError(f"prefault window must be positive, got {ahead}")
         self.ahead = ahead
+        self.on_no_space = on_no_space
         self.low_water = ahead // 2  # ask again once the writer is this close to the populated end
         self.gap = min(GAP, ahead // 4)  # left to the writer just past its position
         self.stopped = False  # set when the platform cannot, a call failed, or shutdown
         self._want: MappedFile | None = None
         self._random: MappedFile | None = None  # the segment whose readahead this thread switched off
         self._large_readahead: bool | None = None  # the device reads ahead so much that it must be off (once)
+        self._reserve_failed = False  # the last reserve failed (logged once until one succeeds again)
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -118,9 +126,19 @@ class PrefaultService:
                 continue
             if mf is not self._random and not mf.staged:
                 self._readahead_off(mf)
+            upto = min(mf.wrote_position + self.ahead, mf.file_size)
             try:
-                done = mf.populate(min(mf.wrote_position + self.ahead, mf.file_size), CHUNK, lambda: self.stopped,
-                                   self.gap)
+                mf.reserve(upto)
+            except OSError as exc:  # populating goes on (under pwrite it needs no blocks); a full disk stops puts
+                if not self._reserve_failed:
+                    log.warning("cannot reserve CommitLog blocks ahead of the writer in %s (%s)", mf.path, exc)
+                self._reserve_failed = True
+                if exc.errno in NO_SPACE and self.on_no_space is not None:
+                    self.on_no_space(exc)
+            else:
+                self._reserve_failed = False
+            try:
+                done = mf.populate(upto, CHUNK, lambda: self.stopped, self.gap)
             except OSError as exc:
                 log.warning("prefaulting CommitLog pages stops: madvise failed on %s (%s)", mf.path, exc)
                 done = False

@@ -12,6 +12,10 @@ truncate the torn tail, cut derived units past it, and return the replay start: 
 ConsumeQueues and IndexFiles from there (dispatch is idempotent). IndexFiles newer than the checkpoint
 were already dropped at load; the replay starts early enough to rebuild them.
 
+Store files are sparse (``mapped_file.create_sparse``): a hole, never written or never reaching the disk before a
+crash, reads as zeros, so recovery takes it for the end of data exactly as it takes an unwritten, zeroed tail
+(a record cut by a hole fails its size, magic or CRC check and is truncated as a torn record).
+
 Then ``rebuild.py`` checks the ConsumeQueues and IndexFiles against the recovered CommitLog and moves the
 replay start back to rebuild what is missing or corrupt. Afterwards ``recover_topic_queue_table`` sets each
 queue's next offset from its ConsumeQueue and moves queue min offsets up to the CommitLog min offset.

@@ -16,6 +16,10 @@ Invariants:
    offset the master rolled at.
 4. The appender holds ``CommitLog.put_lock``; it is the only writer on a slave (puts are refused there).
 
+5. Segments are sparse (``mapped_file.create_sparse``): the blocks under a chunk are reserved before it is copied
+   through the mapping (``MappedFile.reserve``, ``RESERVE_AHEAD`` at a time), so a full disk raises OSError with
+   nothing written instead of a SIGBUS.
+
 Crash behaviour: as for puts. Appended bytes are in the page cache, flushed by the store's flush service;
 after a crash recovery truncates at the last valid record and the slave reports that offset to the master,
 which resends from there. A chunk is copied so that a SIGKILL in the middle never leaves a record recovery would
@@ -42,6 +46,10 @@ if TYPE_CHECKING:
     from broker_core.store.commit_log import CommitLog
 
 log = logging.getLogger(__name__)
+
+
+# Blocks reserved past a copied chunk (one posix_fallocate per this much replicated), as the master's prefault window
+RESERVE_AHEAD = 4 * 1024 * 1024
 
 
 class ReplicaError(StoreError):
@@ -98,6 +106,8 @@ def append_replicated(commit_log: CommitLog, phy_offset: int, data: bytes | memo
         if mf is None or mf.file_from_offset != phy_offset - phy_offset % size:
             raise ReplicaError(f"no CommitLog segment for offset {phy_offset}")
         pos = phy_offset - mf.file_from_offset
+        if pos + len(data) > mf.reserved:  # segments are sparse: blocks first, so a full disk is ENOSPC, no SIGBUS
+            mf.reserve(pos + len(data) + RESERVE_AHEAD)
         copy_chunk(mf.mv, pos, data, size)
         stamp = _last_store_timestamp(data, phy_offset, size)
         if stamp:

@@ -10,7 +10,8 @@ Past ``diskSpaceCleanForciblyRatio`` (0.85) files are deleted regardless of age 
 disk-full and refuses puts (``SERVICE_NOT_AVAILABLE``) until a check finds it below 0.85 again.
 A pass deletes at most 10 segments, oldest first, and stops at the first one that is not expired.
 ConsumeQueue files whose last unit points below the new CommitLog min offset, and IndexFiles wholly
-below it, go next; queue min offsets advance.
+below it, go next; queue min offsets advance. The report's ``bytes_freed`` counts the disk the deleted files
+really took (``st_blocks``; they are sparse), not their lengths.
 
 Crash behaviour: deletion is file by file (unlink); a crash between files leaves a shorter but
 consistent store, and the next pass continues.
@@ -25,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from broker_core.store.disk_guard import DiskCheck, DiskGuard
+from broker_core.store.mapped_file import allocated_bytes
 
 if TYPE_CHECKING:
     from broker_core.config import RetentionConfig
@@ -89,6 +91,8 @@ class CleanCommitLogService:
         if force:
             report.triggers.append("forced")
         if report.triggers:
+            # what the files really take (st_blocks: they are sparse), measured before they go
+            blocks = {mf.path: allocated_bytes(mf.path) for mf in store.commit_log.mapped_file_queue.files}
             clean_at_once = (cfg.clean_file_forcibly_enable and disk.clean_immediately) or force
             deleted = store.commit_log.mapped_file_queue.delete_expired_file_by_time(
                 int(cfg.file_reserved_time_hours * 3600 * 1000),
@@ -99,7 +103,7 @@ class CleanCommitLogService:
                 store.clock.sleep,
             )
             report.deleted_commit_log_files = [mf.path.name for mf in deleted]
-            report.bytes_freed = sum(mf.file_size for mf in deleted)
+            report.bytes_freed = sum(blocks.get(mf.path, 0) for mf in deleted)
             if not deleted and disk.space_to_delete:
                 log.warning("disk space will be full soon, but no file could be deleted")
             elif deleted:
@@ -115,10 +119,12 @@ class CleanCommitLogService:
             return
         pause_s = self.config.delete_consume_queue_files_interval_ms / 1000
         for cq in list(store.consume_queues()):
-            before = sum(mf.file_size for mf in cq.mapped_file_queue.files)
+            before = {mf.path: allocated_bytes(mf.path) for mf in cq.mapped_file_queue.files}
             deleted = cq.delete_expired_files(min_phy, now_ms)
             report.deleted_consume_queue_files += deleted
-            report.bytes_freed += before - sum(mf.file_size for mf in cq.mapped_file_queue.files)
+            if deleted:
+                kept = {mf.path for mf in cq.mapped_file_queue.files}
+                report.bytes_freed += sum(n for path, n in before.items() if path not in kept)
             if deleted and pause_s > 0:  # deleteConsumeQueueFilesInterval: spread the deletions' I/O
                 store.clock.sleep(pause_s)
         if store.index_service is not None:
