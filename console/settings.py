@@ -72,9 +72,11 @@ INSTALLED_APPS = [
     "console.monitoring",
     "console.alerts",
     "workers",
+    "django_prometheus",  # /metrics: requests, responses and latency by view, in Prometheus text format
 ]
 
 MIDDLEWARE = [
+    "django_prometheus.middleware.PrometheusBeforeMiddleware",  # first and last: times the whole stack
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -86,6 +88,7 @@ MIDDLEWARE = [
     "console.middleware.CSPMiddleware",  # django-csp's, its policy built once
     "console.middleware.SecurityHeadersMiddleware",
     "axes.middleware.AxesMiddleware",
+    "django_prometheus.middleware.PrometheusAfterMiddleware",
 ]
 
 ROOT_URLCONF = "console.urls"

@@ -82,6 +82,7 @@ pages = [
 
 urlpatterns = [
     path("healthz", HealthView.as_view(), name="healthz"),
+    path("", include("django_prometheus.urls")),  # /metrics (django-prometheus), for Prometheus to scrape
     path("api/v1/", include("console.api.urls")),
     path("admin/", admin.site.urls),
     *pages,

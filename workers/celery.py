@@ -19,3 +19,5 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "console.settings")
 app = Celery("broker_core_console")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks(["workers"], related_name="tasks")
+
+from workers import metrics  # noqa: E402,F401  (its signal handlers: /metrics with BROKER_CORE_WORKER_METRICS_PORT)
