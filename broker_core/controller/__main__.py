@@ -2,7 +2,9 @@
 ``mqcontroller -c``).
 
 Prints exactly one line, ``READY port=<port>``, to stdout once listening on this node's
-``controllerDLegerPeers`` address; logs go to stderr. SIGTERM or SIGINT stops it (exit 0). A bad config exits
+``controllerDLegerPeers`` address (`` metrics_port=<port>`` after it with ``metricsExporterType=PROM``,
+``metricsPromExporterHost`` and ``metricsPromExporterPort`` in the file: Prometheus /metrics); logs go to stderr.
+SIGTERM or SIGINT stops it (exit 0). A bad config exits
 with code 2 naming the key; a port that cannot be bound exits with code 1.
 """
 
@@ -16,6 +18,7 @@ import sys
 
 from broker_core.codec.properties_file import parse_properties
 from broker_core.controller.config import RAFT_PORT_OFFSET, ControllerConfig
+from broker_core.controller.metrics import ControllerMetrics
 from broker_core.controller.server import ControllerServer
 from broker_core.remoting import loops
 
@@ -51,7 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-async def serve(config: ControllerConfig, listen: tuple[str, int] | None) -> int:
+async def serve(config: ControllerConfig, listen: tuple[str, int] | None,
+                metrics_at: tuple[str, int] | None = None) -> int:
     server = ControllerServer(config)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -63,11 +67,18 @@ async def serve(config: ControllerConfig, listen: tuple[str, int] | None) -> int
         print(f"error: cannot listen: {exc}", file=sys.stderr)
         await server.close()
         return 1
-    print(f"READY port={bound}", flush=True)
+    metrics: ControllerMetrics | None = None
+    ready = f"READY port={bound}"
+    if metrics_at is not None:  # Prometheus /metrics (controller/metrics.py)
+        metrics = ControllerMetrics(server.manager)
+        ready += f" metrics_port={metrics.start(*metrics_at)}"
+    print(ready, flush=True)
     try:
         await stop.wait()
         logging.getLogger("broker_core.controller").info("shutting down")
     finally:
+        if metrics is not None:
+            metrics.close()
         await server.close()
     return 0
 
@@ -90,7 +101,11 @@ def main(argv: list[str] | None = None) -> int:
         if not sep or not port.isdigit():
             parser.error(f"--listen: expected HOST:PORT, got {args.listen!r}")
         listen = (host.strip("[]"), int(port))
-    return loops.run(serve(config, listen))
+    metrics_at = None
+    if props.get("metricsExporterType", "").strip().upper() == "PROM":
+        metrics_at = (props.get("metricsPromExporterHost", "").strip() or "127.0.0.1",
+                      int(props.get("metricsPromExporterPort", "5557").strip() or 5557))
+    return loops.run(serve(config, listen, metrics_at))
 
 
 if __name__ == "__main__":

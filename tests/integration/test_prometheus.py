@@ -214,3 +214,16 @@ def test_dashboard_queries_only_exported_metrics(cluster: MetricsCluster) -> Non
                 if kind == "histogram":
                     exported |= {name + "_bucket", name + "_count", name + "_sum"}
     assert used <= exported, sorted(used - exported)
+
+
+def test_controller_exports_its_role(tmp_path: Path) -> None:
+    from tests.integration.controller_procs import controller_confs
+
+    (conf,), _peers = controller_confs(tmp_path, 1, METRICS_CONF)
+    proc, ports = start_ready(["-m", "broker_core.controller", "--config", str(conf)], tmp_path / "controller.log")
+    try:
+        port = ports["metrics_port"]
+        wait_until(lambda: sample(scrape(port), "rocketmq_role", node_type="controller", node_id="n0",
+                                  group="group1") == 1, timeout=60, what="the single controller to lead")
+    finally:
+        stop_process(proc)
