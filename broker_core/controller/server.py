@@ -28,6 +28,18 @@ def embed(server: RemotingServer, manager: ControllerManager) -> None:
     server.on_close = on_close
 
 
+def start_embedded(server: RemotingServer, config: ControllerConfig, bound_addr: str) -> ControllerManager:
+    """Start a controller on ``server`` (listening at ``bound_addr``): the name server's
+    ``enableControllerInNamesrv``. Without ``controllerDLegerPeers`` it is a group of one at ``bound_addr``."""
+    if not config.controller_dleger_peers.strip():
+        config.controller_dleger_self_id = config.controller_dleger_self_id or "n0"
+        config.controller_dleger_peers = f"{config.controller_dleger_self_id}-{bound_addr}"
+    manager = ControllerManager(config)
+    embed(server, manager)
+    manager.start()
+    return manager
+
+
 class ControllerServer:
     def __init__(self, config: ControllerConfig, idle_timeout: float = 120.0) -> None:
         self.manager = ControllerManager(config)

@@ -33,9 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from broker_core.codec.fastjson import FastjsonPairs, loads_fastjson
-from broker_core.controller.config import ControllerConfig
-from broker_core.controller.manager import ControllerManager
-from broker_core.controller.server import embed
+from broker_core.controller.server import ControllerConfig, ControllerManager, start_embedded
 from broker_core.namesrv.kv_config import NAMESPACE_ORDER_TOPIC_CONFIG, KVConfigManager
 from broker_core.namesrv.registration_auth import RegistrationGuard
 from broker_core.namesrv.route_info import BROKER_CHANNEL_EXPIRED_MS, NowClock, RouteInfoManager
@@ -228,13 +226,7 @@ class NamesrvController:
         """Listen and start the expiry scan (and the embedded controller); returns the bound port."""
         bound = await self.remoting.start(host, port)
         if self.controller_config is not None:  # before any request is read: no await in between
-            cfg = self.controller_config
-            if not cfg.controller_dleger_peers.strip():
-                cfg.controller_dleger_self_id = cfg.controller_dleger_self_id or "n0"
-                cfg.controller_dleger_peers = f"{cfg.controller_dleger_self_id}-{host}:{bound}"
-            self.controller = ControllerManager(cfg)
-            embed(self.remoting, self.controller)
-            self.controller.start()
+            self.controller = start_embedded(self.remoting, self.controller_config, f"{host}:{bound}")
         self._scan_task = asyncio.create_task(self._scan_loop(), name="namesrv-scan-not-active-broker")
         log.info("The Name Server boot success. serializeType=JSON, listening on %s:%d", host, bound)
         return bound
