@@ -65,7 +65,7 @@ class OurBroker:
         line = proc.stdout.readline().decode()
         if not line.startswith("READY port="):
             raise RuntimeError(f"{args} did not start: {line!r}")
-        return int(line.strip().split("=")[1])
+        return int(line.split()[1].split("=")[1])  # READY port=N [grpc_port=M] [metrics_port=K]
 
     def close(self) -> None:
         for proc in reversed(self.procs):

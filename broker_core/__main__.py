@@ -5,8 +5,9 @@
 Opens (and recovers) the store directory, serves the broker protocol on ``--listen`` (port 0 picks a free
 port), registers with the name servers, and prints one line ``READY port=<port>`` once it accepts
 connections (``READY port=<port> grpc_port=<port>`` when RocketMQ 5 gRPC is on: ``--grpc-listen HOST:PORT``
-or ``grpcListenPort``). SIGTERM or SIGINT shut it down cleanly (unregister, flush, checkpoint, remove ``abort``),
-exit code 0. Exit code 1: the store cannot be opened (e.g. another broker holds it); 2: bad options.
+or ``grpcListenPort``; `` metrics_port=<port>`` follows with ``metricsExporterType=PROM``). SIGTERM or SIGINT
+shut it down cleanly (unregister, flush, checkpoint, remove ``abort``), exit code 0. Exit code 1: the store cannot
+be opened (e.g. another broker holds it); 2: bad options.
 """
 
 from __future__ import annotations
@@ -64,7 +65,8 @@ async def serve(config: BrokerConfig, host: str, port: int, grpc_host: str | Non
         await loop.run_in_executor(None, controller.store.shutdown)
         return 1
     grpc = f" grpc_port={controller.grpc_port}" if controller.grpc is not None else ""
-    print(f"READY port={bound}{grpc}", flush=True)
+    metrics = f" metrics_port={controller.metrics_port}" if controller.metrics is not None else ""
+    print(f"READY port={bound}{grpc}{metrics}", flush=True)
     await stop.wait()
     logging.getLogger("broker_core").info("shutting down")
     await controller.shutdown()

@@ -272,4 +272,5 @@ class MetricsConfig:
         "metricsExporterType", "DISABLE", "DISABLE | OTLP_GRPC | PROM | LOG")
     metrics_prom_exporter_host: str = _f(
         "metricsPromExporterHost", "", "PROM: address the Prometheus endpoint listens on (empty = all)")
-    metrics_prom_exporter_port: int = _f("metricsPromExporterPort", 5557, "PROM: its port")
+    metrics_prom_exporter_port: int = _f("metricsPromExporterPort", 5557, "PROM: its port (0: a free one)")
+    metrics_label: str = _f("metricsLabel", "", "k:v,k:v pairs added to every series (malformed pairs skipped)")

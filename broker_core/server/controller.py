@@ -21,6 +21,7 @@ from broker_core import __version__
 from broker_core.codec.wire import SERIALIZE_JSON
 from broker_core.config import BrokerConfig
 from broker_core.ha import BrokerHA
+from broker_core.metrics import prom_enabled
 from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
 from broker_core.protocol.headers import DEFAULT_TOPIC
 from broker_core.remoting.client import RemotingClient
@@ -36,6 +37,7 @@ from broker_core.server.consume import ConsumerProcessor
 from broker_core.server.fast_failure import FastFailure
 from broker_core.server.locks import RebalanceLockManager
 from broker_core.server.long_polling import PullRequestHoldService
+from broker_core.server.metrics import BrokerMetrics
 from broker_core.server.pop import PopProcessor, PopService
 from broker_core.server.produce import SendMessageProcessor
 from broker_core.server.retry import SendBackProcessor
@@ -94,6 +96,8 @@ class BrokerController:
         self.server: RemotingServer | None = None
         self.port = 0
         self._tasks: list[asyncio.Task[None]] = []
+        self.metrics: BrokerMetrics | None = None  # with metricsExporterType=PROM, from start()
+        self.metrics_port = 0
         self._background: set[asyncio.Task[None]] = set()
         self.registered = False
         self._registered_version: dict[str, int] | None = None  # topic DataVersion of the last full registration
@@ -154,6 +158,11 @@ class BrokerController:
         handlers: dict[int, Handler] = {}
         for processor in processors:
             handlers.update(processor.handlers())
+        if prom_enabled(self.config.metrics.metrics_exporter_type):  # Prometheus /metrics (server/metrics.py)
+            self.metrics = BrokerMetrics(self)
+            handlers = self.metrics.instrument(handlers)
+            self.metrics_port = self.metrics.start(self.config.metrics.metrics_prom_exporter_host or host,
+                                                   self.config.metrics.metrics_prom_exporter_port)
         self.server = RemotingServer(
             f"broker {self.config.broker_name}", handlers, max_frame_bytes=remoting.server_max_frame_bytes,
             idle_timeout=remoting.server_channel_max_idle_time_s, max_inflight=remoting.server_max_inflight,
@@ -356,6 +365,8 @@ class BrokerController:
         await self.ha.shutdown()
         self.offsets.persist()
         self.pop_service.state.close()
+        if self.metrics is not None:
+            self.metrics.close()
         self.store.reput.detach()  # the store's own thread dispatches what is left
         await asyncio.get_running_loop().run_in_executor(None, self.store.shutdown)
 

@@ -87,6 +87,7 @@ class BrokerProcess:
     proc: subprocess.Popen | None = None  # type: ignore[type-arg]
     port: int = 0
     grpc_port: int = 0  # with grpcListenPort in extra_conf: the ready line's grpc_port
+    metrics_port: int = 0  # with metricsExporterType=PROM in extra_conf: the ready line's metrics_port
 
     @property
     def addr(self) -> str:
@@ -105,6 +106,7 @@ class BrokerProcess:
                 "--namesrv", self.namesrv, "--config", str(conf)]
         self.proc, ports = start_ready(args, self.log_path)
         self.port, self.grpc_port = ports["port"], ports.get("grpc_port", 0)
+        self.metrics_port = ports.get("metrics_port", 0)
         return self
 
     def kill(self) -> None:
