@@ -181,6 +181,11 @@ class BrokerConfig:
         return Path(self.acl.acl_file or self.store.config_dir / "plain_acl.yml")
 
     @property
+    def acl_enable(self) -> bool:
+        """``acl.acl_enable``, read by name from the config by the C send lane (server/send_fast.py make_lane)."""
+        return self.acl.acl_enable
+
+    @property
     def epoch_file_path(self) -> Path:
         return Path(self.controller.store_path_epoch_file
                     or Path(self.store.store_path_root_dir) / "epochFileCheckpoint")

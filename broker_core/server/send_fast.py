@@ -33,7 +33,6 @@ from broker_core.server.state import PERM_WRITE
 from broker_core.store import MessageInner, PutMessageResult, PutStatus
 
 if TYPE_CHECKING:
-    from broker_core.config import BrokerConfig
     from broker_core.server.ports import Broker
 
 PUT_OK = PutStatus.PUT_OK
@@ -93,38 +92,6 @@ def make_single_v2(ctl: Broker, send_response: SendResponse,
     return single_v2
 
 
-class LaneConfig:
-    """The settings ``serve_send_v2`` reads by name from its ``L_CONFIG`` (``acl_enable``, ``broker_role``,
-    ``broker_cluster_name``, ``region_id``, ``trace_on``), read through to the live config at each send, so an
-    ``UPDATE_BROKER_CONFIG`` reaches the lane as it reaches the general path; ``aclEnable`` sits in its section."""
-
-    __slots__ = ("_acl", "_config")
-
-    def __init__(self, config: BrokerConfig) -> None:
-        self._config = config
-        self._acl = config.acl
-
-    @property
-    def acl_enable(self) -> bool:
-        return self._acl.acl_enable
-
-    @property
-    def broker_role(self) -> str:
-        return self._config.broker_role
-
-    @property
-    def broker_cluster_name(self) -> str:
-        return self._config.broker_cluster_name
-
-    @property
-    def region_id(self) -> str:
-        return self._config.region_id
-
-    @property
-    def trace_on(self) -> bool:
-        return self._config.trace_on
-
-
 def make_lane(ctl: Broker, valid_names: dict[str, bool]) -> Lane | None:
     """The send lane for ``ctl`` (module docstring), or None without the C codec. ``valid_names`` is
     :func:`make_single_v2`'s. The context tuple's order is ``serve_send_v2``'s (``L_*`` in
@@ -132,6 +99,6 @@ def make_lane(ctl: Broker, valid_names: dict[str, bool]) -> Lane | None:
     if NATIVE is None:
         return None
     max_frame = ctl.config.remoting.server_max_frame_bytes
-    ctx = (ctl.topics, valid_names, LaneConfig(ctl.config), ctl.store, ctl.store.commit_log, ctl.stats, ctl.tracer,
+    ctx = (ctl.topics, valid_names, ctl.config, ctl.store, ctl.store.commit_log, ctl.stats, ctl.tracer,
            MessageInner, PutMessageResult, PUT_OK, LANGUAGE_ORDINAL[LANGUAGE], CURRENT_VERSION, max_frame)
     return functools.partial(NATIVE.serve_send_v2, ctx)

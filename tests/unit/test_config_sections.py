@@ -95,6 +95,7 @@ def test_updates_reach_the_section_a_service_holds() -> None:
     for key, value in updates.items():
         cfg.set(key, value)
     assert flush.flush_commit_log_least_pages == 9 and cfg.acl.acl_enable
+    assert cfg.acl_enable  # the send lane's read (C, by name) follows the section
     with pytest.raises(ConfigError, match="maxIndexNum"):
         BrokerConfig.parse_updates({"maxIndexNum": "many"})
 
