@@ -165,6 +165,15 @@ class GrpcConfig:
                                "host; -1 = off, 0 = any free port (--grpc-listen HOST:PORT overrides)")
     grpc_tls_cert_file: str = _f("grpcTlsCertFile", "", "PEM certificate chain: serve gRPC over TLS (with the key)")
     grpc_tls_key_file: str = _f("grpcTlsKeyFile", "", "PEM private key of grpcTlsCertFile")
+    # push consumers' invisible time, renewed as Apache's proxy does (ProxyConfig's keys and defaults)
+    enable_proxy_auto_renew: bool = _f("enableProxyAutoRenew", True, "renew the invisible time of messages a "
+                                       "receive with auto_renew (push consumers) got, until acked")
+    default_invisible_time_ms: int = _f("defaultInvisibleTimeMills", 60_000, "invisible time of an auto_renew "
+                                        "receive's messages (whatever it asked)")
+    renew_ahead_time_ms: int = _f("renewAheadTimeMillis", 10_000, "renew a handle this close to its deadline")
+    renew_schedule_period_ms: int = _f("renewSchedulePeriodMillis", 5_000, "how often handles are looked at")
+    renew_max_time_ms: int = _f("renewMaxTimeMillis", 3 * 3600 * 1000, "stop renewing this long after the "
+                                "receive (the message comes back at its deadline)")
 
 
 @dataclass

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from broker_core.codec.message import decode_record
 from broker_core.codec.names import PROPERTY_DLQ_ORIGIN_TOPIC, PROPERTY_DLQ_REASON, PROPERTY_DLQ_TIMESTAMP
 from broker_core.grpc import convert
+from broker_core.grpc.renew import Renewals
 from broker_core.grpc.stubs import pb, svc
 from broker_core.protocol.fields import BadRequest
 from broker_core.protocol.filter import EXPRESSION_SQL92, EXPRESSION_TAG, SubscriptionParseError, parse_subscription
@@ -51,12 +52,16 @@ class ReceiveService:
     def __init__(self, ctl: Broker) -> None:
         self.ctl = ctl
         self.pop = ctl.pop_service
+        self.renewals = Renewals(self.pop, ctl.config.grpc)  # push consumers' invisible time (auto_renew)
 
     async def _durable(self) -> None:
         if self.pop.state.sync_each:
             await asyncio.get_running_loop().run_in_executor(None, self.pop.state.sync)
 
-    async def receive(self, request: Any, time_remaining: float | None) -> AsyncIterator[Any]:
+    async def receive(self, request: Any, time_remaining: float | None, client_id: str = "") -> AsyncIterator[Any]:
+        """As the proxy's ReceiveMessageActivity: every queue of this broker (the broker the message queue names;
+        the proxy pops that broker's acting queue -1, whatever the queue id); with ``auto_renew`` (push
+        consumers) the messages are invisible for ``defaultInvisibleTimeMills`` and renewed (renew.py)."""
         ctl = self.ctl
         group, topic = request.group.name, request.message_queue.topic.name
         err = group_error(group)
@@ -80,7 +85,10 @@ class ReceiveService:
             return
         invisible = convert.duration_ms(request.invisible_duration, DEFAULT_INVISIBLE_MS) \
             if request.HasField("invisible_duration") else DEFAULT_INVISIBLE_MS
-        if not 1000 <= invisible <= MAX_INVISIBLE_MS:
+        renew = request.auto_renew and ctl.config.grpc.enable_proxy_auto_renew
+        if renew:
+            invisible = ctl.config.grpc.default_invisible_time_ms
+        elif not 1000 <= invisible <= MAX_INVISIBLE_MS:
             yield svc.ReceiveMessageResponse(status=convert.status(
                 pb.ILLEGAL_INVISIBLE_TIME, f"invisible duration must be 1 s..12 h, got {invisible} ms"))
             return
@@ -116,8 +124,11 @@ class ReceiveService:
                 rec = decode_record(raw, pos, check_crc=False)
                 pos += rec.store_size
                 attempt_no = int(str(info["reconsumeTimes"])) + 1
+                handle = str(info["handle"])
+                if renew:
+                    self.renewals.add(client_id, group, handle, int(handle.rsplit("|", 1)[1]))
                 yield svc.ReceiveMessageResponse(message=convert.to_pb(
-                    rec, topic, receipt_handle=str(info["handle"]), invisible_ms=invisible, attempt=attempt_no))
+                    rec, topic, receipt_handle=handle, invisible_ms=invisible, attempt=attempt_no))
         ts = svc.ReceiveMessageResponse()
         convert.set_millis(ts.delivery_timestamp, _now_ms())
         yield ts
@@ -127,7 +138,7 @@ class ReceiveService:
         entries = []
         for e in request.entries:
             try:
-                self.pop.ack(group, e.receipt_handle)
+                self.pop.ack(group, self.renewals.take(group, e.receipt_handle))
                 st = convert.status(pb.OK)
             except (HandleError, BadRequest) as exc:
                 st = convert.status(pb.INVALID_RECEIPT_HANDLE, str(exc))
@@ -144,7 +155,8 @@ class ReceiveService:
             return svc.ChangeInvisibleDurationResponse(status=convert.status(
                 pb.ILLEGAL_INVISIBLE_TIME, f"invisible duration must be 0..12 h, got {ms} ms"))
         try:
-            handle = self.pop.change_invisible(request.group.name, request.receipt_handle, ms)
+            handle = self.pop.change_invisible(request.group.name,
+                                               self.renewals.take(request.group.name, request.receipt_handle), ms)
         except (HandleError, BadRequest) as exc:
             return svc.ChangeInvisibleDurationResponse(status=convert.status(pb.INVALID_RECEIPT_HANDLE, str(exc)))
         await self._durable()
@@ -154,8 +166,9 @@ class ReceiveService:
         """The message of ``receipt_handle`` to ``%DLQ%<group>`` (with the DLQ properties the revive path
         writes), then its delivery finished as an ack."""
         ctl, group = self.ctl, request.group.name
+        current = self.renewals.take(group, request.receipt_handle)
         try:
-            topic, queue_id, offset, _ = self.pop.parse_handle(request.receipt_handle)
+            topic, queue_id, offset, _ = self.pop.parse_handle(current)
         except BadRequest as exc:
             return svc.ForwardMessageToDeadLetterQueueResponse(status=convert.status(pb.INVALID_RECEIPT_HANDLE,
                                                                                      str(exc)))
@@ -178,7 +191,7 @@ class ReceiveService:
             return svc.ForwardMessageToDeadLetterQueueResponse(status=convert.status(
                 pb.INTERNAL_SERVER_ERROR, f"DLQ put failed: {r.status.name}"))
         try:  # put first, then finished: a crash between the two redelivers, never loses (at least once)
-            self.pop.ack(group, request.receipt_handle)
+            self.pop.ack(group, current)
         except (HandleError, BadRequest) as exc:
             return svc.ForwardMessageToDeadLetterQueueResponse(status=convert.status(pb.INVALID_RECEIPT_HANDLE,
                                                                                      str(exc)))

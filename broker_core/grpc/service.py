@@ -77,6 +77,7 @@ class MessagingService(_Servicer):
         if client_id:
             for members in self.ctl.consumers.producers.values():
                 members.pop(client_id, None)
+            self.receiver.renewals.client_gone(client_id)  # its handles come back at their deadlines
         return svc.NotifyClientTerminationResponse(status=convert.status(pb.OK))
 
     async def Telemetry(self, request_iterator: Any, context: Any) -> AsyncIterator[Any]:
@@ -102,7 +103,7 @@ class MessagingService(_Servicer):
 
     # ------------------------------------------------------------------ receive / ack
     async def ReceiveMessage(self, request: Any, context: Any) -> AsyncIterator[Any]:
-        async for resp in self.receiver.receive(request, context.time_remaining()):
+        async for resp in self.receiver.receive(request, context.time_remaining(), _client_id(context)):
             yield resp
 
     async def AckMessage(self, request: Any, context: Any) -> Any:

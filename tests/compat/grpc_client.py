@@ -19,8 +19,9 @@ result on stdout. Bodies are UTF-8 text.
   receives until it comes back and acks that delivery: ``{"first": m, "again": m, "changed_handle_differs"}``
 - ``{"op": "exhaust", "endpoint", "group", "topic", "invisible", "quiet"}`` -> receives without acking until no
   delivery came for ``quiet`` s: ``{"messages": [every delivery]}``
-- ``{"op": "push", "endpoint", "group", "topic", "expect", "within", "fail_first": bool}`` -> PushConsumer
-  with a listener until ``expect`` messages succeeded: ``{"messages": [in consume order], "fifo": bool}``
+- ``{"op": "push", "endpoint", "group", "topic", "expect", "within", "fail_first": bool, "slow": s}`` ->
+  PushConsumer with a listener (taking ``slow`` seconds a message) until ``expect`` messages succeeded:
+  ``{"messages": [in consume order], "deliveries": [every call of the listener]}``
 """
 
 from __future__ import annotations
@@ -192,13 +193,18 @@ def exhaust(cmd: dict) -> dict:
 
 
 class Listener(MessageListener):
-    def __init__(self, fail_first: bool) -> None:
+    def __init__(self, fail_first: bool, slow: float = 0) -> None:
         self.fail_first = fail_first
+        self.slow = slow
         self.seen: set[str] = set()
         self.done: list[dict] = []
+        self.deliveries: list[dict] = []
         self.lock = threading.Lock()
 
     def consume(self, message: Message) -> ConsumeResult:
+        with self.lock:
+            self.deliveries.append(describe(message))
+        time.sleep(self.slow)
         with self.lock:
             if self.fail_first and message.message_id not in self.seen:
                 self.seen.add(message.message_id)
@@ -208,7 +214,7 @@ class Listener(MessageListener):
 
 
 def push(cmd: dict) -> dict:
-    listener = Listener(cmd.get("fail_first", False))
+    listener = Listener(cmd.get("fail_first", False), cmd.get("slow", 0))
     consumer = PushConsumer(config(cmd), cmd["group"], listener, {cmd["topic"]: FilterExpression("*")},
                             consumption_thread_count=4)
     consumer.startup()
@@ -218,7 +224,7 @@ def push(cmd: dict) -> dict:
             time.sleep(0.05)
         time.sleep(cmd.get("settle", 0))
         with listener.lock:
-            return {"messages": list(listener.done)}
+            return {"messages": list(listener.done), "deliveries": list(listener.deliveries)}
     finally:
         consumer.shutdown()
 
