@@ -197,4 +197,6 @@ class AutoSwitchBrokerHA:
         info.update(service)
         if self.client is not None:
             info.update(self.client.info())
+        if self.sync is not None:
+            info["haSlaveSyncRounds"] = self.sync.rounds
         return info

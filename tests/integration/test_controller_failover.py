@@ -131,3 +131,34 @@ def test_too_few_in_sync_replicas_refuse_writes(tmp_path: Path) -> None:
             assert producer.send(Message(TOPIC, b"ok")).status.name == "SEND_OK"
     finally:
         g.close()
+
+
+def test_grpc_endpoint_of_a_slave_refuses_writes(tmp_path: Path) -> None:
+    """The RocketMQ 5 gRPC SendMessage of a slave in controller mode stores nothing and answers an error; the
+    master's answers OK once every SyncStateSet member has the message."""
+    import grpc
+
+    from broker_core.grpc.stubs import pb, service_pb2_grpc, svc
+
+    g = FailoverGroup(tmp_path, controllers=1, brokers=2,
+                      broker_extra="grpcListenPort=0\nslaveSynchronizeInterval=500\n")
+    try:
+        g.start()
+        master = g.wait_master()
+        with Producer("pg-grpc", g.namesrv).start() as producer:  # the topic, on the master, then copied to slaves
+            assert producer.send(Message(TOPIC, b"first")).status.name == "SEND_OK"
+        slave = next(b for b in g.members if b is not master)
+        wait_until(lambda: int((g.runtime(slave) or {}).get("haSlaveSyncRounds", "0")) >= 2, 60, "topic sync")
+        codes = {}
+        for b in (master, slave):
+            with grpc.insecure_channel(f"127.0.0.1:{b.grpc_port}") as ch:
+                stub = service_pb2_grpc.MessagingServiceStub(ch)
+                props = pb.SystemProperties(message_id=f"01{b.port:030X}", body_encoding=pb.IDENTITY,
+                                            message_type=pb.NORMAL)
+                msg = pb.Message(topic=pb.Resource(name=TOPIC), body=b"over grpc", system_properties=props)
+                resp = stub.SendMessage(svc.SendMessageRequest(messages=[msg]), timeout=10)
+                codes[b.addr] = resp.entries[0].status.code
+        assert codes[master.addr] == pb.OK
+        assert codes[slave.addr] != pb.OK
+    finally:
+        g.close()
