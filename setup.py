@@ -1,6 +1,8 @@
-"""Builds the codec's native extension in place: ``python setup.py build_ext --inplace`` (``make`` does it).
+"""The codec's native extension. From a checkout: ``python setup.py build_ext --inplace`` (``make`` does it),
+and the project runs with ``PYTHONPATH`` = the repo root. As a package: ``pip install .`` or ``python -m build``
+compile it into the wheel, with the metadata, dependencies and console scripts of pyproject.toml ([project]).
 
-The project runs from its checkout (``PYTHONPATH`` = the repo root), so the extension is built next to its
+The extension is built from its
 sources, the C files of ``broker_core/codec/_native_c/`` (one module, ``broker_core.codec._native``: one file per
 concern, ``_native.c`` the module's init, ``_native.h`` what they share), with the machine's gcc and Python headers;
 nothing else is needed.
@@ -15,9 +17,6 @@ SOURCES = sorted(glob("broker_core/codec/_native_c/*.c"))
 HEADERS = sorted(glob("broker_core/codec/_native_c/*.h"))  # a changed header rebuilds every file
 
 setup(
-    name="broker-core-native",
-    version="0.1.0",
-    packages=[],
     ext_modules=[Extension("broker_core.codec._native", SOURCES, depends=HEADERS,
                            extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-unused-parameter",
                                                "-Wno-missing-field-initializers"])],
