@@ -81,10 +81,12 @@ run: $(STAMP) $(NATIVE) system-packages
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" PYTHONPATH="$(CURDIR)" $(VENV)/bin/honcho start -f $(PROCFILE)
 
 # System packages from Debian: chromium for the browser tests (driven by Playwright; `playwright install`
-# cannot download browsers here) and redis-server for Celery and the worker tests.
+# cannot download browsers here) and redis-server for Celery and the worker tests; openssl makes the gRPC TLS test's
+# self-signed certificate.
 system-packages:
 	@missing=""; command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
 	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
+	command -v openssl >/dev/null 2>&1 || missing="$$missing openssl"; \
 	command -v prometheus >/dev/null 2>&1 || missing="$$missing prometheus"; \
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 || \
 		missing="$$missing postgresql"; \

@@ -1,6 +1,7 @@
 """Drive the official RocketMQ 5 Python client (PyPI ``rocketmq-python-client`` 5.1.2, pinned in requirements.txt)
-against a broker's gRPC endpoint, for tests/compat/test_grpc_*.py and bench/grpc.py. Runs in its own process
-(``python tests/compat/grpc_client.py '<json>'``): the client starts threads and writes its log under
+against a broker's gRPC endpoint, for tests/compat/test_grpc_*.py and bench/grpc.py. ``"tls": true`` in a
+produce or receive command connects over TLS (the roots from ``GRPC_DEFAULT_SSL_ROOTS_FILE_PATH``). Runs in its
+own process (``python tests/compat/grpc_client.py '<json>'``): the client starts threads and writes its log under
 ``$HOME/logs/rocketmq_python``, so the tests give it a temporary HOME. One JSON command in argv[1], one JSON
 result on stdout. Bodies are UTF-8 text.
 
@@ -76,7 +77,7 @@ def as_message(spec: dict) -> Message:
 
 def produce(cmd: dict) -> dict:
     topics = sorted({m["topic"] for m in cmd["messages"]})
-    producer = Producer(config(cmd), topics)
+    producer = Producer(config(cmd), topics, tls_enable=bool(cmd.get("tls")))
     producer.startup()
     try:
         started = time.perf_counter()
@@ -130,6 +131,7 @@ def transaction(cmd: dict) -> dict:
 
 def simple(cmd: dict) -> SimpleConsumer:
     consumer = SimpleConsumer(config(cmd), cmd["group"], {cmd["topic"]: FilterExpression(cmd.get("expression", "*"))},
+                              tls_enable=bool(cmd.get("tls")),
                               await_duration=cmd.get("await", 5))
     consumer.startup()
     return consumer
