@@ -38,21 +38,47 @@ _auto_lock = threading.Lock()
 _auto_cache: tuple[float, frozenset[str], frozenset[str]] | None = None  # (fetched, names then known, auto-created)
 
 
-def _auto_created(names: list[str]) -> frozenset[str]:
-    """Which of ``names`` some master created on a first send. Asking means GET_ALL_TOPIC_CONFIG from every
-    master (megabytes at 50k topics), so the answer is reused for ``AUTO_CREATED_TTL_S`` seconds, unless
-    ``names`` holds a topic the name server did not list when it was fetched (a new topic is never missed)."""
+_auto_refreshing = threading.Event()
+
+
+def _fetch_auto_created(names: list[str]) -> frozenset[str]:
     global _auto_cache
     now = time.monotonic()
-    with _auto_lock:
-        cached = _auto_cache
-    if cached is not None and now - cached[0] < AUTO_CREATED_TTL_S and cached[1].issuperset(names):
-        return cached[2]
     known = frozenset(broker_client.admin().topic_list())
     auto = frozenset(broker_client.admin().auto_created_topics())
     with _auto_lock:
         _auto_cache = (now, known | frozenset(names), auto)
     return auto
+
+
+def _refresh_in_background() -> None:
+    if _auto_refreshing.is_set():
+        return
+    _auto_refreshing.set()
+
+    def run() -> None:
+        try:
+            _fetch_auto_created([])
+        except (ClientError, OSError):
+            pass  # the next view asks again
+        finally:
+            _auto_refreshing.clear()
+
+    threading.Thread(target=run, name="topic-list-auto-created", daemon=True).start()
+
+
+def _auto_created(names: list[str]) -> frozenset[str]:
+    """Which of ``names`` some master created on a first send. Asking means GET_ALL_TOPIC_CONFIG from every
+    master (megabytes at 50k topics), so a view asks only when ``names`` holds a topic the name server did not
+    list when the answer was fetched (a new topic is never missed); an answer older than ``AUTO_CREATED_TTL_S``
+    seconds is still used once and refreshed off the request, by one thread at a time."""
+    with _auto_lock:
+        cached = _auto_cache
+    if cached is None or not cached[1].issuperset(names):
+        return _fetch_auto_created(names)
+    if time.monotonic() - cached[0] >= AUTO_CREATED_TTL_S:
+        _refresh_in_background()
+    return cached[2]
 
 
 def _matching(search: str, kind: str) -> list[str]:
