@@ -26,7 +26,8 @@ and ``forceRegister=false``, ``registerNameServerPeriod=2000`` so heartbeats are
   30 s). Per point: broker RSS and CPU over one heartbeat period at idle; ``send_p99_ms`` of one more producer;
   ``rebalance_ms``: a consumer joins the group of 100: from its heartbeat until every member got
   NOTIFY_CONSUMER_IDS_CHANGED and the member list reads the newcomer.
-* **size**: per message size, produce (batched, 4 requests in flight, a batch up to 1 MiB) and consume (pull)
+* **size**: per message size, produce (4 requests in flight: batches up to 64 messages / 1 MiB below 64 KiB,
+  single uncompressed sends from 64 KiB: :func:`produce_mb_s`) and consume (pull)
   MB/s of ours and of Redis Streams (XADD pipelined, XREAD; bench/peers.py, same run), beside the disk's
   sequential write rate (1 MiB writes + fdatasync of a file beside the store, same run).
 * **depth**: ``--depth`` 1 KiB messages on one queue; the broker is restarted and the page cache dropped
@@ -482,7 +483,6 @@ def disk_read_mb_s(path: Path) -> tuple[float, bool]:
 
 # ---------------------------------------------------------------------------------------------------- size
 def size_curve(sizes: list[int], budget: int) -> list[Row]:
-    from bench.broker import ours_produce_batched
     from bench.peers import redis_consume, redis_produce_pipelined
     from bench.servers import RedisServer
 
@@ -500,7 +500,7 @@ def size_curve(sizes: list[int], budget: int) -> list[Row]:
             topic = f"ScaleSize{size}"
             create_topics(client, node.addr, [topic], 1)
             batch = max(1, min(64, MiB // size))
-            ours_p = ours_produce_batched(node.namesrv, topic, n, body, batch=batch)["msg_per_s"] * size / 1e6
+            ours_p = produce_mb_s(node.namesrv, topic, n, body, batch)
             ours_c = consume_mb_s(node.namesrv, topic, n, size)
             redis_p = redis_produce_pipelined(redis.url, n, body, batch=batch)["msg_per_s"] * size / 1e6
             redis_c = redis_consume(redis.url, n, body)["msg_per_s"] * size / 1e6
@@ -513,6 +513,40 @@ def size_curve(sizes: list[int], budget: int) -> list[Row]:
         node.close()
         shutil.rmtree(tmp, ignore_errors=True)
     return rows
+
+
+def produce_mb_s(namesrv: str, topic: str, n: int, body: bytes, batch: int, inflight: int = 4) -> float:
+    """MB/s of ``n`` messages, ``inflight`` requests at a time: batches of ``batch`` (SEND_BATCH_MESSAGE) below
+    64 KiB, single sends from 64 KiB (a batch of big entries is slower than single sends, and a 4 MiB message
+    does not fit a 4 MiB batch). Bodies go uncompressed (the SDK compresses single bodies over 4 KiB by
+    default, as RocketMQ's clients: zlib at ~40 MB/s would be the figure, and Redis gets no compression)."""
+    import asyncio
+
+    from broker_core.remoting.client import run_sync
+
+    producer = Producer(f"scale-size{time.monotonic_ns()}", namesrv, compress_msg_body_over_howmuch=0).start()
+    try:
+        producer.send(Message(topic, body))  # route and connection, not timed
+        single = len(body) >= 64 * 1024
+
+        async def run() -> float:
+            sem = asyncio.Semaphore(inflight)
+
+            async def one(count: int) -> None:
+                async with sem:
+                    if single:
+                        await producer.asend(Message(topic, body))
+                    else:
+                        await producer.asend_batch([Message(topic, body) for _ in range(count)])
+
+            counts = [1] * n if single else [min(batch, n - i) for i in range(0, n, batch)]
+            t0 = time.perf_counter()
+            await asyncio.gather(*(one(c) for c in counts))
+            return time.perf_counter() - t0
+
+        return n * len(body) / run_sync(run()) / 1e6
+    finally:
+        producer.shutdown()
 
 
 def consume_mb_s(namesrv: str, topic: str, n: int, size: int) -> float:
