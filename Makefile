@@ -30,6 +30,9 @@ PG_IGNORE := $(foreach m,test_beat_and_jobs_page test_dlq_resend test_alerts_lag
 # in its own virtualenv (its module name `rocketmq` must stay out of .venv)
 CPP_CLIENT_VENV := .venv-rocketmq
 CPP_CLIENT_STAMP := $(CPP_CLIENT_VENV)/.installed
+# ... and the C++ 2.1 core (PyPI rocketmq-python-cvs 2.1.0.3) for tests/compat/test_cpp21_first_send.py
+CPP21_CLIENT_VENV := .venv-rocketmq21
+CPP21_CLIENT_STAMP := $(CPP21_CLIENT_VENV)/.installed
 # ... and ali-ons, the Node.js RocketMQ 4.x client, pinned by tests/compat/node/package-lock.json
 NODE_CLIENT_DIR := tests/compat/node
 NODE_CLIENT_STAMP := $(NODE_CLIENT_DIR)/node_modules/.installed
@@ -59,6 +62,11 @@ $(CPP_CLIENT_STAMP):
 	@test -x $(CPP_CLIENT_VENV)/bin/python || $(PYTHON) -m venv $(CPP_CLIENT_VENV)
 	$(CPP_CLIENT_VENV)/bin/python -m pip install --quiet --disable-pip-version-check rocketmq==0.4.4
 	@touch $(CPP_CLIENT_STAMP)
+
+$(CPP21_CLIENT_STAMP):
+	@test -x $(CPP21_CLIENT_VENV)/bin/python || $(PYTHON) -m venv $(CPP21_CLIENT_VENV)
+	$(CPP21_CLIENT_VENV)/bin/python -m pip install --quiet --disable-pip-version-check rocketmq-python-cvs==2.1.0.3
+	@touch $(CPP21_CLIENT_STAMP)
 
 $(NODE_CLIENT_STAMP): $(NODE_CLIENT_DIR)/package-lock.json
 	@command -v npm >/dev/null || { echo "need node and npm (Node 20) for tests/compat"; exit 1; }
@@ -98,7 +106,8 @@ lint: $(STAMP)
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
 
-test: $(STAMP) $(NATIVE) $(CPP_CLIENT_STAMP) $(NODE_CLIENT_STAMP) $(NODE5_CLIENT_STAMP) system-packages lint
+test: $(STAMP) $(NATIVE) $(CPP_CLIENT_STAMP) $(CPP21_CLIENT_STAMP) $(NODE_CLIENT_STAMP) $(NODE5_CLIENT_STAMP) \
+		system-packages lint
 	$(VENV)/bin/pytest
 	@echo "codec and store suites again on the pure-Python codec (BROKER_CORE_PURE_PYTHON=1):"
 	BROKER_CORE_PURE_PYTHON=1 $(VENV)/bin/pytest -q -p no:cacheprovider tests/unit/codec tests/unit/store \
@@ -109,7 +118,7 @@ test: $(STAMP) $(NATIVE) $(CPP_CLIENT_STAMP) $(NODE_CLIENT_STAMP) $(NODE5_CLIENT
 
 # The whole suite on the pure-Python codec (BROKER_CORE_PURE_PYTHON=1), about 15 minutes; `make test` runs only the
 # codec and store suites that way, to stay well under half an hour
-test-pure: $(STAMP) $(CPP_CLIENT_STAMP) $(NODE_CLIENT_STAMP) $(NODE5_CLIENT_STAMP) system-packages
+test-pure: $(STAMP) $(CPP_CLIENT_STAMP) $(CPP21_CLIENT_STAMP) $(NODE_CLIENT_STAMP) $(NODE5_CLIENT_STAMP) system-packages
 	BROKER_CORE_PURE_PYTHON=1 $(VENV)/bin/pytest -q -p no:cacheprovider
 
 # The fast loop: unit and architecture tests only, no broker processes, Redis, Spark or browser (seconds)
@@ -123,4 +132,4 @@ bench: $(STAMP) $(NATIVE)
 	$(PY) -m bench.push
 
 clean:
-	rm -rf $(VENV) $(CPP_CLIENT_VENV) $(NATIVE) build $(NODE_CLIENT_DIR)/node_modules $(NODE5_CLIENT_DIR)/node_modules var .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(CPP_CLIENT_VENV) $(CPP21_CLIENT_VENV) $(NATIVE) build $(NODE_CLIENT_DIR)/node_modules $(NODE5_CLIENT_DIR)/node_modules var .pytest_cache .ruff_cache .hypothesis
