@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import bisect
 import inspect
+import operator
 import os
 import time
 from collections.abc import Awaitable, Iterator
+from itertools import groupby
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -40,6 +42,8 @@ if TYPE_CHECKING:
 SIZE_BUCKETS = (1024, 4096, 524288, 1048576, 2097152, 4194304)  # rocketmq_message_size
 RPC_BUCKETS_MS = (1, 3, 5, 7, 10, 100, 1000, 2000, 3000)  # rocketmq_rpc_latency
 _PREPARED = 0x4  # MessageSysFlag.TRANSACTION_PREPARED_TYPE
+_TOPIC_FLAG = operator.itemgetter(2, 9)  # a dispatch tuple's topic and sys flag
+_SIZE = operator.itemgetter(1)
 _CODE_NAMES = {int(c): c.name.lower() for c in RequestCode}
 _RESPONSE_NAMES = {int(c): c.name.lower() for c in ResponseCode}
 
@@ -84,21 +88,36 @@ class BrokerMetrics:
     # ------------------------------------------------------------------ counting (no lock)
     def arrived(self, batch: list[tuple[Any, ...]]) -> None:
         """A dispatched batch: ``(phy, size, topic, queue_id, queue_offset, tags_code, store_timestamp, keys,
-        uniq_key, sys_flag)`` tuples."""
+        uniq_key, sys_flag)`` tuples, counted with C-level calls only (``map``, ``list.count``, ``sorted``,
+        ``groupby``, a ``bisect`` per bucket bound): one topic in the batch (the common case) costs a few tens of
+        ns a message; mixed topics add one sort of the batch. (A Python loop per message cost ~10x more.)"""
+        keys = list(map(_TOPIC_FLAG, batch))
+        if keys.count(keys[0]) == len(keys):
+            self._count(keys[0], sorted(map(_SIZE, batch)))
+            return
+        for key, run in groupby(sorted(batch, key=_TOPIC_FLAG), _TOPIC_FLAG):
+            self._count(key, sorted(map(_SIZE, run)))
+
+    def _count(self, topic_flag: tuple[str, int], sizes: list[int]) -> None:
+        """One topic's stored records (sizes sorted): messages, bytes, and the size histogram's buckets."""
+        topic, flag = topic_flag
         table = self.inbound.table()
-        for d in batch:
-            key = (d[2], d[9] & _PREPARED)
-            row = table.get(key)
-            if row is None:
-                topic = d[2]
-                if topic.startswith(RETRY_GROUP_TOPIC_PREFIX) or topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
-                    continue
-                row = table[key] = [0] * self.inbound.width
-            size = d[1]
-            row[0] += 1
-            row[1] += size
-            row[2 + bisect.bisect_left(SIZE_BUCKETS, size)] += 1
-            row[-1] += size
+        key = (topic, flag & _PREPARED)
+        row = table.get(key)
+        if row is None:
+            if topic.startswith(RETRY_GROUP_TOPIC_PREFIX) or topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
+                return
+            row = table[key] = [0] * self.inbound.width
+        total = sum(sizes)
+        row[0] += len(sizes)
+        row[1] += total
+        row[-1] += total
+        lo = 0
+        for i, bound in enumerate(SIZE_BUCKETS):  # le: sizes up to and including the bound
+            hi = bisect.bisect_right(sizes, bound, lo)
+            row[2 + i] += hi - lo
+            lo = hi
+        row[2 + len(SIZE_BUCKETS)] += len(sizes) - lo
 
     def instrument(self, handlers: dict[int, Handler]) -> dict[int, Handler]:
         """Each handler timed into ``rocketmq_rpc_latency`` (and a pull's messages counted out)."""
