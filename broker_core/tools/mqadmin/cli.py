@@ -144,8 +144,10 @@ def parse(cmd: Command, argv: list[str]) -> dict[str, str | bool]:
             opt = by_long.get(name)
             inline = rest if eq else None
         elif arg.startswith("-") and len(arg) > 1:
-            opt = by_short.get(arg[1])
-            inline = arg[2:] or None
+            opt = by_short.get(arg[1:])  # a short name of more letters (electMaster's -bn)
+            if opt is None:
+                opt = by_short.get(arg[1])
+                inline = arg[2:] or None
             if opt is None:
                 opt = by_long.get(arg[1:])
                 inline = None
