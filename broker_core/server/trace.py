@@ -7,7 +7,9 @@ Each event is a JSON object: ``type``, ``msgId``, ``topic``, ``group``, ``keys``
 receive), ``consumed`` / ``reconsume-later`` (reported by the SDK with the listener's cost), ``retry``,
 ``dead-lettered``, ``resent`` (``extra.newMsgId`` links to the new message), ``transaction-commit``,
 ``transaction-rollback``. Every event record carries the message id (and the message's keys) in KEYS, so
-``query_message(RMQ_SYS_TRACE_TOPIC, msgId)`` finds a message's whole trace through the index.
+``query_message(RMQ_SYS_TRACE_TOPIC, msgId)`` finds a message's whole trace through the index. With the option on,
+the topic exists from start-up, as in RocketMQ, so Java and C++ clients with message trace on write their own
+records (``TraceDataEncoder``, :mod:`broker_core.codec.trace_data`) into it; the trace job merges both.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from broker_core.codec.names import TRACE_TOPIC, TRANS_OP_HALF_TOPIC
+from broker_core.server.state import PERM_READ, PERM_WRITE, TopicConfig
 from broker_core.store import MessageInner
 
 if TYPE_CHECKING:
@@ -29,6 +32,10 @@ class Tracer:
         self.ctl = ctl
         self.enabled = ctl.config.trace_topic_enable
         self._ready = False
+        if self.enabled and ctl.topics.get(TRACE_TOPIC) is None:
+            # as RocketMQ's TopicConfigManager with traceTopicEnable: the topic exists from start-up (1 read and 1
+            # write queue, read-write), so clients with message trace on can send their records at once
+            ctl.topics.upsert(TopicConfig(TRACE_TOPIC, 1, 1, PERM_READ | PERM_WRITE))
 
     def event(self, type_: str, msg_id: str, topic: str, *, group: str = "", keys: list[str] | None = None,
               cost_ms: float = 0, queue_id: int = -1, queue_offset: int = -1, reconsume_times: int = 0,

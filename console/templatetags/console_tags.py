@@ -32,6 +32,17 @@ def pretty_json(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, default=str)
 
 
+@register.filter(name="perm_flags")
+def perm_flags(value: Any) -> str:
+    """A topic permission as flags, read then write (RocketMQ's PermName without the inherit bit): 6 -> ``RW``,
+    4 -> ``R-``, 2 -> ``-W``, 0 -> ``--``; anything not a number unchanged."""
+    try:
+        perm = int(value)
+    except (TypeError, ValueError):
+        return "" if value is None else str(value)
+    return ("R" if perm & 4 else "-") + ("W" if perm & 2 else "-")
+
+
 @register.filter(name="local_time")
 def local_time(value: Any) -> str:
     """An aware datetime or an ISO 8601 string (as the selectors give times) in the zone activated for the

@@ -12,9 +12,11 @@ Timeline steps (ordered by time, then lifecycle order, then link depth): ``produ
 record), ``stored``, ``delayed``, ``delivered-after-delay``, ``delivered`` (per group, with the attempt =
 reconsume times + 1), ``consumed`` / ``reconsume-later`` (with the listener's cost), ``retry`` (delay level and
 ``delayMs`` until the next delivery), ``dead-lettered``, ``resent`` (``newMsgId``), transaction commit/rollback.
-Without trace events (``traceTopicEnable`` off) the steps come from the records alone. Each step has ``msgId``,
-``depth`` (0 for the asked message, 1 for a resent copy ...), ``source`` (``trace`` or ``commitlog``) and, for
-record steps, the record's coordinates.
+Without trace events (``traceTopicEnable`` off) the steps come from the records alone. Records that Java and C++
+clients with message trace on write into the same topic (``TraceDataEncoder``, :mod:`broker_core.codec.trace_data`)
+merge in as ``client-sent``, ``client-consume-start``, ``client-consumed`` and ``client-transaction-end`` steps
+(``source`` = ``client``). Each step has ``msgId``, ``depth`` (0 for the asked message, 1 for a resent copy ...),
+``source`` (``trace``, ``client`` or ``commitlog``) and, for record steps, the record's coordinates.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from broker_core.codec.message_id import decode_offset_msg_id
 from broker_core.codec.names import DLQ_GROUP_TOPIC_PREFIX as DLQ_PREFIX
 from broker_core.codec.names import PROPERTY_DLQ_ORIGIN_TOPIC, PROPERTY_DLQ_REASON, SCHEDULE_TOPIC, TRACE_TOPIC
 from broker_core.codec.names import RETRY_GROUP_TOPIC_PREFIX as RETRY_PREFIX
+from broker_core.codec.trace_data import decode_trace_data, is_trace_data
 from spark_jobs.output import jsonable, write_jsonl
 from spark_jobs.runner import ProgressCallback, codecs_of, run_splits
 from spark_jobs.segments import (
@@ -48,8 +51,9 @@ from spark_jobs.split_io import record_at
 from spark_jobs.transforms.filters import Compiled, SearchSpec
 from spark_jobs.transforms.scan import scan_split
 
-LIFECYCLE = ["produced", "stored", "delayed", "delivered-after-delay", "delivered", "consumed", "reconsume-later",
-             "retry", "dead-lettered", "resent", "transaction-commit", "transaction-rollback"]
+LIFECYCLE = ["produced", "client-sent", "stored", "delayed", "delivered-after-delay", "delivered",
+             "client-consume-start", "client-consumed", "consumed", "reconsume-later", "retry", "dead-lettered",
+             "resent", "client-transaction-end", "transaction-commit", "transaction-rollback"]
 _RANK = {t: i for i, t in enumerate(LIFECYCLE)}
 
 
@@ -178,6 +182,8 @@ def run_trace(spark: Any, segments: list[Segment] | dict[str, Any] | str, msg_id
             break
     records = sorted((r for r in rows.values() if r["topic"] != TRACE_TOPIC), key=lambda r: r["phy_offset"])
     events = [e for e in (_event(r) for r in rows.values() if r["topic"] == TRACE_TOPIC) if e]
+    events += pair_client_events([e for r in rows.values() if r["topic"] == TRACE_TOPIC
+                                  for e in client_events(r, set(depth_of))])
     timeline = build_timeline(records, events, depth_of)
     result = TraceResult(msg_id, key, sorted(depth_of, key=lambda i: (depth_of[i], i)), records, events, timeline,
                          summarize_groups(timeline), scanned, nbytes, passes, torn, codecs=sorted(codecs))
@@ -196,6 +202,8 @@ def run_trace(spark: Any, segments: list[Segment] | dict[str, Any] | str, msg_id
 
 
 def _event(row: dict[str, Any]) -> dict[str, Any] | None:
+    if is_trace_data(bytes(row["body"])):
+        return None  # a client's records: client_events()
     try:
         ev = json.loads(row["body"])
     except ValueError:
@@ -204,6 +212,59 @@ def _event(row: dict[str, Any]) -> dict[str, Any] | None:
         return None
     ev["_coords"] = {"segment": row["segment"], "pos": row["pos"], "phy_offset": row["phy_offset"]}
     return ev
+
+
+def client_events(row: dict[str, Any], ids: set[str]) -> list[dict[str, Any]]:
+    """The records a client wrote in one trace message (``TraceDataEncoder``: Pub, SubBefore, SubAfter,
+    EndTransaction) about the messages of ``ids``, as timeline events (``source`` = ``client``): ``client-sent``
+    (send start, cost, success, the producer group and store host), ``client-consume-start`` and
+    ``client-consumed`` (per consumer group: retry times, the listener's cost and outcome), ``client-transaction-end``
+    (the local transaction's state). The client's host is the trace message's born host where the record does not
+    name it."""
+    if not is_trace_data(bytes(row["body"])):
+        return []
+    coords = {"segment": row["segment"], "pos": row["pos"], "phy_offset": row["phy_offset"]}
+    host = str(row.get("born_host") or "")
+    out = []
+    for rec in decode_trace_data(bytes(row["body"])):
+        if rec["msgId"] not in ids:
+            continue
+        base = {"msgId": rec["msgId"], "timestamp": rec.get("timestamp", 0), "costMs": rec.get("costTime", 0),
+                "topic": rec.get("topic", ""), "group": "", "reconsumeTimes": 0, "status": "", "broker": "",
+                "source": "client", "_coords": coords}
+        kind = rec["type"]
+        if kind == "Pub":
+            out.append({**base, "type": "client-sent", "status": "success" if rec["success"] else "failed",
+                        "extra": {"producerGroup": rec["groupName"], "storeHost": rec["storeHost"],
+                                  "clientHost": rec.get("clientHost") or host, "msgType": rec["msgType"],
+                                  "tags": rec["tags"], "keys": rec["keys"], "bodyLength": rec["bodyLength"],
+                                  "offsetMsgId": rec["offsetMsgId"]}})
+        elif kind == "SubBefore":
+            out.append({**base, "type": "client-consume-start", "group": rec["groupName"], "costMs": 0,
+                        "reconsumeTimes": rec["retryTimes"],
+                        "extra": {"requestId": rec["requestId"], "clientHost": host}})
+        elif kind == "SubAfter":
+            out.append({**base, "type": "client-consumed", "group": rec["groupName"],
+                        "status": rec["contextCode"] or ("SUCCESS" if rec["success"] else "FAILED"),
+                        "extra": {"requestId": rec["requestId"], "success": rec["success"], "clientHost": host}})
+        else:
+            out.append({**base, "type": "client-transaction-end", "costMs": 0, "status": rec["transactionState"],
+                        "extra": {"producerGroup": rec["groupName"], "transactionId": rec["transactionId"],
+                                  "fromTransactionCheck": rec["fromTransactionCheck"], "clientHost": host}})
+    return out
+
+
+def pair_client_events(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A ``client-consumed`` without its time or group (older and CLOUD clients leave them out) takes them from the
+    ``client-consume-start`` of the same ``requestId``: the start plus the cost."""
+    starts = {e["extra"]["requestId"]: e for e in events if e["type"] == "client-consume-start"}
+    for e in events:
+        start = starts.get(e["extra"].get("requestId")) if e["type"] == "client-consumed" else None
+        if start is not None:
+            e["group"] = e["group"] or start["group"]
+            e["timestamp"] = e["timestamp"] or start["timestamp"] + int(e["costMs"])
+            e["reconsumeTimes"] = start["reconsumeTimes"]
+    return events
 
 
 def _coords(r: dict[str, Any]) -> dict[str, Any]:
@@ -256,7 +317,7 @@ def build_timeline(records: list[dict[str, Any]], events: list[dict[str, Any]],
     for e in events:
         mid = e["msgId"]
         step = {"type": e["type"], "timestamp": e["timestamp"], "msgId": mid, "depth": depth_of.get(mid, 0),
-                "source": "trace", "topic": e.get("topic", ""), "group": e.get("group", ""),
+                "source": e.get("source", "trace"), "topic": e.get("topic", ""), "group": e.get("group", ""),
                 "reconsumeTimes": e.get("reconsumeTimes", 0), "costMs": e.get("costMs", 0),
                 "status": e.get("status", ""), "extra": e.get("extra", {}), "broker": e.get("broker", ""),
                 "record": None, "event": e.get("_coords")}
@@ -292,9 +353,13 @@ def summarize_groups(timeline: list[dict[str, Any]]) -> dict[str, dict[str, Any]
         if not s["group"] or s["depth"]:
             continue
         g = out.setdefault(s["group"], {"delivered": 0, "consumed": 0, "reconsumeLater": 0, "retries": [],
-                                        "deadLettered": False, "deadLetteredAt": None, "resent": []})
+                                        "deadLettered": False, "deadLetteredAt": None, "resent": [],
+                                        "clientConsumed": 0, "clientFailed": 0, "clientCostMs": []})
         t = s["type"]
-        if t == "delivered":
+        if t == "client-consumed":  # what the consumer's own trace says (Java/C++ clients with trace on)
+            g["clientConsumed" if s["extra"].get("success") else "clientFailed"] += 1
+            g["clientCostMs"].append(s["costMs"])
+        elif t == "delivered":
             g["delivered"] += 1
         elif t == "consumed":
             g["consumed"] += 1
