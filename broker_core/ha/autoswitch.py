@@ -33,7 +33,7 @@ from broker_core.ha.autoswitch_slave import AutoSwitchHAClient
 from broker_core.ha.slave_sync import SlaveSynchronize
 from broker_core.remoting.client import RemotingClient
 from broker_core.store import PutStatus
-from broker_core.store.epoch_file import EpochFile
+from broker_core.store.epoch_file import LONG_MAX, EpochFile
 
 if TYPE_CHECKING:
     from broker_core.server.ports import HaHost
@@ -57,6 +57,17 @@ class AutoSwitchBrokerHA:
         self.controller_id = -1  # this broker's id at the controller
         self._role_lock = asyncio.Lock()
         ctl.store.set_writable(False)
+        ctl.store.set_dispatch_limit(self._dispatch_limit)  # consumers read only confirmed messages (§5)
+
+    def _dispatch_limit(self) -> int:
+        """RocketMQ's ``readUnCommitted=false``: a master dispatches up to its confirm offset, a slave up to the
+        one its master sent; a fenced broker (start-up, before a role) keeps what recovery dispatched."""
+        if self.fenced:
+            return LONG_MAX
+        if self.service.is_master:
+            return self.service.confirm()
+        client = self.client
+        return max(client.confirm_offset, 0) if client is not None else LONG_MAX
 
     # ------------------------------------------------------------------ BrokerHA's interface
     @property

@@ -185,14 +185,14 @@ class AutoSwitchHAConnection:
                 now = _now_ms()
                 if data:
                     self.max_at_last_send = store.max_phy_offset()
-                    self.writer.write(encode_transfer(offset, epoch, epoch_start, service.confirm_offset, data))
+                    self.writer.write(encode_transfer(offset, epoch, epoch_start, service.confirm(), data))
                     self.next_transfer_from += len(data)
                     self.last_write_ms = now
                     await self.writer.drain()
                     continue
                 if now - self.last_write_ms > heartbeat_ms:
                     self.max_at_last_send = store.max_phy_offset()
-                    self.writer.write(encode_transfer(offset, epoch, epoch_start, service.confirm_offset))
+                    self.writer.write(encode_transfer(offset, epoch, epoch_start, service.confirm()))
                     self.last_write_ms = now
                     await self.writer.drain()
                 try:
@@ -335,7 +335,7 @@ class AutoSwitchHAService:
     def acked(self, conn: AutoSwitchHAConnection) -> None:
         """An ack arrived: maybe expand the set, move the confirm offset, release waiters."""
         if (self.is_master and not conn.async_learner and conn.slave_id >= 0
-                and conn.slave_id not in self.ack_set() and conn.ack_offset >= self.confirm_offset
+                and conn.slave_id not in self.ack_set() and conn.ack_offset >= self.confirm()
                 and conn.ack_offset >= self._last_epoch_start() and self.on_expand is not None):
             self.on_expand(self.sync_state_set | {conn.slave_id})
         self._update_confirm()
@@ -345,9 +345,16 @@ class AutoSwitchHAService:
         last = self.epochs.last()
         return last.start_offset if last else 0
 
+    def confirm(self) -> int:
+        """§5: the master's confirm offset: its CommitLog end when the set is the master alone or allAck is off;
+        else the smallest ack of the set's members (:meth:`_update_confirm`)."""
+        if self.is_master and (len(self.sync_state_set) <= 1 or not self.config.controller.all_ack_in_sync_state_set):
+            return self.store.max_phy_offset()
+        return self.confirm_offset
+
     def _update_confirm(self) -> None:
-        """§5: the max offset when the set is the master alone or allAck is off; else the smallest ack of the
-        connected members, the old value kept while a member has no connection."""
+        """The smallest ack of the connected SyncStateSet members, the old value kept while a member has no
+        connection; never lower. A rise lets the store dispatch further (it consumes only below it)."""
         if not self.is_master:
             return
         end = self.store.max_phy_offset()
@@ -362,8 +369,9 @@ class AutoSwitchHAService:
             if conn is None:
                 return
             acks.append(conn.ack_offset)
-        if acks:
-            self.confirm_offset = max(self.confirm_offset, min(min(acks), end))
+        if acks and min(min(acks), end) > self.confirm_offset:
+            self.confirm_offset = min(min(acks), end)
+            self.store.dispatch_more()
 
     # ------------------------------------------------------------------ acknowledgements
     def acked_offset(self) -> int:
@@ -418,4 +426,4 @@ class AutoSwitchHAService:
         return {"haListenPort": self.port, "haConnections": len(self.connections),
                 "haSlaves": [c.info(end) for c in sorted(self.connections, key=lambda c: c.remote)],
                 "syncStateSet": sorted(self.sync_state_set), "syncStateSetEpoch": self.sync_state_set_epoch,
-                "confirmOffset": self.confirm_offset}
+                "confirmOffset": self.confirm()}

@@ -193,7 +193,10 @@ class AutoSwitchHAClient:
                 self.store.append_replicated(start + done, view[done:done + whole])
                 done += whole
             partial = bytes(view[done:])
-        self.confirm_offset = min(t.confirm_offset, self.store.max_phy_offset())
+        confirm = min(t.confirm_offset, self.store.max_phy_offset())
+        if confirm > self.confirm_offset:
+            self.confirm_offset = confirm
+            self.store.dispatch_more()  # the store consumes only below the confirm offset
         return partial
 
     def info(self) -> dict[str, object]:

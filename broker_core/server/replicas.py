@@ -283,7 +283,7 @@ class ReplicasManager:
     # ------------------------------------------------------------------ running
     def _heartbeat_cmd(self) -> RemotingCommand:
         cfg = self.config
-        confirm = self.ha.service.confirm_offset if self.ha.is_master else (
+        confirm = self.ha.service.confirm() if self.ha.is_master else (
             self.ha.client.confirm_offset if self.ha.client is not None else -1)
         h = BrokerHeartbeatRequestHeader(
             cfg.broker_cluster_name, self.ctl.broker_addr, cfg.broker_name, self.broker_id,

@@ -37,6 +37,12 @@ arrival listeners; measured in process), and at one-at-a-time rates (3-10k sends
 3-10 records, so that fixed cost was 3-9 us of every send (broker CPU per send, ``/proc``: 55 -> 49 us user with the
 C send lane).
 
+Controller mode (``dispatch_limit``, RocketMQ 5's ``readUnCommitted=false``): records are dispatched only below the
+limit the HA side gives, the confirm offset (on a master with ``allAckInSyncStateSet``, what every SyncStateSet
+member acknowledged; on a slave, what its master confirmed), so a consumer never reads a message that is not yet
+acknowledged, and none that a deposed master's truncation may later remove. ``kick`` dispatches when the limit
+rose without an append.
+
 Crash behaviour: nothing is lost; on restart the dispatcher resumes from what the ConsumeQueues and
 IndexFiles show as done, or replays from the checkpoint's segment (see ``recovery.py``).
 """
@@ -102,6 +108,7 @@ class ReputMessageService:
         self._waited_for: Callable[[], bool] | None = None  # drive_from
         self._scheduled = False  # a dispatch is due in the loop's next turn (call_soon)
         self._deferred: asyncio.TimerHandle | None = None  # a dispatch is due within _LOOP_DEFER_S (call_later)
+        self.dispatch_limit: Callable[[], int] | None = None  # controller mode: dispatch only below it
 
     # ------------------------------------------------------------------ dispatchers
     def dispatch_batch(self, batch: list[Dispatch]) -> None:
@@ -124,6 +131,19 @@ class ReputMessageService:
             listener(batch)
 
     # ------------------------------------------------------------------ loop
+    def end(self) -> int:
+        """Where dispatch stops: the CommitLog's end, or the dispatch limit when one is set and lower."""
+        end = self.commit_log.max_offset()
+        limit = self.dispatch_limit
+        return end if limit is None else min(end, limit())
+
+    def kick(self) -> None:
+        """The dispatch limit rose (no append reported it): dispatch soon, on the loop or the thread."""
+        if self._loop is not None:
+            self._soon(now=True)
+        else:
+            self.commit_log.appended.set()
+
     def behind(self) -> int:
         return self.commit_log.max_offset() - self.reput_from_offset
 
@@ -138,21 +158,21 @@ class ReputMessageService:
         if did:
             with self._dispatched:
                 self._dispatched.notify_all()
-        return did, left == 0 and self.reput_from_offset < self.commit_log.max_offset()
+        return did, left == 0 and self.reput_from_offset < self.end()
 
     def _do_reput(self, left: int) -> tuple[bool, int]:
         """Dispatch what is readable, at most ``left`` batches (negative: all); returns (did, batches left)."""
         commit_log = self.commit_log
         pending = commit_log.pending_dispatch
         did = False
-        while self.reput_from_offset < commit_log.max_offset() and left != 0:
+        while self.reput_from_offset < self.end() and left != 0:
             offset = self.reput_from_offset
             # Fast path: the put path's hand-off, while it lines up with the CommitLog.
             while pending and pending[0][0] < offset:
                 pending.popleft()
             if pending and pending[0][0] == offset:
                 batch: list[Dispatch] = []
-                limit = commit_log.max_offset()
+                limit = self.end()
                 while True:
                     offset = take_pending(pending, batch, offset, limit, _BATCH)
                     if not pending or pending[0][0] == offset:
@@ -192,6 +212,8 @@ class ReputMessageService:
         try:
             buf = result.buffer
             limit = len(buf)
+            if self.dispatch_limit is not None:
+                limit = max(0, min(limit, self.end() - result.start_offset))
             pos = 0
             schedule = self.store.schedule
             delay_ms = schedule.delay_ms if schedule is not None else None
@@ -342,7 +364,7 @@ class ReputMessageService:
 
     def shutdown(self) -> None:
         if self._thread is not None:
-            self.wait_for(self.commit_log.max_offset(), timeout=5.0)  # catch up first, as upstream does
+            self.wait_for(self.end(), timeout=5.0)  # catch up first, as upstream does
             self._stopped.set()
             self.commit_log.appended.set()
             self._thread.join()

@@ -294,8 +294,9 @@ class MessageStore(ReplicationMixin):
             self.index_service.destroy()
 
     def dispatch(self, timeout: float = 5.0) -> bool:
-        """Wait until everything appended so far is dispatched (visible to pulls)."""
-        return self.reput.wait_for(self.commit_log.max_offset(), timeout)
+        """Wait until everything appended so far is dispatched (visible to pulls); in controller mode, everything
+        below the dispatch limit (the confirm offset)."""
+        return self.reput.wait_for(self.reput.end(), timeout)
 
     def add_arrival_listener(self, listener: ArrivalListener) -> None:
         """Called on the dispatcher thread once per dispatched batch with its ``(phy, size, topic,

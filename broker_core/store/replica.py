@@ -32,6 +32,7 @@ them, and the slave's CommitLog then differed from its master's there (seen once
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from broker_core.codec.message import (
@@ -188,6 +189,15 @@ class ReplicationMixin:
             return bytes(result.buffer[:max_bytes]) if result.size else None
         finally:
             result.release()
+
+    def set_dispatch_limit(self, limit: Callable[[], int] | None) -> None:
+        """Controller mode (RocketMQ's ``readUnCommitted=false``): dispatch records to the ConsumeQueues only below
+        ``limit()`` (the confirm offset); None lifts it. ``dispatch_more`` after the limit rose."""
+        self.reput.dispatch_limit = limit
+
+    def dispatch_more(self) -> None:
+        """The dispatch limit rose: dispatch what is now below it (soon, on the dispatcher's loop or thread)."""
+        self.reput.kick()
 
     def min_phy_offset(self) -> int:
         """The CommitLog's first readable offset (-1 when empty): where expired files end."""

@@ -160,3 +160,36 @@ def test_deposed_master_truncates_to_the_consistent_point(open_store: Callable[.
     assert (len(ca_), first) == (len(cb_), None)
     assert bodies(a) == bodies(b)
     assert not any(x.startswith(b"lost") for x in bodies(a))
+
+
+def test_consumers_see_only_what_the_sync_state_set_acknowledged(open_store: Callable[..., MessageStore],
+                                                                 tmp_path: Path) -> None:
+    """readUnCommitted=false: with allAckInSyncStateSet the master dispatches (makes consumable) only below its
+    confirm offset, the smallest ack of the set; a message waits, unseen, until the slave has it."""
+    m = open_store(store_dir=tmp_path / "m", ha_send_heartbeat_interval_ms=100, all_ack_in_sync_state_set=True)
+    s = open_store(store_dir=tmp_path / "s", broker_role="SLAVE", ha_send_heartbeat_interval_ms=100)
+    em, es = EpochFile(tmp_path / "m.epoch"), EpochFile(tmp_path / "s.epoch")
+
+    async def run() -> None:
+        _as_master(m, em, 1)
+        service = AutoSwitchHAService(m, m.config, em)
+        service.is_master, service.local_broker_id = True, 1
+        service.set_sync_state_set({1, 2}, 1)
+        m.set_dispatch_limit(service.confirm)
+        port = await service.start("127.0.0.1", 0)
+        fill(m, 10, "before")
+        assert bodies(m) == []  # nobody in the set acknowledged them yet
+        client = AutoSwitchHAClient(s, s.config, es, 2, lambda: f"127.0.0.1:{port}", lambda: 1)
+        client.start()
+        await _until(lambda: len(bodies(m)) == 10, "the acknowledged messages to become consumable")
+        await client.close()
+        fill(m, 1, "unacked")
+        await asyncio.sleep(0.3)
+        assert len(bodies(m)) == 10  # the slave is gone: the new message stays unconsumable
+        client = AutoSwitchHAClient(s, s.config, es, 2, lambda: f"127.0.0.1:{port}", lambda: 1)
+        client.start()
+        await _until(lambda: len(bodies(m)) == 11, "the message to become consumable once acknowledged")
+        await client.close()
+        await service.close()
+
+    asyncio.run(run())
