@@ -1,8 +1,8 @@
 """updateAclConfig, deleteAclConfig, clusterAclConfigVersion, updateGlobalWhiteAddr: ACL 1.0 (request codes 50-53).
 
-These speak RocketMQ's codes whatever the broker; a broker that does not serve them (this product's broker reads
-``plain_acl.yml`` but has no remote editing of it) answers REQUEST_CODE_NOT_SUPPORTED, and the command says so and
-exits 2."""
+A broker that does not serve a code (RocketMQ 5.3.3+, or 4.9.8's 54) answers REQUEST_CODE_NOT_SUPPORTED, and the
+command says so and exits 2; this product's broker serves them with ``aclEnable=true`` (server/acl_admin.py) and
+answers ``The broker does not enable acl.`` without."""
 
 from __future__ import annotations
 
