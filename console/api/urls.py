@@ -9,6 +9,7 @@ from console.api import (
     acl,
     alerts,
     audit,
+    broker_runtime,
     clients,
     cluster,
     dlq,
@@ -24,6 +25,7 @@ from console.api import (
 
 urlpatterns = [
     path("cluster/brokers/", cluster.ClusterBrokersView.as_view(), name="cluster-brokers"),
+    path("cluster/brokers/<str:addr>/runtime/", broker_runtime.BrokerRuntimeView.as_view(), name="broker-runtime"),
     path("cluster/controller/", cluster.ControllerView.as_view(), name="cluster-controller"),
     path("cluster/controller/switch-over/", cluster.SwitchOverView.as_view(), name="cluster-switch-over"),
     path("acl/", acl.AclView.as_view(), name="acl"),
