@@ -12,6 +12,7 @@ from typing import Any
 
 from broker_core.client.admin_acl import AclAdminMixin
 from broker_core.client.admin_consumers import ConsumerAdminMixin
+from broker_core.client.admin_export import ExportAdminMixin
 from broker_core.client.admin_ops import OpsAdminMixin
 from broker_core.client.admin_store import StoreAdminMixin
 from broker_core.client.consumer import decode_records
@@ -26,7 +27,7 @@ from broker_core.protocol.validation import topic_error
 __all__ = ["ADMIN_GROUP", "AdminClient"]
 
 
-class AdminClient(StoreAdminMixin, OpsAdminMixin, ConsumerAdminMixin, AclAdminMixin):
+class AdminClient(StoreAdminMixin, OpsAdminMixin, ConsumerAdminMixin, AclAdminMixin, ExportAdminMixin):
     """The admin operations; ``AdminClient(namesrv_addr, timeout=5.0, instance=None, credentials=None)``."""
 
     # ------------------------------------------------------------------ cluster
