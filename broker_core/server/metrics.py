@@ -243,7 +243,7 @@ class BrokerMetrics:
                  info["dispatch_behind_bytes"]),
                 ("rocketmq_storage_disk_ratio", "Used fraction of the CommitLog's disk", store.check_disk().ratio)):
             g = GaugeMetricFamily(name, doc, labels=labels, unit="" if name.endswith("ratio") else "bytes")
-            g.add_metric(lv, float(value))  # type: ignore[arg-type]
+            g.add_metric(lv, float(value) if isinstance(value, int | float) else 0.0)
             yield g
         ctl = self.ctl
         for name, doc, value in (

@@ -17,11 +17,17 @@ an abnormal exit the dispatcher replays CommitLog records, and rewrites of exist
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from broker_core.codec.consume_queue import BLANK_UNIT_SIZE, CQ_STORE_UNIT_SIZE, CQ_UNIT, pack_units, scan_units
+from broker_core.codec.names import SCHEDULE_TOPIC
 from broker_core.store.mapped_file import MappedFile, SelectMappedBufferResult
 from broker_core.store.mapped_file_queue import MappedFileQueue
+
+if TYPE_CHECKING:
+    from broker_core.store.commit_log import CommitLog
 
 log = logging.getLogger(__name__)
 
@@ -276,3 +282,34 @@ def load_consume_queues(root: Path, mapped_file_size: int) -> tuple[dict[tuple[s
                 damaged[(cq.topic, cq.queue_id)] = problem
             table[(cq.topic, cq.queue_id)] = cq
     return table, damaged
+
+
+QueueKey = tuple[str, int]
+Doomed = Callable[[QueueKey, "ConsumeQueue | None"], bool]  # which queues (and queue offsets without one) to drop
+
+
+def expired(min_phy_offset: int) -> Doomed:
+    """RocketMQ's ``cleanExpiredConsumerQueue`` test: a queue (the delay topic's excepted) whose last unit lies
+    below the CommitLog's min offset, i.e. retention deleted all its records."""
+    return lambda key, cq: (cq is not None and key[0] != SCHEDULE_TOPIC
+                            and 0 <= cq.max_physic_offset <= min_phy_offset)
+
+
+def split_queues(table: dict[QueueKey, ConsumeQueue], doomed: Doomed) -> tuple[dict[QueueKey, ConsumeQueue],
+                                                                              dict[QueueKey, ConsumeQueue]]:
+    """(the table without the doomed queues, the doomed queues); the caller holds the table's lock."""
+    gone = {k: cq for k, cq in table.items() if doomed(k, cq)}
+    return {k: v for k, v in table.items() if k not in gone}, gone
+
+
+def destroy_queues(gone: dict[QueueKey, ConsumeQueue], commit_log: CommitLog, doomed: Doomed) -> int:
+    """Forget the queue offsets of ``gone`` (and of keys ``doomed`` picks without a queue) under the put lock,
+    then destroy the queues and their emptied directories; how many."""
+    with commit_log.put_lock:
+        table = commit_log.topic_queue_table
+        for key in [k for k in table if k in gone or doomed(k, None)]:
+            del table[key]
+    for cq in gone.values():
+        cq.destroy()
+        remove_empty_topic_dir(cq.mapped_file_queue.store_path.parent)
+    return len(gone)

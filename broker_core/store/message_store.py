@@ -26,9 +26,8 @@ from broker_core.codec.batch_append import check_batch
 from broker_core.codec.consume_queue import BLANK_UNIT_SIZE
 from broker_core.codec.message import MAX_TOPIC_BYTES, ZERO_HOST, MessageRecord
 from broker_core.codec.message_id import decode_offset_msg_id
-from broker_core.codec.names import SCHEDULE_TOPIC
 from broker_core.config import BrokerConfig
-from broker_core.store import recovery
+from broker_core.store import consume_queue, recovery
 from broker_core.store.allocate import AllocateMappedFileService
 from broker_core.store.checkpoint import StoreCheckpoint
 from broker_core.store.clock import SYSTEM_CLOCK, Clock
@@ -330,33 +329,18 @@ class MessageStore(ReplicationMixin):
     def delete_topic(self, topic: str) -> int:
         """Drop a topic's ConsumeQueues (its records stay in the CommitLog until retention removes them).
         Returns how many queues were removed."""
-        with self._cq_lock:
-            doomed = [cq for key, cq in self.consume_queue_table.items() if key[0] == topic]
-            self.consume_queue_table = {k: v for k, v in self.consume_queue_table.items() if k[0] != topic}
-        with self.commit_log.put_lock:
-            table = self.commit_log.topic_queue_table
-            for key in [k for k in table if k[0] == topic]:
-                del table[key]
-        for cq in doomed:
-            cq.destroy()
+        dropped = self._drop_queues(lambda key, _cq: key[0] == topic)
         remove_empty_topic_dir(self.store_config.consume_queue_dir / topic)
-        return len(doomed)
+        return dropped
 
     def clean_expired_consume_queues(self) -> int:
-        """RocketMQ's ``cleanExpiredConsumerQueue``: destroy each ConsumeQueue (the delay topic's excepted) whose
-        last unit points below the CommitLog's min offset, i.e. all its messages are gone. Returns how many."""
-        min_phy = self.commit_log.min_offset()
+        """RocketMQ's ``cleanExpiredConsumerQueue`` (consume_queue.expired); how many queues it destroyed."""
+        return self._drop_queues(consume_queue.expired(self.commit_log.min_offset()))
+
+    def _drop_queues(self, doomed: consume_queue.Doomed) -> int:
         with self._cq_lock:
-            doomed = [k for k, cq in self.consume_queue_table.items()
-                      if k[0] != SCHEDULE_TOPIC and 0 <= cq.max_physic_offset <= min_phy]
-            queues = [self.consume_queue_table.pop(k) for k in doomed]
-        with self.commit_log.put_lock:
-            for key in doomed:
-                self.commit_log.topic_queue_table.pop(key, None)
-        for cq in queues:
-            cq.destroy()
-            remove_empty_topic_dir(cq.mapped_file_queue.store_path.parent)
-        return len(queues)
+            self.consume_queue_table, gone = consume_queue.split_queues(self.consume_queue_table, doomed)
+        return consume_queue.destroy_queues(gone, self.commit_log, doomed)
 
     def topics(self) -> list[str]:
         return sorted({t for t, _ in self.consume_queue_table})
