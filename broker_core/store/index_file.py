@@ -49,7 +49,7 @@ from broker_core.codec.index_file import (
 )
 from broker_core.store.durability import datasync
 from broker_core.store.errors import StoreError
-from broker_core.store.mapped_file import create_sparse
+from broker_core.store.sparse import create_sparse
 
 log = logging.getLogger(__name__)
 

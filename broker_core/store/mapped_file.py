@@ -40,9 +40,12 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from broker_core.store.durability import OTHER, create_durable_dir, datasync, fsync_dir, sync_mapped
+from broker_core.store.durability import OTHER, datasync, sync_mapped
 from broker_core.store.errors import StoreError
 from broker_core.store.pages import give_back, populate_write, read_in, staging_buffer
+from broker_core.store.select_result import SelectMappedBufferResult as SelectMappedBufferResult
+from broker_core.store.sparse import allocated_bytes as allocated_bytes
+from broker_core.store.sparse import create_sparse
 
 log = logging.getLogger(__name__)
 
@@ -392,58 +395,3 @@ class MappedFile:
 
     def __repr__(self) -> str:
         return f"MappedFile({self.path.name}, wrote={self.wrote_position}, flushed={self.flushed_position})"
-
-
-class SelectMappedBufferResult:
-    """A held view into a segment. ``start_offset`` is the global offset of ``buffer[0]``."""
-
-    __slots__ = ("buffer", "mapped_file", "start_offset")
-
-    def __init__(self, start_offset: int, buffer: memoryview, mapped_file: MappedFile) -> None:
-        self.start_offset = start_offset
-        self.buffer = buffer
-        self.mapped_file = mapped_file
-
-    @property
-    def size(self) -> int:
-        return len(self.buffer)
-
-    def release(self) -> None:
-        if self.mapped_file is not None:
-            self.buffer.release()
-            self.mapped_file.release()
-            self.mapped_file = None  # type: ignore[assignment]  # released: a use after this must fail loudly
-
-    def __enter__(self) -> SelectMappedBufferResult:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.release()
-
-
-def create_sparse(path: Path, size: int) -> None:
-    """Create ``path`` as a sparse file of ``size`` bytes (``ftruncate``: no block allocated, every byte reads as
-    zero), atomically (``.tmp`` then rename), and make its name durable (the directory is fsynced, and so is each
-    directory created for it). Its blocks are taken as pages are written (invariant 4)."""
-    if path.exists():
-        raise StoreError(f"segment {path} already exists")
-    create_durable_dir(path.parent)
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        os.ftruncate(fd, size)
-    except OSError:
-        os.close(fd)
-        tmp.unlink(missing_ok=True)
-        raise
-    os.close(fd)
-    os.rename(tmp, path)
-    fsync_dir(path.parent)
-
-
-def allocated_bytes(path: str | os.PathLike[str]) -> int:
-    """The disk a file really takes (``st_blocks * 512``: holes cost nothing), 0 when it is gone."""
-    try:
-        return os.stat(path).st_blocks * 512
-    except FileNotFoundError:
-        return 0

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from broker_core.store.disk_guard import DiskCheck, DiskGuard
-from broker_core.store.mapped_file import allocated_bytes
+from broker_core.store.sparse import allocated_bytes
 
 if TYPE_CHECKING:
     from broker_core.config import RetentionConfig
