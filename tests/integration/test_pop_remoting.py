@@ -238,3 +238,52 @@ def test_peek_changes_nothing_and_notification_and_polling_info(cluster: Cluster
     finally:
         c.close()
         waiter.close()
+
+
+def test_order_pop_blocks_a_queue_until_acked_and_counts_in_order_count_info(
+        cluster: Cluster, admin: AdminClient, producer: Producer) -> None:
+    admin.create_topic("PopOrder", 1, 1, brokers=["broker-a"])
+    for i in range(3):
+        producer.send(Message("PopOrder", f"o-{i}".encode()))
+    group, broker = "g-pop-order", "broker-a"
+    c = RawClient(cluster.brokers[broker].addr)
+    try:
+        order = {**pop_header(group, "PopOrder", 1500, max_nums=2), "order": True}
+        code, _, fields, body = c.call(POP_MESSAGE, order)
+        recs = records(body)
+        assert code == SUCCESS and [r.body for r in recs] == [b"o-0", b"o-1"]
+        assert fields["reviveQid"] == "999"  # KeyBuilder.POP_ORDER_REVIVE_QUEUE
+        assert fields["orderCountInfo"] == "0 qo0%0 0;0 qo0%1 0"  # buildQueueOffsetOrderCountInfo per message
+        handles = extra_infos(fields, recs, broker)
+        # the queue is locked while o-0 and o-1 are in flight: o-2 waits
+        assert c.call(POP_MESSAGE, {**order, "bornTime": int(time.time() * 1000)})[0] == POLLING_TIMEOUT
+        assert c.call(ACK_MESSAGE, ack_header(group, "PopOrder", handles[0]))[0] == SUCCESS
+        # o-1 not acked: after its invisible time the queue gives it again first, counted in orderCountInfo
+        again: dict[str, Any] = {}
+
+        def poll() -> bool:
+            code, _, f, b = c.call(POP_MESSAGE, {**order, "bornTime": int(time.time() * 1000)})
+            if code == SUCCESS:
+                again.update(fields=f, recs=records(b))
+            return bool(again)
+        wait_until(poll, timeout=30, what="o-1 to come back")
+        assert [r.body for r in again["recs"]] == [b"o-1", b"o-2"]
+        assert again["fields"]["orderCountInfo"] == "0 qo0%1 1;0 qo0%2 0"
+        assert again["recs"][0].reconsume_times == 1
+    finally:
+        c.close()
+
+
+def test_init_mode_max_starts_a_new_group_at_the_queue_end(cluster: Cluster, admin: AdminClient,
+                                                           producer: Producer) -> None:
+    admin.create_topic("PopInit", 1, 1, brokers=["broker-a"])
+    producer.send(Message("PopInit", b"before"))
+    c = RawClient(cluster.brokers["broker-a"].addr)
+    try:
+        header = {**pop_header("g-pop-init", "PopInit", 30_000), "initMode": 1}  # ConsumeInitMode.MAX
+        assert c.call(POP_MESSAGE, header)[0] == POLLING_TIMEOUT
+        producer.send(Message("PopInit", b"after"))
+        code, _, _, body = c.call(POP_MESSAGE, {**header, "bornTime": int(time.time() * 1000)})
+        assert code == SUCCESS and [r.body for r in records(body)] == [b"after"]
+    finally:
+        c.close()
