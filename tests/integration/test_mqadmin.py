@@ -233,6 +233,7 @@ def test_group_commands(cluster: Cluster, online: tuple[PushConsumer, Producer],
                         monkeypatch: pytest.MonkeyPatch) -> None:
     check(cluster, "updateSubGroup", "updateSubGroup", "-c", "DefaultCluster", "-g", "GoldenSub", "-r", "3")
     check(cluster, "consumerProgress_group", "consumerProgress", "-g", "GoldenG")
+    check(cluster, "consumerProgress_client_ip", "consumerProgress", "-g", "GoldenG", "-s", "true")
     out = normalize(ok(cluster, "consumerProgress"), cluster)
     assert re.search(r"^GoldenG +1 +V4_9_\d +PUSH +CLUSTERING +\d+ +0$", out, re.M), out
     check(cluster, "consumerConnection", "consumerConnection", "-g", "GoldenG")

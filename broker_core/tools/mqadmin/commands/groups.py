@@ -9,7 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from broker_core.client import ClientError
+from broker_core.codec.fastjson import items
 from broker_core.protocol import RequestCode, ResponseCode
+from broker_core.protocol.bodies import mq_from_key
 from broker_core.tools.mqadmin.cli import CommandFailed, Context, Opt, UsageError, command
 from broker_core.tools.mqadmin.commands.common import (
     all_masters,
@@ -103,6 +105,7 @@ def consumer_progress(ctx: Context) -> None:
         group = ctx.req("g")
         progress = ctx.admin.consume_stats(group)
         rows = sorted(progress["offsetTable"], key=lambda r: (r["topic"], r["brokerName"], r["queueId"]))
+        owners = _allocation(ctx, group) if show_ip else {}
         if show_ip:
             ctx.print("%-64s  %-32s  %-4s  %-20s  %-20s  %-20s %-20s  %s%n", "#Topic", "#Broker Name", "#QID",
                       "#Broker Offset", "#Consumer Offset", "#Client IP", "#Diff", "#LastTime")
@@ -116,8 +119,9 @@ def consumer_progress(ctx: Context) -> None:
             total += diff
             last = "N/A" if r["lastTimestamp"] == 0 else date_s(r["lastTimestamp"])
             if show_ip:  # the allocation comes from each client's running info (307); N/A where unknown
+                owner = owners.get((r["topic"], r["brokerName"], r["queueId"]), "N/A")
                 ctx.print("%-64s  %-32s  %-4d  %-20d  %-20d  %-20s %-20d  %s%n", front(r["topic"], 64),
-                          front(r["brokerName"], 32), r["queueId"], r["maxOffset"], consumer, "N/A", diff, last)
+                          front(r["brokerName"], 32), r["queueId"], r["maxOffset"], consumer, owner, diff, last)
             else:
                 ctx.print("%-64s  %-32s  %-4d  %-20d  %-20d  %-20d  %s%n", front(r["topic"], 64),
                           front(r["brokerName"], 32), r["queueId"], r["maxOffset"], consumer, diff, last)
@@ -233,6 +237,24 @@ def consumer_status(ctx: Context) -> None:
         ctx.print("%n%nRebalance %s%n", "OK" if len(queues) == len(set(queues)) else "Failed")
     else:
         ctx.print("%n%nWARN: Different subscription in the same group of consumer!!!")
+
+
+def _allocation(ctx: Context, group: str) -> dict[tuple[str, str, int], str]:
+    """Which client IP holds each queue, from every online member's running info (307), as RocketMQ's
+    ``getMessageQueueAllocationResult``; members that do not answer are left out."""
+    cc = _connection(ctx, group)
+    if not cc:
+        return {}
+    addr = _broker_of_group(ctx, group)
+    owners = {}
+    for c in cc.get("connectionSet") or []:
+        try:
+            info = ctx.admin.consumer_running_info(addr, group, c["clientId"])
+        except ClientError:
+            continue
+        for key, _pq in items(info.get("mqTable") or {}):
+            owners[mq_from_key(key)] = str(c["clientId"]).split("@")[0]
+    return owners
 
 
 def _broker_of_group(ctx: Context, group: str) -> str:
