@@ -1,6 +1,6 @@
 """Push consumers' invisible time renewed as Apache's proxy does (broker_core/grpc/renew.py), with the official
 Python PushConsumer (``auto_renew`` receives): its messages are handed out for ``defaultInvisibleTimeMills``
-(2 s here) and a listener that takes longer (5 s) does not see them again, because the broker renews them
+(3 s here) and a listener that takes longer (6 s) does not see them again, because the broker renews them
 ahead of their deadline; the listener's ack, with the handle it was first given, finishes them (the group's
 offset reaches the end)."""
 
@@ -16,8 +16,8 @@ from tests.integration.cluster import Cluster
 
 pytestmark = pytest.mark.integration
 
-RENEW_CONF = ("grpcListenPort=0\nautoCreateTopicEnable=false\ndefaultInvisibleTimeMills=2000\n"
-              "renewAheadTimeMillis=1500\nrenewSchedulePeriodMillis=200\n")
+RENEW_CONF = ("grpcListenPort=0\nautoCreateTopicEnable=false\ndefaultInvisibleTimeMills=3000\n"
+              "renewAheadTimeMillis=2500\nrenewSchedulePeriodMillis=200\n")
 
 
 @pytest.fixture(scope="module")
@@ -36,8 +36,8 @@ def test_a_slow_push_listener_keeps_its_messages_invisible(cluster: Cluster, adm
     create_group(cluster, "g-renew")
     for i in range(2):
         producer.send(Message("GRenew", f"slow-{i}".encode()))
-    got = official(cluster, "push", group="g-renew", topic="GRenew", expect=2, slow=5.0, within=120, settle=3.0)
-    # each delivered once: without the renewal both would come back after 2 s, during the 5 s listener
+    got = official(cluster, "push", group="g-renew", topic="GRenew", expect=2, slow=6.0, within=120, settle=3.0)
+    # each delivered once: without the renewal both would come back after 3 s, during the 6 s listener
     assert sorted(m["body"] for m in got["deliveries"]) == ["slow-0", "slow-1"], got["deliveries"]
     assert {m["attempt"] for m in got["deliveries"]} == {1}
     stats = admin.consume_stats("g-renew", "GRenew")
