@@ -225,6 +225,7 @@ class AutoSwitchHAService:
         self.pending_set: set[int] | None = None  # proposed to the controller, not confirmed yet
         self.confirm_offset = -1
         self.on_expand: Callable[[set[int]], None] | None = None  # propose a new set (ReplicasManager)
+        self.on_connection_lost: Callable[[], None] | None = None  # check the set for a shrink now (§3.4)
         self._server: asyncio.Server | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._waiters: dict[int, tuple[int, asyncio.Future[bool]]] = {}
@@ -265,6 +266,8 @@ class AutoSwitchHAService:
 
     def connection_closed(self, conn: AutoSwitchHAConnection) -> None:
         self.connections.discard(conn)
+        if self.is_master and conn.slave_id in self.sync_state_set and self.on_connection_lost is not None:
+            self.on_connection_lost()
         log.info("HA connection from slave %d (%s) closed (acked %d)", conn.slave_id, conn.remote, conn.ack_offset)
 
     # ------------------------------------------------------------------ new data

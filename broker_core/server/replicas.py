@@ -98,6 +98,7 @@ class ReplicasManager:
                                   or Path(self.config.store.store_path_root_dir) / "brokerIdentity")
         self.identity_temp_path = self.identity_path.with_name(self.identity_path.name + "-temp")
         ha.service.on_expand = self._expand
+        ha.service.on_connection_lost = self._shrink_now
 
     @property
     def state_version(self) -> int:
@@ -111,6 +112,8 @@ class ReplicasManager:
         self._tasks.append(asyncio.ensure_future(self._run()))
 
     async def shutdown(self) -> None:
+        self.ha.service.on_connection_lost = None  # the slaves' connections close with us: no shrink for that
+        self.ha.service.on_expand = None
         for t in [*self._tasks, *self._hb_tasks.values()]:
             t.cancel()
         await asyncio.gather(*self._tasks, *self._hb_tasks.values(), return_exceptions=True)
@@ -347,15 +350,21 @@ class ReplicasManager:
     def _expand(self, new_set: set[int]) -> None:
         self.ctl.spawn(self._alter(new_set))
 
-    async def _check_sync_state_set(self) -> None:
-        while True:
-            await asyncio.sleep(self.cc.check_sync_state_set_period_ms / 1000)
-            service = self.ha.service
-            if not self.ha.is_master:
-                continue
+    def _shrink_now(self) -> None:
+        """A member's HA connection dropped: check the set at once, not at the next period (§3.4)."""
+        self.ctl.spawn(self._shrink())
+
+    async def _shrink(self) -> None:
+        service = self.ha.service
+        if self.ha.is_master:
             keep = service.members_to_keep()
             if keep != service.sync_state_set:
                 await self._alter(keep)
+
+    async def _check_sync_state_set(self) -> None:
+        while True:
+            await asyncio.sleep(self.cc.check_sync_state_set_period_ms / 1000)
+            await self._shrink()
 
     async def _alter(self, new_set: set[int]) -> None:
         async with self._alter_lock:

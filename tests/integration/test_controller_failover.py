@@ -7,6 +7,7 @@ group of three brokers with ``enableControllerMode=true`` and ``allAckInSyncStat
 - A fenced or slave broker refuses writes (SERVICE_NOT_AVAILABLE 14), over remoting.
 - GET_BROKER_EPOCH_CACHE (1007) answers the epoch file.
 - minInSyncReplicas refuses writes with SYSTEM_ERROR while the SyncStateSet is too small.
+- A slave whose HA connection drops leaves the SyncStateSet at once; the gRPC endpoint of a slave refuses writes.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from tests.integration.failover_cluster import (
     LoggingProducer,
     check,
     controller_mode_conf,
+    eval_list,
     read_group,
 )
 from tests.integration.test_ha_helpers import commit_log
@@ -160,5 +162,30 @@ def test_grpc_endpoint_of_a_slave_refuses_writes(tmp_path: Path) -> None:
                 codes[b.addr] = resp.entries[0].status.code
         assert codes[master.addr] == pb.OK
         assert codes[slave.addr] != pb.OK
+    finally:
+        g.close()
+
+
+def test_a_slave_whose_connection_drops_leaves_the_sync_state_set_at_once(tmp_path: Path) -> None:
+    """§3.4: the master checks its SyncStateSet as soon as a member's HA connection drops (the periodic check is
+    set to ten minutes here, so only that path can shrink it), and takes the slave back once it caught up."""
+    g = FailoverGroup(tmp_path, controllers=1, brokers=3, broker_extra="checkSyncStateSetPeriod=600000\n")
+    try:
+        g.start()
+        master = g.wait_master()
+        slave = next(b for b in g.members if b is not master)
+        assert slave.proc is not None
+        slave.proc.send_signal(signal.SIGKILL)
+        slave.proc.wait()
+
+        def sss() -> list[int]:
+            info = g.runtime(master) or {}
+            return sorted(eval_list(info.get("syncStateSet", "[]")))
+
+        wait_until(lambda: len(sss()) == 2, 60, "the SyncStateSet to drop the killed slave")
+        with Producer("pg-shrunk", g.namesrv).start() as producer:  # acknowledged by the two left
+            assert producer.send(Message(TOPIC, b"after")).status.name == "SEND_OK"
+        slave.start(slave.port)
+        g.wait_in_sync(3)
     finally:
         g.close()
