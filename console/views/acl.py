@@ -80,6 +80,9 @@ def acl_account_save(request: HttpRequest) -> HttpResponse:
 def acl_account_delete(request: HttpRequest) -> HttpResponse:
     cluster = str(request.POST.get("cluster", "")).strip()
     key = str(request.POST.get("access_key", "")).strip()
+    if request.POST.get("confirm") != "yes":  # deleting an account everywhere locks its clients out at once
+        return _render(request, cluster, {"delete_error": f"Tick 'sure' to delete {key} on every broker."},
+                       status=400)
     result = delete_account(request.user, cluster or None, key)
     return _render(request, cluster, {"result": result, "result_what": f"account {key} deleted"})
 
