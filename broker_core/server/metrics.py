@@ -44,6 +44,7 @@ RPC_BUCKETS_MS = (1, 3, 5, 7, 10, 100, 1000, 2000, 3000)  # rocketmq_rpc_latency
 _PREPARED = 0x4  # MessageSysFlag.TRANSACTION_PREPARED_TYPE
 _TOPIC_FLAG = operator.itemgetter(2, 9)  # a dispatch tuple's topic and sys flag
 _SIZE = operator.itemgetter(1)
+_SMALL_BATCH = 8
 _CODE_NAMES = {int(c): c.name.lower() for c in RequestCode}
 _RESPONSE_NAMES = {int(c): c.name.lower() for c in ResponseCode}
 
@@ -91,12 +92,30 @@ class BrokerMetrics:
         uniq_key, sys_flag)`` tuples, counted with C-level calls only (``map``, ``list.count``, ``sorted``,
         ``groupby``, a ``bisect`` per bucket bound): one topic in the batch (the common case) costs a few tens of
         ns a message; mixed topics add one sort of the batch. (A Python loop per message cost ~10x more.)"""
+        if len(batch) <= _SMALL_BATCH:  # a few records (sends one at a time): the calls below cost more per batch
+            self._count_each(batch)
+            return
         keys = list(map(_TOPIC_FLAG, batch))
         if keys.count(keys[0]) == len(keys):
             self._count(keys[0], sorted(map(_SIZE, batch)))
             return
         for key, run in groupby(sorted(batch, key=_TOPIC_FLAG), _TOPIC_FLAG):
             self._count(key, sorted(map(_SIZE, run)))
+
+    def _count_each(self, batch: list[tuple[Any, ...]]) -> None:
+        table = self.inbound.table()
+        for record in batch:
+            topic, size = record[2], record[1]
+            key = (topic, record[9] & _PREPARED)
+            row = table.get(key)
+            if row is None:
+                if topic.startswith(RETRY_GROUP_TOPIC_PREFIX) or topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
+                    continue
+                row = table[key] = [0] * self.inbound.width
+            row[0] += 1
+            row[1] += size
+            row[-1] += size
+            row[2 + bisect.bisect_left(SIZE_BUCKETS, size)] += 1
 
     def _count(self, topic_flag: tuple[str, int], sizes: list[int]) -> None:
         """One topic's stored records (sizes sorted): messages, bytes, and the size histogram's buckets."""

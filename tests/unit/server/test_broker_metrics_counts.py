@@ -48,9 +48,9 @@ def test_mixed_batches_match_a_per_message_count() -> None:
     rng = random.Random(7)
     m = metrics()
     batches = []
-    for _ in range(20):
+    for i in range(40):  # small batches (a send at a time) and large ones take different ways
         batch = [record(rng.choice(["A", "B", "%RETRY%g", "%DLQ%g", "C"]), rng.choice([10, 1024, 5000, 600000]),
-                        rng.choice([0, 0, 4, 8])) for _ in range(rng.randint(1, 300))]
+                        rng.choice([0, 0, 4, 8])) for _ in range(rng.randint(1, 8) if i % 2 else rng.randint(9, 300))]
         batches.append(batch)
         m.arrived(batch)
     assert m.inbound.snapshot() == expected([r for b in batches for r in b])
