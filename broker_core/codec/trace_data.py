@@ -86,9 +86,9 @@ _MIN_FIELDS = {"Pub": 12, "SubBefore": 7, "SubAfter": 6, "EndTransaction": 13}
 _DECODERS = {"Pub": _pub, "SubBefore": _sub_before, "SubAfter": _sub_after, "EndTransaction": _end_transaction}
 
 
-def is_trace_data(body: bytes) -> bool:
+def is_trace_data(body: bytes | bytearray | memoryview) -> bool:
     """Whether ``body`` starts like a client trace record (not the broker's own JSON trace events)."""
-    head = body[:16]
+    head = bytes(body[:16])
     return CONTENT_SPLITOR.encode() in head and any(head.startswith(t.encode()) for t in RECORD_TYPES)
 
 

@@ -148,6 +148,8 @@ class BrokerConfig:
         "only redeliveries")
     max_msgs_num_batch: int = _f("maxMsgsNumBatch", 64, "most messages one key query (QUERY_MESSAGE) answers")
     trace_topic_enable: bool = _f("traceTopicEnable", False, "record message lifecycle events in RMQ_SYS_TRACE_TOPIC")
+    msg_trace_topic_name: str = _f("msgTraceTopicName", "RMQ_SYS_TRACE_TOPIC",
+                                   "with traceTopicEnable: also created at start-up for clients' own trace records")
     # Maintenance and drills
     snapshot_max_lifetime_ms: int = _f(
         "snapshotMaxLifetimeMs", 6 * 3600 * 1000, "a segment snapshot is removed this long after it was taken, "

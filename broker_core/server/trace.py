@@ -32,10 +32,12 @@ class Tracer:
         self.ctl = ctl
         self.enabled = ctl.config.trace_topic_enable
         self._ready = False
-        if self.enabled and ctl.topics.get(TRACE_TOPIC) is None:
-            # as RocketMQ's TopicConfigManager with traceTopicEnable: the topic exists from start-up (1 read and 1
-            # write queue, read-write), so clients with message trace on can send their records at once
-            ctl.topics.upsert(TopicConfig(TRACE_TOPIC, 1, 1, PERM_READ | PERM_WRITE))
+        # as RocketMQ's TopicConfigManager with traceTopicEnable: msgTraceTopicName exists from start-up (1 read and
+        # 1 write queue, read-write), so clients with message trace on can send their records at once; this
+        # broker's own events always go to RMQ_SYS_TRACE_TOPIC
+        for topic in {TRACE_TOPIC, ctl.config.msg_trace_topic_name} if self.enabled else ():
+            if topic and ctl.topics.get(topic) is None:
+                ctl.topics.upsert(TopicConfig(topic, 1, 1, PERM_READ | PERM_WRITE))
 
     def event(self, type_: str, msg_id: str, topic: str, *, group: str = "", keys: list[str] | None = None,
               cost_ms: float = 0, queue_id: int = -1, queue_offset: int = -1, reconsume_times: int = 0,

@@ -92,7 +92,7 @@ class TraceMatcher:
         if rec.uniq_key in ids or rec.properties.get(PROPERTY_ORIGIN_MESSAGE_ID) in ids:
             return True
         rkeys = rec.keys
-        if rec.topic == TRACE_TOPIC:
+        if rec.topic == TRACE_TOPIC or is_trace_data(rec.body):  # client records may be in a msgTraceTopicName
             return any(k in ids or k in self.keys for k in rkeys)
         if self.keys and any(k in self.keys for k in rkeys):
             return True
@@ -168,7 +168,8 @@ def run_trace(spark: Any, segments: list[Segment] | dict[str, Any] | str, msg_id
             rows[(r["segment"], r["pos"])] = r
         # ids found by key, and the ids of messages resent from a dead letter
         for r in found:
-            if r["topic"] != TRACE_TOPIC and r["uniq_key"] and r["uniq_key"] not in depth_of:
+            if (r["topic"] != TRACE_TOPIC and r["uniq_key"] and r["uniq_key"] not in depth_of
+                    and not is_trace_data(bytes(r["body"]))):
                 origin = r["properties"].get(PROPERTY_ORIGIN_MESSAGE_ID)
                 depth_of[r["uniq_key"]] = depth_of.get(origin, depth) + 1 if origin in depth_of else depth
                 wanted.add(r["uniq_key"])
@@ -180,10 +181,10 @@ def run_trace(spark: Any, segments: list[Segment] | dict[str, Any] | str, msg_id
                     wanted.add(new)
         if not (wanted - done):
             break
-    records = sorted((r for r in rows.values() if r["topic"] != TRACE_TOPIC), key=lambda r: r["phy_offset"])
+    records = sorted((r for r in rows.values() if r["topic"] != TRACE_TOPIC and not is_trace_data(bytes(r["body"]))),
+                     key=lambda r: r["phy_offset"])
     events = [e for e in (_event(r) for r in rows.values() if r["topic"] == TRACE_TOPIC) if e]
-    events += pair_client_events([e for r in rows.values() if r["topic"] == TRACE_TOPIC
-                                  for e in client_events(r, set(depth_of))])
+    events += pair_client_events([e for r in rows.values() for e in client_events(r, set(depth_of))])
     timeline = build_timeline(records, events, depth_of)
     result = TraceResult(msg_id, key, sorted(depth_of, key=lambda i: (depth_of[i], i)), records, events, timeline,
                          summarize_groups(timeline), scanned, nbytes, passes, torn, codecs=sorted(codecs))

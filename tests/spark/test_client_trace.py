@@ -1,7 +1,8 @@
 """Client-side trace records merged into the trace timeline: a real broker with ``traceTopicEnable=true`` stores a
 message, and trace messages in RocketMQ's TraceDataEncoder layout (a producer's Pub; a consumer's SubBefore and,
 in a later trace message, its SubAfter, as Java's AsyncTraceDispatcher sends them, keyed by the message id) go to
-RMQ_SYS_TRACE_TOPIC beside the broker's own events; the Spark trace job shows one timeline with both."""
+RMQ_SYS_TRACE_TOPIC beside the broker's own events, or to the broker's msgTraceTopicName; the Spark trace job shows
+one timeline with both."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ pytestmark = pytest.mark.integration
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     c = Cluster(tmp_path_factory.mktemp("client-trace"))
     try:
-        c.add_brokers_registered({"broker-t": "traceTopicEnable=true\n"})
+        c.add_brokers_registered({"broker-t": "traceTopicEnable=true\nmsgTraceTopicName=App_TRACE_TOPIC\n"})
         yield c
     finally:
         c.close()
@@ -29,6 +30,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 def test_client_records_merge_into_the_timeline(spark, cluster: Cluster, admin: AdminClient,  # type: ignore[no-untyped-def]
                                                 producer: Producer) -> None:
+    assert {"RMQ_SYS_TRACE_TOPIC", "App_TRACE_TOPIC"} <= set(admin.topic_list())  # both made at start-up
     admin.create_topic("ClientTraced", 1, 1)
     sent = producer.send(Message("ClientTraced", b"traced by its clients", keys="ct-key"))
     wait_until(lambda: admin.query_message("RMQ_SYS_TRACE_TOPIC", sent.msg_id)[0], timeout=15,
@@ -48,7 +50,8 @@ def test_client_records_merge_into_the_timeline(spark, cluster: Cluster, admin: 
                                  "msgId": "SOMEONE-ELSE", "retryTimes": 0, "keys": ""})
     with Producer("_INNER_TRACE_PRODUCER-app", cluster.namesrv) as tp:
         tp.send(Message("RMQ_SYS_TRACE_TOPIC", (pub + other + before).encode(), keys=f"{sent.msg_id} ct-key"))
-        tp.send(Message("RMQ_SYS_TRACE_TOPIC", after.encode(), keys=sent.msg_id))
+        # a client with customizedTraceTopic writes into the topic msgTraceTopicName made at start-up
+        tp.send(Message("App_TRACE_TOPIC", after.encode(), keys=sent.msg_id))
     manifest = admin.snapshot_segments("broker-t")
     try:
         result = run_trace(spark, manifest, msg_id=sent.msg_id)
