@@ -180,10 +180,9 @@ class Relay:
         while True:
             try:
                 data = src.recv(1 << 20)
-                if not data:
-                    break
-                dst.sendall(data)
             except OSError:
+                break
+            if not data:
                 break
             now = time.perf_counter()
             if not buf:
@@ -203,6 +202,10 @@ class Relay:
                                 f.answered = now
                                 break
                 first = now
+            try:  # forwarded once recorded: whoever reads the answer finds its request marked answered
+                dst.sendall(data)
+            except OSError:
+                break
         for s in (src, dst):
             try:
                 s.shutdown(socket.SHUT_RDWR)
