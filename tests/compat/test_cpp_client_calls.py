@@ -2,7 +2,8 @@
 ``cpp_client.py``) over the client's own connection: GET_CONSUMER_RUNNING_INFO (307) and CONSUME_MESSAGE_DIRECTLY
 (309), forwarded by our broker, decoded by our SDK. The C++ client answers 307; its ClientRemotingProcessor has
 no 309 (``consumeMessageDirectly`` is Java-only), so the broker answers 207 CONSUME_MSG_TIMEOUT after its 10 s, as a
-Java broker does for a client that stays silent."""
+Java broker does for a client that stays silent; 221 (consumer status) likewise goes unanswered and the client is
+left out of 223's table."""
 
 from __future__ import annotations
 
@@ -64,6 +65,8 @@ def test_cpp_push_consumer_answers_running_info_and_direct_consumption(cluster: 
             assert {s["topic"] for s in info.subscriptions} >= {"CPPCALLS"}
             assert sorted(q for t, _, q in info.mq_table if t == "CPPCALLS") == [0, 1]
             assert info.properties  # the C++ client's own keys
+            # nor does it serve 221 GET_CONSUMER_STATUS_FROM_CLIENT: after the broker's 5 s it is left out, as Java's
+            assert admin.client_consumer_status("CPPCALLS", "cpp-calls") == {}
 
             with Producer("cpp-calls-producer-2", cluster.namesrv) as p:
                 direct = p.send(Message("CPPCALLS", b"direct", tags="TagZ"))  # not subscribed
