@@ -14,16 +14,14 @@
 Invariant: every role the broker takes comes from a controller answer carrying its epoch, and epochs only grow
 here, so a stale notification or poll answer never moves the broker back.
 
-Crash behaviour: only ``brokerIdentity`` (and its temp twin) are written here, each whole and fsynced before use;
-a crash between the temp file and the 1013 answer re-sends 1013 with the same check code, which the controller
-accepts (same code).
+Crash behaviour: the only files written are the broker identity files (``server/broker_identity.py``); the role
+is not persisted: a restarted broker starts fenced and asks the controller again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import random
 import time
 from pathlib import Path
@@ -56,6 +54,7 @@ from broker_core.protocol.controller import (
     encode_sync_state_set,
 )
 from broker_core.remoting.client import RemotingClient
+from broker_core.server.broker_identity import BrokerIdentityFiles
 
 if TYPE_CHECKING:
     from broker_core.ha.autoswitch import AutoSwitchBrokerHA
@@ -94,9 +93,9 @@ class ReplicasManager:
         self._hb_tasks: dict[str, asyncio.Task[None]] = {}
         self._alter_lock = asyncio.Lock()
         self._changes = asyncio.Lock()
-        self.identity_path = Path(self.cc.store_path_broker_identity
-                                  or Path(self.config.store.store_path_root_dir) / "brokerIdentity")
-        self.identity_temp_path = self.identity_path.with_name(self.identity_path.name + "-temp")
+        self.identity = BrokerIdentityFiles(
+            Path(self.cc.store_path_broker_identity or Path(self.config.store.store_path_root_dir) / "brokerIdentity"),
+            self.config.broker_cluster_name, self.config.broker_name)
         ha.service.on_expand = self._expand
         ha.service.on_connection_lost = self._shrink_now
 
@@ -169,22 +168,9 @@ class ReplicasManager:
         self._tasks.append(asyncio.ensure_future(self._check_sync_state_set()))
         self._tasks.append(asyncio.ensure_future(self._learn_master_ha()))
 
-    def _read_identity(self) -> tuple[int, str | None] | None:
-        cfg = self.config
-        for path, temp in ((self.identity_path, False), (self.identity_temp_path, True)):
-            try:
-                parts = path.read_text().strip().split("#")
-            except FileNotFoundError:
-                continue
-            if len(parts) >= 3 and parts[0] == cfg.broker_cluster_name and parts[1] == cfg.broker_name:
-                return int(parts[2]), (parts[3] if temp and len(parts) > 3 else None)
-            log.error("%s names %s, not this broker (%s#%s): ignored", path, parts[:2], cfg.broker_cluster_name,
-                      cfg.broker_name)
-        return None
-
     async def _apply_id(self) -> int:
         cfg = self.config
-        found = self._read_identity()
+        found = self.identity.read()
         if found is not None and found[1] is None:
             return found[0]
         if found is None:
@@ -194,16 +180,15 @@ class ReplicasManager:
                 raise ValueError(f"1012 answered {resp.code} {resp.remark}")
             next_id = GetNextBrokerIdResponseHeader.from_ext(resp.header).next_broker_id or 1
             code = f"{self.ctl.broker_addr};{_now_ms()}"
-            _write_synced(self.identity_temp_path, f"{cfg.broker_cluster_name}#{cfg.broker_name}#{next_id}#{code}")
+            self.identity.write_temp(next_id, code)
             found = (next_id, code)
         broker_id, check = found
         resp = await self._call(CODE.CONTROLLER_APPLY_BROKER_ID, ApplyBrokerIdRequestHeader(
             cfg.broker_cluster_name, cfg.broker_name, broker_id, check))
         if resp.code != ResponseCode.SUCCESS:
-            self.identity_temp_path.unlink(missing_ok=True)
+            self.identity.refused()
             raise ValueError(f"1013 for id {broker_id} answered {resp.code} {resp.remark}")
-        _write_synced(self.identity_path, f"{cfg.broker_cluster_name}#{cfg.broker_name}#{broker_id}")
-        self.identity_temp_path.unlink(missing_ok=True)
+        self.identity.accepted(broker_id)
         return broker_id
 
     async def _register(self) -> bool:
@@ -390,12 +375,3 @@ class ReplicasManager:
                 log.warning("SyncStateSet change to %s refused: %d %s", sorted(new_set), resp.code, resp.remark)
             service.clear_pending()
 
-
-def _write_synced(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
