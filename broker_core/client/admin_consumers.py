@@ -28,7 +28,7 @@ from broker_core.protocol.client_calls import (
 )
 from broker_core.protocol.validation import retry_topic
 
-FORWARD_TIMEOUT_S = 12.0  # the broker waits 10 s for the client
+FORWARD_TIMEOUT_S = 12.0  # the broker waits 10 s for the client (5 s per member for consumer status)
 
 
 class ConsumerAdminMixin(AdminBase):
@@ -80,8 +80,11 @@ class ConsumerAdminMixin(AdminBase):
         async def go() -> dict[str, dict[tuple[str, str, int], int]]:
             out: dict[str, dict[tuple[str, str, int], int]] = {}
             for _, addr in sorted((await self._topic_brokers(topic)).items()):
-                resp = await self._call(addr, RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS,
-                                        {"topic": topic, "group": group, "clientAddr": client_id or ""})
+                # the broker gives each member 5 s: a silent one must not make this call time out first
+                resp = await self.instance.invoke(addr, _request(RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS, {
+                    "topic": topic, "group": group, "clientAddr": client_id or ""}), FORWARD_TIMEOUT_S)
+                if resp.code != ResponseCode.SUCCESS:
+                    raise ClientError(resp.code, resp.remark or "INVOKE_BROKER_TO_GET_CONSUMER_STATUS failed")
                 for cid, table in decode_consumer_status_body(resp.body)[1].items():
                     out.setdefault(cid, {}).update(table)
             return out
