@@ -69,7 +69,6 @@ BLANK = struct.Struct(">iI")
 SIZE_MAGIC = _SIZE_MAGIC = struct.Struct(">iI")  # TOTALSIZE, MAGICCODE: enough to step over a record
 LONG = struct.Struct(">q")
 _SHORT = struct.Struct(">H")
-_INT = struct.Struct(">i")
 
 # Indices of the fields HEADER.unpack_from returns (readers use these, never bare positions).
 (F_TOTAL_SIZE, F_MAGIC, F_BODY_CRC, F_QUEUE_ID, F_FLAG, F_QUEUE_OFFSET, F_PHYSICAL_OFFSET, F_SYS_FLAG,
@@ -94,10 +93,9 @@ TRANSACTION_TYPE_MASK = 0x3 << 2
 NAME_VALUE_SEPARATOR = "\x01"
 PROPERTY_SEPARATOR = "\x02"
 KEY_SEPARATOR = " "
+ZERO_HOST = b"\x00\x00\x00\x00"
 
 # Property names live in codec/names.py; imported here too, where the record code and older importers find them.
-
-ZERO_HOST = b"\x00\x00\x00\x00"
 
 
 def encode_properties(properties: dict[str, str] | None) -> bytes:
@@ -182,14 +180,6 @@ def write_blank_into(buf: memoryview | bytearray, pos: int, max_blank: int) -> N
 def body_crc(body: bytes | bytearray | memoryview) -> int:
     """RocketMQ's ``UtilAll.crc32``: CRC-32 of the body with the top bit cleared (reference §7.1)."""
     return zlib.crc32(body) & 0x7FFFFFFF
-
-
-def with_reconsume_times(raw: bytes, times: int) -> bytes:
-    """A copy of the record ``raw`` (one whole record) whose RECONSUMETIMES field reads ``times`` (a POP
-    redelivery hands out the stored record with its count, as RocketMQ's retry records carry theirs)."""
-    out = bytearray(raw)
-    _INT.pack_into(out, OFFSET_RECONSUME_TIMES, times)
-    return bytes(out)
 
 
 def crc_matches(stored: int, body: bytes | bytearray | memoryview) -> bool:

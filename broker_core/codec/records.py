@@ -1,8 +1,10 @@
 """Walks over records stored back to back (layout in :mod:`broker_core.codec.message`): recovery's validating
-scan of a CommitLog segment and the one decoding walk every reader of a pull, query or view body uses."""
+scan of a CommitLog segment and the one decoding walk every reader of a pull, query or view body uses; and the
+one rewrite of a stored record's header a reader makes (its RECONSUMETIMES for a POP redelivery)."""
 
 from __future__ import annotations
 
+import struct
 import zlib
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -19,6 +21,7 @@ from broker_core.codec.message import (
     HEADER,
     HEADER_SIZE,
     MESSAGE_MAGIC_CODE,
+    OFFSET_RECONSUME_TIMES,
     PROPERTY_DELAY_TIME_LEVEL,
     check_record,
     py_decode_properties,
@@ -30,6 +33,7 @@ T = TypeVar("T")
 SCAN_BLANK = "blank"
 SCAN_END = "end of data"
 SCAN_LIMIT = "limit"
+_INT = struct.Struct(">i")
 
 
 def scan_records(
@@ -160,3 +164,11 @@ if NATIVE is not None:
     scan_records = NATIVE.scan_records
     decode_pulled = NATIVE.decode_pulled
     parse_dispatch = NATIVE.parse_dispatch
+
+
+def with_reconsume_times(raw: bytes, times: int) -> bytes:
+    """A copy of the record ``raw`` (one whole record) whose RECONSUMETIMES field reads ``times`` (a POP
+    redelivery hands out the stored record with its count, as RocketMQ's retry records carry theirs)."""
+    out = bytearray(raw)
+    _INT.pack_into(out, OFFSET_RECONSUME_TIMES, times)
+    return bytes(out)

@@ -29,7 +29,8 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from broker_core.codec.message import PROPERTY_UNIQ_KEY, MessageRecord, decode_record, with_reconsume_times
+from broker_core.codec.message import PROPERTY_UNIQ_KEY, MessageRecord, decode_record
+from broker_core.codec.records import with_reconsume_times
 from broker_core.protocol.fields import BadRequest
 from broker_core.protocol.filter import Subscription
 from broker_core.protocol.validation import dlq_topic

@@ -149,7 +149,9 @@ class ClientRequestProcessor:
     def __init__(self, instance: ClientInstance) -> None:
         self.instance = instance
 
-    def install(self) -> None:
+    def install(self, consumer: PushConsumer) -> None:
+        """Answer 307/309/221 for ``consumer``'s group on this client instance (the handlers find it by group)."""
+        self.instance.consumer_table[consumer.group] = consumer
         self.instance.request_handlers.setdefault(RequestCode.GET_CONSUMER_RUNNING_INFO, self.running_info)
         self.instance.request_handlers.setdefault(RequestCode.CONSUME_MESSAGE_DIRECTLY, self.consume_directly)
         self.instance.request_handlers.setdefault(RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT, self.consumer_status)

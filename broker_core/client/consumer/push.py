@@ -230,8 +230,7 @@ class PushConsumer(PullingMixin):
         self.instance.heartbeat_sources.append(self._heartbeat_data)
         self.instance.notification_handlers.setdefault(NOTIFY_CONSUMER_IDS_CHANGED, []).append(self._on_ids_changed)
         self.instance.notification_handlers.setdefault(RESET_CONSUMER_CLIENT_OFFSET, []).append(self._on_reset)
-        self.instance.consumer_table[self.group] = self  # answers 307/309/221 (client_requests)
-        ClientRequestProcessor(self.instance).install()
+        ClientRequestProcessor(self.instance).install(self)  # answers 307/309/221 for this group
         for topic in self.subscriptions:
             try:
                 await self.instance.route(topic)
