@@ -17,10 +17,10 @@ and ``forceRegister=false``, ``registerNameServerPeriod=2000`` so heartbeats are
   the name server inflates and applies it); ``hb_bytes``: a periodic heartbeat with the topics unchanged
   (QUERY_DATA_VERSION);
   ``rss_b_per_queue``: (broker RSS - its RSS before any topic) / queues; ``route_p99_ms``: GET_ROUTEINFO_BY_TOPIC
-  of random topics; ``send_p99_ms``: a producer's synchronous 1 KiB sends spread over up to 1,000 random
-  topics (first, ``first_send_p99_ms``: one send per queue of each, which learns the routes and creates the
-  queues' ConsumeQueue files); ``rest_p99_ms`` / ``page_p99_ms``: the console's
-  REST list (``/api/v1/topics/?page_size=100``) and topic list page (``--console``: Django runserver).
+  of random topics; ``send_p99_ms``: a producer's synchronous 1 KiB sends spread over up to ``--send-topics``
+  (1,000) random topics (first, ``first_send_p99_ms``: one send per queue of each, which learns the routes and
+  creates the queues' ConsumeQueue files); ``rest_p99_ms`` / ``page_p99_ms``: the console's REST list
+  (``/api/v1/topics/?page_size=100``) and topic list page (``--console``: Django runserver).
 * **connections**: N client connections (bench/scale_clients.py, another process; half producers, half
   consumers: 100 in one group, the rest in 100 groups) heartbeating every ``--heartbeat-s`` s (RocketMQ's
   30 s). Per point: broker RSS and CPU over one heartbeat period at idle; ``send_p99_ms`` of one more producer;
@@ -313,7 +313,8 @@ Row = dict[str, Any]
 
 
 # ---------------------------------------------------------------------------------------------------- topics
-def topics_curve(points: list[int], queues: int, console: bool, sends: int, routes: int) -> list[Row]:
+def topics_curve(points: list[int], queues: int, console: bool, sends: int, routes: int,
+                 send_topics: int = 1000) -> list[Row]:
     tmp = Path(tempfile.mkdtemp(prefix="bench-scale-topics-"))
     node = Node(tmp, relay=True)
     client = RemotingClient()
@@ -363,7 +364,7 @@ def topics_curve(points: list[int], queues: int, console: bool, sends: int, rout
             # every queue of the sampled topics gets a first message before the timed sends (a queue's first
             # message creates its ConsumeQueue file: first_send_p99_ms)
             row["send_p99_ms"], row["first_send_p99_ms"] = send_p99(
-                node.namesrv, rng.sample(all_names, min(n, 1000)), sends, warm=queues)
+                node.namesrv, rng.sample(all_names, min(n, send_topics)), sends, warm=queues)
             if stack is not None:
                 row["rest_p99_ms"] = http_p99(lambda: session.get(stack.url + "/api/v1/topics/",
                                                                   params={"page_size": 100}), 20)
@@ -746,6 +747,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--depth", default="1000000", help="messages (1 KiB) a consumer catches up, cold")
     parser.add_argument("--sends", type=int, default=2000, help="timed sends per send-p99 figure")
     parser.add_argument("--routes", type=int, default=2000, help="GET_ROUTEINFO_BY_TOPIC requests per point")
+    parser.add_argument("--send-topics", type=int, default=1000,
+                        help="random topics the send p99 is spread over (each gets one send per queue first)")
     parser.add_argument("--console", action=argparse.BooleanOptionalAction, default=True,
                         help="time the console's topic list (REST and page) on the topics curve")
     parser.add_argument("--quick", action="store_true",
@@ -774,7 +777,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "topics" in curves:
         print("topics curve", flush=True)
         report.curves["topics"] = topics_curve(_ints(args.topics), args.queues, args.console, args.sends,
-                                               args.routes)
+                                               args.routes, args.send_topics)
     if "connections" in curves:
         print("connections curve", flush=True)
         report.curves["connections"] = connections_curve(_ints(args.connections), args.heartbeat_s, args.sends)
