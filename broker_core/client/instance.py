@@ -170,6 +170,7 @@ class ClientInstance:
         self.request_handlers: dict[int, Callable[[RemotingCommand], Any]] = {}
         self.consumer_table: dict[str, Any] = {}  # group -> the started consumer of it (RocketMQ's consumerTable)
         self._tasks: list[asyncio.Task[None]] = []
+        self._refreshing: dict[str, asyncio.Future[TopicRoute]] = {}  # topic -> the route re-read under way
         self._ns_index = 0
         self.started = False
         self.closed = False
@@ -276,6 +277,19 @@ class ClientInstance:
                 self.broker_addrs[b["brokerName"]] = addr
         self.routes[topic] = route
         return route
+
+    async def refresh_route(self, topic: str) -> TopicRoute | None:
+        """Re-read ``topic``'s route now, after a send or pull failed (RocketMQ's client re-reads it when a send
+        fails, a broker answers SERVICE_NOT_AVAILABLE or SYSTEM_ERROR, or the route has no writable queue):
+        callers that fail at the same time share one request. None when the name server did not answer."""
+        pending = self._refreshing.get(topic)
+        if pending is None:
+            pending = self._refreshing[topic] = asyncio.ensure_future(self.route(topic, refresh=True))
+            pending.add_done_callback(lambda _f: self._refreshing.pop(topic, None))
+        try:
+            return await asyncio.shield(pending)
+        except (ClientError, ConnectionError, TimeoutError):
+            return None
 
     async def publish_route(self, topic: str, default_queue_nums: int) -> TopicRoute:
         """The route a producer sends ``topic`` by. When the name server knows none, RocketMQ's fallback: the

@@ -3,6 +3,11 @@
 - Every message gets a unique id (``UNIQ_KEY``), also inside a batch.
 - Round-robin over the topic's writable queues; a retry (``retry_times_when_send_failed``, default 2)
   avoids the broker that just failed.
+- Failover (RocketMQ's ``sendDefaultImpl``): a refused connection, a timeout, SERVICE_NOT_AVAILABLE (14: a
+  deposed master, a slave, a fenced broker) or SYSTEM_ERROR isolates the broker (as a 30000 ms send) and re-reads
+  the topic's route from the name server before the retry, so the next attempt goes to the master the name server
+  now names; a cached route with no writable queue (a group between masters) is re-read on each send, as Java's
+  ``tryToFindTopicPublishInfo``. A broker whose master address changed in the route is available again at once.
 - Latency fault tolerance (the seeds' table): a send that took >= 550 ms makes its broker unavailable for
   30 s, >= 1000 ms for 60 s, ... >= 15000 ms for 600 s; a failed send counts as 30000 ms. Unavailable
   brokers are skipped while another is available.
@@ -36,6 +41,8 @@ from broker_core.remoting.blocking import BlockingClient
 from broker_core.remoting.client import RemotingTimeout, run_sync
 
 NO_RETRY = {ResponseCode.MESSAGE_ILLEGAL, ResponseCode.NO_PERMISSION}
+# answers that mean "not this broker now" (RocketMQ's retryResponseCodes that re-route): isolate it, re-read the route
+_REROUTE = frozenset({int(ResponseCode.SERVICE_NOT_AVAILABLE), int(ResponseCode.SYSTEM_ERROR)})
 DEFAULT_MAX_MESSAGE_SIZE = 4 * 1024 * 1024
 # Response codes as plain ints (no enum construction or comparison per send): the ones that make a result, by status.
 _SEND_STATUS = {int(ResponseCode.SUCCESS): SendStatus.SEND_OK,
@@ -139,7 +146,7 @@ class Producer:
     def _send_sync(self, msg: Message, queue: MessageQueue | None, selector: QueueSelector | None,
                    arg: Any) -> SendResult:
         route = self.instance.routes.get(msg.topic)
-        if route is None:
+        if route is None or not route.write_queues:
             return run_sync(self.asend(msg, queue, selector, arg))
         if selector is not None:
             queue = selector(route.write_queues, msg, arg)
@@ -173,7 +180,10 @@ class Producer:
             if error is None:
                 return self._result(resp, mq, props[PROPERTY_UNIQ_KEY])
             last_broker, last_error = mq.broker_name, error
-            if resp.code == ResponseCode.TOPIC_NOT_EXIST:
+            if resp.code in _REROUTE:
+                self._failed(mq, error)
+                run_sync(self._refresh(msg.topic))
+            elif resp.code == ResponseCode.TOPIC_NOT_EXIST:
                 run_sync(self._refresh(msg.topic))
         raise ClientError(int(ResponseCode.SYSTEM_ERROR),
                           f"send to {msg.topic} failed after retries within {self.send_timeout:.1f}s: {last_error}")
@@ -265,6 +275,9 @@ class Producer:
             if left <= 0:
                 break
             route = self.instance.routes.get(topic)  # cached (the common case): no coroutine to await
+            if route is not None and not route.write_queues and queue is None:
+                await self._refresh(topic)  # between masters: ask again (Java's tryToFindTopicPublishInfo)
+                route = self.instance.routes.get(topic)
             try:
                 if queue is not None:
                     mq = queue
@@ -299,16 +312,22 @@ class Producer:
             if error is None:
                 return resp, mq
             last_broker, last_error = mq.broker_name, error
-            if resp.code == ResponseCode.TOPIC_NOT_EXIST:
+            if resp.code in _REROUTE:
+                self._failed(mq, error)
+                await self._refresh(topic)
+            elif resp.code == ResponseCode.TOPIC_NOT_EXIST:
                 await self._refresh(topic)
         raise ClientError(int(ResponseCode.SYSTEM_ERROR),
                           f"send to {topic} failed after retries within {self.send_timeout:.1f}s: {last_error}")
 
     async def _refresh(self, topic: str) -> None:
-        try:
-            await self.instance.route(topic, refresh=True)
-        except (ClientError, ConnectionError, TimeoutError):
-            pass
+        """Re-read the route (shared with every send failing now); a broker whose master moved is available."""
+        before = dict(self.instance.broker_addrs)
+        await self.instance.refresh_route(topic)
+        if self.fault is not None:
+            for name, addr in self.instance.broker_addrs.items():
+                if before.get(name) not in (None, addr):
+                    self.fault.update(name, 0)  # a new master: nothing known against it
 
     def _result(self, resp: RemotingCommand, mq: MessageQueue, msg_id: str) -> SendResult:
         """As RocketMQ's client: ``msg_id`` is the unique id this producer assigned (a batch: the ids joined

@@ -15,6 +15,7 @@ from __future__ import annotations
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -189,3 +190,58 @@ def test_a_slave_whose_connection_drops_leaves_the_sync_state_set_at_once(tmp_pa
         g.wait_in_sync(3)
     finally:
         g.close()
+
+
+def test_plain_sdk_clients_follow_a_switch_over_and_a_kill(group: FailoverGroup,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A producer and a push consumer with the SDK's defaults, doing nothing of their own after a failure, follow
+    two changes of master without a restart: a switch-over (1002: the old master stays up and answers
+    SERVICE_NOT_AVAILABLE 14 as a slave) and then a SIGKILL of the new master (connections refused). The
+    clients' 30 s route poll is set to an hour here, so only the SDK's own re-read after a failure can move them.
+    Prints the time from each change to the producer's first send acknowledged by the next master."""
+    import broker_core.client.instance as instance_mod
+    from broker_core.client import ConsumeStatus, PushConsumer
+    from broker_core.client.controller_admin import ControllerAdmin
+
+    monkeypatch.setattr(instance_mod, "ROUTE_REFRESH_S", 3600.0)
+    first = group.wait_master()
+    producer = LoggingProducer(group.namesrv, "plain", plain=True)
+    seen: set[str] = set()
+
+    def listen(msgs: list[Any]) -> ConsumeStatus:
+        seen.update(m.keys[0] for m in msgs if m.keys)
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer("fo-plain-consumer", group.namesrv, consume_from="FIRST")
+    consumer.subscribe(TOPIC, "*")
+    consumer.register_message_listener(listen)
+    producer.start()
+    try:
+        wait_until(lambda: len(producer.acks) >= 100, 60, "100 acknowledged sends")  # the topic exists now
+        consumer.start()
+
+        def follows(master: BrokerProcess, since: float) -> float:
+            wait_until(lambda: any(a.at > since and a.store == master.addr for a in producer.acks[-50:]), 60,
+                       f"a send acknowledged by the new master {master.addr}")
+            return next(a.at for a in producer.acks if a.at > since and a.store == master.addr) - since
+
+        with ControllerAdmin(";".join(group.controller_addrs)) as admin:
+            info = admin.sync_state_data([GROUP])[GROUP]
+            target = next(r for r in info.in_sync_replicas if r.broker_address != first.addr)
+            switched_at = time.monotonic()
+            admin.elect_master("DefaultCluster", GROUP, target.broker_id)
+        second = next(b for b in group.members if b.addr == target.broker_address)
+        after_switch = follows(second, switched_at)
+        group.wait_in_sync(3)
+        assert second.proc is not None
+        second.proc.send_signal(signal.SIGKILL)
+        second.proc.wait()
+        killed_at = time.monotonic()
+        third = group.wait_master(not_this=second)
+        after_kill = follows(third, killed_at)
+        wait_until(lambda: {a.key for a in producer.acks} <= seen, 60, "the consumer to read every acknowledged send")
+    finally:
+        producer.stop()
+        consumer.shutdown()
+    print(f"\nplain SDK producer: first send acknowledged by the new master {after_switch:.3f} s after the "
+          f"switch-over, {after_kill:.3f} s after the SIGKILL; {len(producer.failures)} failed sends in all")

@@ -135,6 +135,7 @@ class _ConsumerBase:
             resp = await self.instance.invoke(addr, cmd, timeout)
         except ConnectionError:
             self.instance.mark_down(addr)  # the next pull goes to another broker of the group
+            await self.instance.refresh_route(mq.topic)  # and to the master elected meanwhile, if any
             raise
         return self._pull_result(mq, sub, offset, resp)
 
