@@ -13,7 +13,10 @@ import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
+import grpc
+
 from broker_core.grpc import convert
+from broker_core.grpc.auth import GrpcAuthenticator
 from broker_core.grpc.receive import ReceiveService
 from broker_core.grpc.route import RouteService
 from broker_core.grpc.send import SendService
@@ -50,9 +53,11 @@ class MessagingService(_Servicer):
         self.routes = routes
         self.sender = SendService(ctl, timer)
         self.receiver = ReceiveService(ctl)
+        self.auth = GrpcAuthenticator(ctl.acl)  # ACL 1.0 as the proxy's (aclEnable), over remoting's rules
 
     # ------------------------------------------------------------------ routes, clients
     async def QueryRoute(self, request: Any, context: Any) -> Any:
+        await self.auth.check(request, context)
         topic = request.topic.name
         if topic_error(topic):
             return svc.QueryRouteResponse(status=convert.status(pb.ILLEGAL_TOPIC, topic_error(topic) or ""))
@@ -62,6 +67,7 @@ class MessagingService(_Servicer):
         return svc.QueryRouteResponse(status=convert.status(pb.OK), message_queues=queues)
 
     async def QueryAssignment(self, request: Any, context: Any) -> Any:
+        await self.auth.check(request, context)
         topic = request.topic.name
         assignments = await self.routes.assignments(topic, request.endpoints)
         if not assignments:
@@ -70,9 +76,11 @@ class MessagingService(_Servicer):
         return svc.QueryAssignmentResponse(status=convert.status(pb.OK), assignments=assignments)
 
     async def Heartbeat(self, request: Any, context: Any) -> Any:
+        await self.auth.check(request, context)
         return svc.HeartbeatResponse(status=convert.status(pb.OK))
 
     async def NotifyClientTermination(self, request: Any, context: Any) -> Any:
+        await self.auth.check(request, context)
         client_id = _client_id(context)
         if client_id:
             for members in self.ctl.consumers.producers.values():
@@ -82,37 +90,48 @@ class MessagingService(_Servicer):
 
     async def Telemetry(self, request_iterator: Any, context: Any) -> AsyncIterator[Any]:
         # grpc.aio streams only from a handler that is itself an async generator function
-        async for cmd in telemetry(self.ctl, request_iterator, _client_id(context), _peer_host(context)):
+        requests = self.auth.guard(request_iterator, context)  # each command checked; ends at a refused one
+        async for cmd in telemetry(self.ctl, requests, _client_id(context), _peer_host(context)):
             yield cmd
+        if requests.refused is not None:
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, requests.refused)
 
     # ------------------------------------------------------------------ produce
     async def SendMessage(self, request: Any, context: Any) -> Any:
+        await self.auth.check(request, context)
         if not request.messages:
             return svc.SendMessageResponse(status=convert.status(pb.BAD_REQUEST, "no message to send"))
         return await self.sender.send(request, _peer_host(context))
 
     async def EndTransaction(self, request: Any, context: Any) -> Any:
+        await self.auth.check(request, context)
         return self.sender.end_transaction(request)
 
     async def RecallMessage(self, request: Any, context: Any) -> Any:
+        await self.auth.check(request, context)
         return svc.RecallMessageResponse(status=convert.status(pb.NOT_IMPLEMENTED, "recall is not supported"))
 
     async def SyncLiteSubscription(self, request: Any, context: Any) -> Any:
+        await self.auth.check(request, context)
         return svc.SyncLiteSubscriptionResponse(status=convert.status(pb.NOT_IMPLEMENTED,
                                                                       "lite topics are not supported"))
 
     # ------------------------------------------------------------------ receive / ack
     async def ReceiveMessage(self, request: Any, context: Any) -> AsyncIterator[Any]:
+        await self.auth.check(request, context)
         async for resp in self.receiver.receive(request, context.time_remaining(), _client_id(context)):
             yield resp
 
     async def AckMessage(self, request: Any, context: Any) -> Any:
+        await self.auth.check(request, context)
         return await self.receiver.ack(request)
 
     async def ChangeInvisibleDuration(self, request: Any, context: Any) -> Any:
+        await self.auth.check(request, context)
         return await self.receiver.change_invisible(request)
 
     async def ForwardMessageToDeadLetterQueue(self, request: Any, context: Any) -> Any:
+        await self.auth.check(request, context)
         return await self.receiver.forward_to_dlq(request)
 
     # ------------------------------------------------------------------ offsets and pull
@@ -126,6 +145,7 @@ class MessagingService(_Servicer):
         return topic, queue_id, None
 
     async def UpdateOffset(self, request: Any, context: Any) -> Any:
+        await self.auth.check(request, context)
         topic, queue_id, err = self._queue(request.message_queue)
         if err is not None:
             return svc.UpdateOffsetResponse(status=err)
@@ -135,6 +155,7 @@ class MessagingService(_Servicer):
         return svc.UpdateOffsetResponse(status=convert.status(pb.OK))
 
     async def GetOffset(self, request: Any, context: Any) -> Any:
+        await self.auth.check(request, context)
         topic, queue_id, err = self._queue(request.message_queue)
         if err is not None:
             return svc.GetOffsetResponse(status=err)
@@ -144,6 +165,7 @@ class MessagingService(_Servicer):
         return svc.GetOffsetResponse(status=convert.status(pb.OK), offset=offset)
 
     async def QueryOffset(self, request: Any, context: Any) -> Any:
+        await self.auth.check(request, context)
         topic, queue_id, err = self._queue(request.message_queue)
         if err is not None:
             return svc.QueryOffsetResponse(status=err)
@@ -159,6 +181,7 @@ class MessagingService(_Servicer):
     async def PullMessage(self, request: Any, context: Any) -> AsyncIterator[Any]:
         """Messages of one queue from ``offset`` (status, messages, next_offset), waiting up to
         ``long_polling_timeout`` for one when there is none."""
+        await self.auth.check(request, context)
         topic, queue_id, err = self._queue(request.message_queue)
         if err is not None:
             yield svc.PullMessageResponse(status=err)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator
 from typing import TYPE_CHECKING, Any, cast
 
 from broker_core.codec import CodecError
@@ -91,7 +91,7 @@ def merged_settings(ctl: Broker, settings: Any) -> Any:
     return reply
 
 
-async def telemetry(ctl: Broker, requests: AsyncIterator[Any], client_id: str,
+async def telemetry(ctl: Broker, requests: AsyncIterable[Any], client_id: str,
                     peer: str) -> AsyncIterator[Any]:
     """The stream's answers: one Settings reply per Settings command, and check-back commands between them."""
     out: asyncio.Queue[Any] = asyncio.Queue()

@@ -183,10 +183,11 @@ def check(rules: PlainAclConfig, remote_ip: str, cmd: RemotingCommand) -> None:
     needed = required_resources(cmd.code, h, cmd.body)
     if needed == {TRACE_TOPIC: PUB}:
         return
-    _check_perms(account, cmd.code, needed)
+    check_perms(account, cmd.code, needed)
 
 
-def _check_perms(account: Account, code: int, needed: dict[str, int]) -> None:
+def check_perms(account: Account, code: int, needed: dict[str, int]) -> None:
+    """``PlainPermissionChecker.check``: admin-only codes, then each needed resource (remoting and gRPC)."""
     if code in ADMIN_CODES and not account.admin:
         raise AclRefused(f"Need admin permission for request code={code}, but accessKey={account.access_key} "
                          f"is not")
@@ -264,14 +265,19 @@ class PlainAccessValidator:
             kept = "keeping the rules loaded before" if self.rules is not None else "refusing every request"
             log.error("ACL file reload failed, %s: %s", kept, exc)
 
+    def current_rules(self) -> PlainAclConfig:
+        """The rules in force, re-read first if the file changed (as before each remoting request); the gRPC
+        endpoint checks against these too. :class:`AclRefused` while none could be loaded."""
+        self._reload_if_changed()
+        if self.rules is None:
+            raise AclRefused(f"the ACL file {self.path} could not be loaded")
+        return self.rules
+
     def __call__(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand | None:
         if not self.config.acl_enable or cmd.code == RequestCode.READ_SNAPSHOT_SEGMENT:  # 911: see the docstring
             return None
-        self._reload_if_changed()
         try:
-            if self.rules is None:
-                raise AclRefused(f"the ACL file {self.path} could not be loaded")
-            check(self.rules, remote_ip(conn), cmd)
+            check(self.current_rules(), remote_ip(conn), cmd)
         except AclRefused as exc:
             log.info("ACL refused request code %d from %s: %s", cmd.code, conn.remote, exc)
             return cmd.response(ResponseCode.NO_PERMISSION, ACL_EXCEPTION + str(exc))

@@ -3,7 +3,7 @@ against a broker's gRPC endpoint, for tests/compat/test_grpc_*.py and bench/grpc
 produce or receive command connects over TLS (the roots from ``GRPC_DEFAULT_SSL_ROOTS_FILE_PATH``). Runs in its
 own process (``python tests/compat/grpc_client.py '<json>'``): the client starts threads and writes its log under
 ``$HOME/logs/rocketmq_python``, so the tests give it a temporary HOME. One JSON command in argv[1], one JSON
-result on stdout. Bodies are UTF-8 text.
+result on stdout. Bodies are UTF-8 text. ``"ak"`` and ``"sk"`` in a command: the client's credentials.
 
 - ``{"op": "produce", "endpoint", "mode": "sync"|"async", "messages": [{"topic", "body", "tag", "keys": [..],
   "props": {..}, "group": message group, "deliver_at": epoch seconds}]}`` -> ``{"results": [{"message_id",
@@ -49,7 +49,7 @@ from rocketmq import (
 
 
 def config(cmd: dict) -> ClientConfiguration:
-    return ClientConfiguration(cmd["endpoint"], Credentials(), request_timeout=10)
+    return ClientConfiguration(cmd["endpoint"], Credentials(cmd.get("ak", ""), cmd.get("sk", "")), request_timeout=10)
 
 
 def describe(m: Any) -> dict:
