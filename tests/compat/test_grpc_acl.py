@@ -149,6 +149,23 @@ def test_exact_answers_of_raw_requests(cluster: AclCluster) -> None:
         hb = stub.Heartbeat(svc.HeartbeatRequest(client_type=pb.SIMPLE_CONSUMER, group=pb.Resource(name="g1")),
                             metadata=good)
         assert hb.status.code == pb.OK
+        receive = svc.ReceiveMessageRequest(group=pb.Resource(name="g1"), batch_size=1, message_queue=pb.MessageQueue(
+            topic=pb.Resource(name="GAclClosed")))
+        with pytest.raises(grpc.RpcError) as err:  # a server stream: refused before its first answer
+            list(stub.ReceiveMessage(receive, metadata=good, timeout=10))
+        assert (err.value.code(), err.value.details()) == (grpc.StatusCode.PERMISSION_DENIED,
+                                                           "No default permission for topic:GAclClosed")
+        ok = pb.Settings(client_type=pb.PRODUCER, publishing=pb.Publishing(topics=[pb.Resource(name="GAcl")]))
+        closed = pb.Settings(client_type=pb.PRODUCER, publishing=pb.Publishing(topics=[pb.Resource(name="GAclClosed")]))
+        stream = stub.Telemetry(iter([svc.TelemetryCommand(settings=ok), svc.TelemetryCommand(settings=closed)]),
+                                metadata=good, timeout=10)
+        answers = []
+        with pytest.raises(grpc.RpcError) as err:  # each command of the stream is checked
+            for answer in stream:
+                answers.append(answer)
+        assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        assert err.value.details() == "No default permission for topic:GAclClosed"
+        assert [a.status.code for a in answers] == [pb.OK]
 
 
 def test_global_white_list_set_by_admin_code_53_applies_to_grpc(cluster: AclCluster) -> None:
