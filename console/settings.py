@@ -180,6 +180,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # one name for the ACL permission choices both default_topic_perm and default_group_perm take
+    "ENUM_NAME_OVERRIDES": {"AclPermEnum": "console.services.acl.PERMS"},
 }
 
 
