@@ -33,7 +33,7 @@ accounts:
     secretKey: grpc-app-secret
     defaultTopicPerm: DENY
     defaultGroupPerm: SUB
-    topicPerms: [GAcl=PUB|SUB, GAclReadOnly=SUB]
+    topicPerms: [GAcl=PUB|SUB, GAclPush=PUB|SUB, GAclReadOnly=SUB]
   - accessKey: grpc-admin
     secretKey: grpc-admin-secret
     admin: true
@@ -47,7 +47,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AclCluster]:
     c = AclCluster(tmp_path_factory.mktemp("grpc-acl"), ACL, GRPC_CONF)
     try:
         with AdminClient(c.namesrv, credentials=ADMIN) as admin:
-            for topic in ("GAcl", "GAclReadOnly", "GAclClosed"):
+            for topic in ("GAcl", "GAclPush", "GAclReadOnly", "GAclClosed"):
                 admin.create_topic(topic, 2, 2)
         yield c
     finally:
@@ -104,6 +104,17 @@ def test_right_credentials_send_and_receive(cluster: AclCluster) -> None:
                               invisible=30, **APP)
     assert code == 0, err[-3000:]
     assert got is not None and sorted(m["body"] for m in got["messages"]) == ["m0", "m1", "m2"]
+
+
+def test_push_consumer_with_credentials(cluster: AclCluster) -> None:
+    """Telemetry with a subscription, QueryAssignment, a push consumer's Heartbeat, renewed receives, acks."""
+    code, _, err = official(cluster, "produce", messages=[{"topic": "GAclPush", "body": f"p{i}"} for i in range(3)],
+                            **APP)
+    assert code == 0, err[-3000:]
+    code, got, err = official(cluster, "push", group="gacl-push", topic="GAclPush", expect=3, within=120, **APP)
+    assert code == 0, err[-3000:]
+    assert got is not None and sorted(m["body"] for m in got["messages"]) == ["p0", "p1", "p2"]
+    assert "PERMISSION_DENIED" not in err
 
 
 def test_wrong_secret_and_unknown_account_are_refused_by_the_client_too(cluster: AclCluster) -> None:
