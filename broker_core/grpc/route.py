@@ -8,8 +8,11 @@ client uses) and for that namespace (``GET_KVLIST_BY_NAMESPACE``), and answers e
 address has an entry. No name-server change is needed (Java name servers take the same requests), and a
 broker without gRPC simply has no entry, so its queues are left out. This broker's own queues carry the
 endpoint the client dialled (as RocketMQ's proxy does in local mode), so a client behind a NAT or a host name
-keeps using the address it knows. Without name servers, or when they do not know the topic yet (a
-registration in flight), the broker answers from its own topic table.
+keeps using the address it knows; a client that dialled several addresses (every broker's, as for a proxy
+cluster) gets this broker's own endpoint instead, since any of those addresses may be a slave (which refuses
+sends). After an election each broker answers the new master's endpoint as soon as the name server has it.
+Without name servers, or when they do not know the topic yet (a registration in flight), a master answers from
+its own topic table (a slave never lists itself).
 """
 
 from __future__ import annotations
@@ -139,16 +142,20 @@ class RouteService:
                 continue  # that broker does not serve gRPC
             out.append(BrokerQueues(name, endpoint, int(qd["readQueueNums"]), int(qd["writeQueueNums"]),
                                     int(qd["perm"])))
-        if not any(b.endpoint == "" for b in out):
+        if not any(b.endpoint == "" for b in out) and self._serves_writes():
             out.extend(self._local(topic))  # registered with the name servers in a moment
         return sorted(out, key=lambda b: b.name)
+
+    def _serves_writes(self) -> bool:
+        """A master: a slave (or a fenced broker in controller mode) is never its group's queues in a route."""
+        return not self.ctl.ha.is_slave  # (fenced counts as a slave)
 
     def _broker(self, b: BrokerQueues, request_endpoints: Any) -> Any:
         broker = pb.Broker(name=b.name, id=0)
         if b.endpoint:
             broker.endpoints.CopyFrom(endpoints(b.endpoint))
-        elif request_endpoints is not None and len(request_endpoints.addresses):
-            broker.endpoints.CopyFrom(request_endpoints)
+        elif request_endpoints is not None and len(request_endpoints.addresses) == 1:
+            broker.endpoints.CopyFrom(request_endpoints)  # the one address the client dialled is this broker
         else:
             broker.endpoints.CopyFrom(endpoints(self.grpc_endpoint))
         return broker

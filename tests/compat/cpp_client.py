@@ -12,6 +12,11 @@ compatibility tests. Runs under ``.venv-rocketmq/bin/python``, never the project
   "reconsume_later_once", "props": [names]}`` -> ``{"messages": [...]}``: consumes until ``expect`` messages
   succeeded, then ``settle`` more seconds (to catch extra deliveries), then shuts down (committing offsets).
   With ``reconsume_later_once`` each message id is answered RECONSUME_LATER the first time it is seen.
+- ``{"op": "failover", "namesrv", "group", "topic", "stop_file", "interval"}`` -> a producer (sync sends, one at a
+  time, keys ``cpp-N``) and a push consumer (group ``<group>-c``) in one process, until ``stop_file`` exists:
+  one JSON line per event as it happens (``{"sent": key, "t0", "t"}``, ``{"fail": text, "key", "t0", "t"}``,
+  ``{"got": key, "t"}``, wall-clock seconds), then ``{"done": true}``. For the failover tests: the client is never
+  restarted while the master is killed.
 
 Every command may carry ``"credentials": {"access_key", "secret_key", "channel"}``: the client then signs its
 requests (``set_session_credentials``, RocketMQ ACL). ``produce`` with ``"capture_errors": true`` reports a failed
@@ -158,9 +163,57 @@ def push(cmd: dict) -> dict:
         return {"messages": list(done)}
 
 
+def failover(cmd: dict) -> dict:
+    from pathlib import Path
+
+    out = threading.Lock()
+
+    def emit(**event: object) -> None:
+        with out:
+            sys.stdout.write(json.dumps(event) + "\n")
+            sys.stdout.flush()
+
+    def on_message(_consumer, raw) -> int:  # type: ignore[no-untyped-def]
+        emit(got=text(RecvMessage(raw).keys), t=time.time())
+        return CONSUME_SUCCESS
+
+    c = PushConsumer(cmd["group"] + "-c")
+    c.set_namesrv_addr(cmd["namesrv"])
+    dll.Subscribe(c._handle, _to_bytes(cmd["topic"]), b"*")
+    c._register_callback(on_message)
+    c.start()
+    p = Producer(cmd["group"], timeout=3000)
+    p.set_namesrv_addr(cmd["namesrv"])
+    p.start()
+    stop, i = Path(cmd["stop_file"]), 0
+    try:
+        while not stop.exists():
+            key = f"cpp-{i}"
+            i += 1
+            msg = Message(cmd["topic"])
+            msg.set_keys(key)
+            msg.set_body(key.encode())
+            t0 = time.time()
+            try:
+                res = p.send_sync(msg)
+            except Exception as exc:  # noqa: BLE001 - the binding raises its own exception types for every failure
+                emit(fail=str(exc)[:300], key=key, t0=t0, t=time.time())
+                time.sleep(0.05)
+                continue
+            if res.status.name == "OK":
+                emit(sent=key, t0=t0, t=time.time())
+            else:
+                emit(fail=res.status.name, key=key, t0=t0, t=time.time())
+            time.sleep(float(cmd.get("interval", 0.01)))
+    finally:
+        p.shutdown()
+        c.shutdown()
+    return {"done": True}
+
+
 def main() -> None:
     cmd = json.loads(sys.argv[1] if len(sys.argv) > 1 else sys.stdin.read())
-    result = {"produce": produce, "pull": pull, "push": push}[cmd["op"]](cmd)
+    result = {"produce": produce, "pull": pull, "push": push, "failover": failover}[cmd["op"]](cmd)
     sys.stdout.write(json.dumps(result) + "\n")
     sys.stdout.flush()
 

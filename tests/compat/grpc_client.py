@@ -23,6 +23,10 @@ result on stdout. Bodies are UTF-8 text. ``"ak"`` and ``"sk"`` in a command: the
 - ``{"op": "push", "endpoint", "group", "topic", "expect", "within", "fail_first": bool, "slow": s}`` ->
   PushConsumer with a listener (taking ``slow`` seconds a message) until ``expect`` messages succeeded:
   ``{"messages": [in consume order], "deliveries": [every call of the listener]}``
+- ``{"op": "failover", "endpoint", "group", "topic", "stop_file", "interval"}`` -> a Producer (keys ``grpc-N``,
+  one send at a time) and a PushConsumer of ``group`` until ``stop_file`` exists, one JSON line per event as it
+  happens: ``{"sent": key, "t0", "t"}``, ``{"fail": text, "key", "t0", "t"}``, ``{"got": key, "t"}`` (wall-clock
+  seconds), then the result ``{"done": true}``. ``endpoint`` may list several ``host:port`` joined by ``;``.
 """
 
 from __future__ import annotations
@@ -231,7 +235,49 @@ def push(cmd: dict) -> dict:
         consumer.shutdown()
 
 
-OPS = {"produce": produce, "transaction": transaction, "receive": receive, "redeliver": redeliver,
+def failover(cmd: dict) -> dict:
+    import os
+
+    out = threading.Lock()
+
+    def emit(**event: object) -> None:
+        with out:
+            sys.stdout.write(json.dumps(event) + "\n")
+            sys.stdout.flush()
+
+    class Recorder(MessageListener):
+        def consume(self, message: Message) -> ConsumeResult:
+            emit(got=(list(message.keys or []) or [""])[0], t=time.time())
+            return ConsumeResult.SUCCESS
+
+    consumer = PushConsumer(config(cmd), cmd["group"], Recorder(), {cmd["topic"]: FilterExpression("*")},
+                            consumption_thread_count=2)
+    consumer.startup()
+    producer = Producer(config(cmd), [cmd["topic"]])
+    producer.startup()
+    i = 0
+    try:
+        while not os.path.exists(cmd["stop_file"]):
+            key = f"grpc-{i}"
+            i += 1
+            msg = Message()
+            msg.topic, msg.body, msg.keys = cmd["topic"], key.encode(), key  # the setter takes one key
+            t0 = time.time()
+            try:
+                producer.send(msg)
+            except Exception as exc:  # noqa: BLE001 - the client raises its own exception types for every failure
+                emit(fail=str(exc)[:300], key=key, t0=t0, t=time.time())
+                time.sleep(0.05)
+                continue
+            emit(sent=key, t0=t0, t=time.time())
+            time.sleep(float(cmd.get("interval", 0.01)))
+    finally:
+        producer.shutdown()
+        consumer.shutdown()
+    return {"done": True}
+
+
+OPS = {"failover": failover, "produce": produce, "transaction": transaction, "receive": receive, "redeliver": redeliver,
        "exhaust": exhaust, "push": push}
 
 if __name__ == "__main__":

@@ -7,6 +7,9 @@
 //     -> {"messages":[{"msgId","topic","tags","keys","body"(base64),"props","reconsumeTimes","queueId"}]}
 //   With retryOnce, each message (by UNIQ_KEY) is answered ACTION_RETRY the first time (sent back to the broker).
 //   "deliveries" lists every call of the listener, "errors" what the consumer emitted.
+//   {"op":"failover","namesrv","group","topic","stop_file","interval"} -> a producer (keys node-N, one send at a
+//     time) and a consumer (group <group>-c) until stop_file exists, one JSON line per event as it happens:
+//     {"sent":key,"t0","t"}, {"fail":text,"key","t0","t"}, {"got":key,"t"} (seconds), then {"done":true}.
 const httpclient = require('urllib');
 const { Producer, Consumer, Message } = require('ali-ons');
 
@@ -54,7 +57,41 @@ async function consume() {
   return { messages: done, deliveries, errors };
 }
 
-({ produce, consume })[cmd.op]().then(r => {
+async function failover() {
+  const fs = require('fs');
+  const emit = e => process.stdout.write(JSON.stringify(e) + '\n');
+  const now = () => Date.now() / 1000;
+  const consumer = new Consumer({ ...auth, consumerGroup: cmd.group + '-c', consumeFromWhere: 'CONSUME_FROM_FIRST_OFFSET',
+    persistConsumerOffsetInterval: 1000 });
+  consumer.subscribe(cmd.topic, '*', async msg => {
+    emit({ got: Array.isArray(msg.keys) ? msg.keys[0] : msg.keys, t: now() });
+  });
+  consumer.on('error', e => emit({ consumerError: String(e && e.message).slice(0, 300), t: now() }));
+  const producer = new Producer({ ...auth, producerGroup: cmd.group });
+  producer.on('error', e => emit({ producerError: String(e && e.message).slice(0, 300), t: now() }));
+  await producer.ready();
+  await consumer.ready();
+  for (let i = 0; !fs.existsSync(cmd.stop_file); i++) {
+    const key = `node-${i}`;
+    const msg = new Message(cmd.topic, '', Buffer.from(key));
+    msg.keys = [key];
+    const t0 = now();
+    try {
+      const r = await producer.send(msg);
+      if (r.sendStatus === 'SEND_OK') emit({ sent: key, t0, t: now() });
+      else emit({ fail: r.sendStatus, key, t0, t: now() });
+    } catch (e) {
+      emit({ fail: String(e && e.message).slice(0, 300), key, t0, t: now() });
+      await sleep(50);
+    }
+    await sleep((cmd.interval || 0.01) * 1000);
+  }
+  await producer.close();
+  await consumer.close();
+  return { done: true };
+}
+
+({ produce, consume, failover })[cmd.op]().then(r => {
   process.stdout.write(JSON.stringify(r) + '\n');
   process.exit(0);
 }).catch(e => {
