@@ -142,3 +142,14 @@ def test_upstream_credential_tests_against_an_acl_broker(acl_cluster: AclCluster
                 + log[-4000:]
         else:
             assert results.get(name) == "ok", f"{test_file}: {name!r} did not pass with credentials:\n{out}"
+
+
+def test_upstream_producer_tests_signed_against_an_acl_broker(acl_cluster: AclCluster) -> None:
+    """The producer file with the credentials set: every send (normal, delay, FIFO, transaction) signed."""
+    test_file = "producer/Producer.test.js"
+    results, out = run_suite(acl_cluster, test_file, f"127.0.0.1:{acl_cluster.broker.grpc_port}",
+                             ROCKETMQ_NODEJS_CLIENT_KEY="nodejs-client",
+                             ROCKETMQ_NODEJS_CLIENT_SECRET="nodejs-client-secret")
+    for name in EXPECTED[test_file]:
+        assert results.get(name) == "ok", f"{test_file}: {name!r} did not pass with credentials:\n{out}"
+    assert "not ok" not in results.values(), out
