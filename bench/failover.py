@@ -5,6 +5,8 @@ Setup (loopback, real processes): ``--controllers`` controllers (pysyncobj Raft)
 three brokers with ``enableControllerMode=true`` and ``allAckInSyncStateSet=true``; every other key at its
 default (brokerHeartbeatInterval 1 s, controllerHeartBeatTimeoutMills 10 s, ...). Two SDK producers send one
 message at a time (sync) and log every SEND_OK with the broker that stored it (from the offset message id).
+By default they also re-read the route themselves after a failed send; ``--plain`` leaves that to the SDK (its
+defaults: it re-reads the route after a refused connection, a timeout, 14 or SYSTEM_ERROR).
 
 Each round: wait until the SyncStateSet holds the three brokers; SIGKILL (``--fault kill``) or SIGSTOP
 (``--fault stop``) the master at t0; the window is t0 -> the first acknowledged send stored by another broker
@@ -64,14 +66,14 @@ def one_round(group: FailoverGroup, producers: list[LoggingProducer], fault: str
     return {"round": r, "window_s": round(window, 3), "acked_in_round": acked}
 
 
-def run(rounds: int, controllers: int, fault: str, keep: bool) -> dict[str, object]:
+def run(rounds: int, controllers: int, fault: str, keep: bool, plain: bool = False) -> dict[str, object]:
     tmp = Path(tempfile.mkdtemp(prefix="bench-failover-"))
     group = FailoverGroup(tmp, controllers=controllers, brokers=3)
     producers: list[LoggingProducer] = []
     records: list[dict[str, float]] = []
     try:
         group.start()
-        producers = [LoggingProducer(group.namesrv, f"bench{i}") for i in range(2)]
+        producers = [LoggingProducer(group.namesrv, f"bench{i}", plain=plain) for i in range(2)]
         for p in producers:
             p.start()
         for r in range(rounds):
@@ -85,7 +87,7 @@ def run(rounds: int, controllers: int, fault: str, keep: bool) -> dict[str, obje
             shutil.rmtree(tmp, ignore_errors=True)
     windows = [r["window_s"] for r in records]
     per_round = [int(r["acked_in_round"]) for r in records]
-    return {"fault": fault, "controllers": controllers, "rounds": len(records),
+    return {"fault": fault, "controllers": controllers, "plain": plain, "rounds": len(records),
             "window_s": {"p50": round(statistics.median(windows), 3), "p99": round(percentile(windows, 99), 3),
                          "max": round(max(windows), 3)},
             "acked_per_round": {"median": statistics.median(per_round), "min": min(per_round),
@@ -99,8 +101,10 @@ def main() -> None:
     parser.add_argument("--fault", choices=["kill", "stop"], default="kill",
                         help="SIGKILL the master (default), or SIGSTOP it (a hung host: detected by heartbeat timeout)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory (logs)")
+    parser.add_argument("--plain", action="store_true",
+                        help="producers with the SDK's defaults only (no route re-read of their own after a failure)")
     args = parser.parse_args()
-    print(json.dumps(run(args.rounds, args.controllers, args.fault, args.keep)))
+    print(json.dumps(run(args.rounds, args.controllers, args.fault, args.keep, args.plain)))
 
 
 if __name__ == "__main__":
