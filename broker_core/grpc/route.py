@@ -8,9 +8,12 @@ client uses) and for that namespace (``GET_KVLIST_BY_NAMESPACE``), and answers e
 address has an entry. No name-server change is needed (Java name servers take the same requests), and a
 broker without gRPC simply has no entry, so its queues are left out. This broker's own queues carry the
 endpoint the client dialled (as RocketMQ's proxy does in local mode), so a client behind a NAT or a host name
-keeps using the address it knows; a client that dialled several addresses (every broker's, as for a proxy
-cluster) gets this broker's own endpoint instead, since any of those addresses may be a slave (which refuses
-sends). After an election each broker answers the new master's endpoint as soon as the name server has it.
+keeps using the address it knows. A client that dialled several addresses (every broker's, as for a proxy
+cluster) gets, in controller mode, those addresses for the queues of this broker's group (a slave forwards
+sends to its master, :mod:`broker_core.grpc.forward`, so its channel survives the master's death), and
+otherwise this broker's own endpoint (any of those addresses may be a slave). Assignments (receives) always
+name the master's own endpoint; after an election each broker answers the new master's as soon as the name
+server has it.
 Without name servers, or when they do not know the topic yet (a registration in flight), a master answers from
 its own topic table (a slave never lists itself).
 """
@@ -95,7 +98,8 @@ class RouteService:
                 log.info("namesrv %s: %s", addr, exc)
         return None
 
-    async def _grpc_endpoints(self) -> dict[str, str]:
+    async def grpc_endpoints(self) -> dict[str, str]:
+        """Broker address -> gRPC endpoint, from the name servers' KV table (cached for 2 s)."""
         at, table = self._kv
         if time.monotonic() - at < _CACHE_S:
             return table
@@ -127,7 +131,7 @@ class RouteService:
             for broker_id, addr in items(bd.get("brokerAddrs") or {}):
                 if int(broker_id) == 0:
                     masters[str(bd["brokerName"])] = str(addr)
-        grpc_of = await self._grpc_endpoints()
+        grpc_of = await self.grpc_endpoints()
         out = []
         for qd in route.get("queueDatas") or []:
             name = str(qd["brokerName"])
@@ -150,9 +154,15 @@ class RouteService:
         """A master: a slave (or a fenced broker in controller mode) is never its group's queues in a route."""
         return not self.ctl.ha.is_slave  # (fenced counts as a slave)
 
-    def _broker(self, b: BrokerQueues, request_endpoints: Any) -> Any:
+    def _broker(self, b: BrokerQueues, request_endpoints: Any, access_point: bool = False) -> Any:
+        """``access_point``: in controller mode, this broker's group's queues carry the several addresses the
+        client dialled (every member's), as the proxy's cluster mode answers its own addresses: the client's
+        channel then moves to a live member when one dies, and a slave forwards sends (:mod:`.forward`)."""
         broker = pb.Broker(name=b.name, id=0)
-        if b.endpoint:
+        if (access_point and request_endpoints is not None and len(request_endpoints.addresses) > 1
+                and self.ctl.replicas is not None and b.name == self.ctl.config.broker_name):
+            broker.endpoints.CopyFrom(request_endpoints)
+        elif b.endpoint:
             broker.endpoints.CopyFrom(endpoints(b.endpoint))
         elif request_endpoints is not None and len(request_endpoints.addresses) == 1:
             broker.endpoints.CopyFrom(request_endpoints)  # the one address the client dialled is this broker
@@ -165,7 +175,7 @@ class RouteService:
         split), accepting every message type (a topic of ours has no type: MIXED, as the proxy says)."""
         out = []
         for b in await self.brokers(topic):
-            broker = self._broker(b, request_endpoints)
+            broker = self._broker(b, request_endpoints, access_point=True)
             for qid in range(max(b.read, b.write)):
                 perm = b.perm & ~(0 if qid < b.read else PERM_READ) & ~(0 if qid < b.write else PERM_WRITE)
                 out.append(pb.MessageQueue(topic=pb.Resource(name=topic), id=qid, permission=permission(perm),

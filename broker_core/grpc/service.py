@@ -17,6 +17,7 @@ import grpc
 
 from broker_core.grpc import convert
 from broker_core.grpc.auth import GrpcAuthenticator
+from broker_core.grpc.forward import SendForwarder
 from broker_core.grpc.receive import ReceiveService
 from broker_core.grpc.route import RouteService
 from broker_core.grpc.send import SendService
@@ -52,6 +53,7 @@ class MessagingService(_Servicer):
         self.ctl = ctl
         self.routes = routes
         self.sender = SendService(ctl, timer)
+        self.forwarder = SendForwarder(ctl, routes)  # a slave's sends to its master (controller mode)
         self.receiver = ReceiveService(ctl)
         self.auth = GrpcAuthenticator(ctl.acl)  # ACL 1.0 as the proxy's (aclEnable), over remoting's rules
 
@@ -101,6 +103,9 @@ class MessagingService(_Servicer):
         await self.auth.check(request, context)
         if not request.messages:
             return svc.SendMessageResponse(status=convert.status(pb.BAD_REQUEST, "no message to send"))
+        forwarded = await self.forwarder.forward(request, context)
+        if forwarded is not None:
+            return forwarded
         return await self.sender.send(request, _peer_host(context))
 
     async def EndTransaction(self, request: Any, context: Any) -> Any:

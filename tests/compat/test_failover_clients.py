@@ -61,8 +61,9 @@ def test_ali_ons_follows_a_killed_master(group: FailoverGroup, tmp_path: Path) -
 
 def test_grpc_python_client_follows_a_killed_master(group: FailoverGroup, tmp_path: Path) -> None:
     """The client's access point lists every broker's gRPC endpoint (RocketMQ 5 clients take several addresses,
-    as for a proxy cluster): QueryRoute and heartbeats reach a live broker after the kill, and each answers the
-    route from the name server, so the queues point at the new master."""
+    as for a proxy cluster): QueryRoute gives the group's queues that access point, the client's channel moves to
+    a live broker when the master dies, and a slave forwards the sends to the new master (the proxy's cluster
+    mode); receives follow the assignment, answered from the name server's route (the new master)."""
     create_everywhere(group, subscription_group="grpc-fo")
     endpoints = ";".join(f"127.0.0.1:{b.grpc_port}" for b in group.members)
     cmd = {"op": "failover", "endpoint": endpoints, "group": "grpc-fo", "topic": TOPIC,

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from broker_core.client import AdminClient, ClientError, Message, Producer
+from broker_core.client import AdminClient, ClientError, Message, Producer, PullConsumer
 from broker_core.protocol import RemotingCommand, ResponseCode
 from broker_core.protocol.controller import ControllerRequestCode, decode_epoch_entry_cache
 from broker_core.remoting.blocking import BlockingClient
@@ -136,11 +136,13 @@ def test_too_few_in_sync_replicas_refuse_writes(tmp_path: Path) -> None:
         g.close()
 
 
-def test_grpc_endpoint_of_a_slave_refuses_writes(tmp_path: Path) -> None:
-    """The RocketMQ 5 gRPC SendMessage of a slave in controller mode stores nothing and answers an error; the
-    master's answers OK once every SyncStateSet member has the message."""
+def test_grpc_endpoint_of_a_slave_refuses_writes_and_forwards_to_the_master(tmp_path: Path) -> None:
+    """The RocketMQ 5 gRPC SendMessage of a slave in controller mode never stores: a send already forwarded once
+    is refused; a client's send is forwarded to the master (as the proxy's cluster mode), whose answer comes back.
+    The master's answers OK once every SyncStateSet member has the message."""
     import grpc
 
+    from broker_core.grpc.forward import FORWARDED_KEY
     from broker_core.grpc.stubs import pb, service_pb2_grpc, svc
 
     g = FailoverGroup(tmp_path, controllers=1, brokers=2,
@@ -153,16 +155,23 @@ def test_grpc_endpoint_of_a_slave_refuses_writes(tmp_path: Path) -> None:
         slave = next(b for b in g.members if b is not master)
         wait_until(lambda: int((g.runtime(slave) or {}).get("haSlaveSyncRounds", "0")) >= 2, 60, "topic sync")
         codes = {}
-        for b in (master, slave):
+        for b, name, metadata in ((master, "master", ()), (slave, "slave", ()),
+                                  (slave, "slave, forwarded", ((FORWARDED_KEY, "test"),))):
             with grpc.insecure_channel(f"127.0.0.1:{b.grpc_port}") as ch:
                 stub = service_pb2_grpc.MessagingServiceStub(ch)
-                props = pb.SystemProperties(message_id=f"01{b.port:030X}", body_encoding=pb.IDENTITY,
+                props = pb.SystemProperties(message_id=f"01{b.port:024X}{len(codes):06X}", body_encoding=pb.IDENTITY,
                                             message_type=pb.NORMAL)
                 msg = pb.Message(topic=pb.Resource(name=TOPIC), body=b"over grpc", system_properties=props)
-                resp = stub.SendMessage(svc.SendMessageRequest(messages=[msg]), timeout=10)
-                codes[b.addr] = resp.entries[0].status.code
-        assert codes[master.addr] == pb.OK
-        assert codes[slave.addr] != pb.OK
+                resp = stub.SendMessage(svc.SendMessageRequest(messages=[msg]), metadata=metadata, timeout=10)
+                codes[name] = resp.entries[0].status.code
+        assert codes == {"master": pb.OK, "slave": pb.OK, "slave, forwarded": codes["slave, forwarded"]}
+        assert codes["slave, forwarded"] != pb.OK
+        consumer = PullConsumer("grpc-forward-check", g.namesrv).start()  # reads from the master
+        try:
+            bodies = [m.body for mq in consumer.fetch_queues(TOPIC) for m in consumer.pull(mq, 0, 32).messages]
+        finally:
+            consumer.shutdown()
+        assert sorted(bodies) == [b"first", b"over grpc", b"over grpc"]  # the master's send and the forwarded one
     finally:
         g.close()
 
