@@ -239,8 +239,9 @@ class BrokerController:
                 self.transactions.check()
             if (time.monotonic() >= next_register or not self.registered) and not self.fenced:
                 # a master's unchanged heartbeat is QUERY_DATA_VERSION only, unless forceRegister; a slave (it
-                # learns its master from the answer) always registers in full
-                ok = await self.register_all(force=self.config.force_register or self.ha.is_slave)
+                # learns its master from the answer) and controller mode always register in full
+                ok = await self.register_all(force=self.config.force_register or self.ha.is_slave
+                                             or self.replicas is not None)
                 next_register = time.monotonic() + (period if ok else 2.0)
 
     async def _deliver_delayed(self) -> None:
@@ -291,7 +292,8 @@ class BrokerController:
         ``force=False`` (upstream ``registerBrokerAll(.., forceRegister=false)``): when the topic DataVersion is
         the one last registered in full and every name server answers QUERY_DATA_VERSION unchanged (which
         refreshes the broker's liveness there), nothing more is sent."""
-        version = registration.data_version(self.topics)
+        version = registration.data_version(
+            self.topics, self.replicas.state_version if self.replicas is not None else None)
         if not force and self.registered and version == self._registered_version \
                 and not await self._name_servers_changed(version):
             return True
