@@ -1,11 +1,15 @@
 """Latency fault tolerance (the seeds' table): a send that took >= 550 ms makes its broker unavailable for 30 s,
 >= 1000 ms for 60 s, ... >= 15000 ms for 600 s; a failed send counts as 30000 ms. The producer skips unavailable
-brokers while another is available."""
+brokers while another is available (``select_one_queue``, RocketMQ's ``MQFaultStrategy.selectOneMessageQueue``)."""
 
 from __future__ import annotations
 
 import time
 from bisect import bisect_right
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from broker_core.client.message import MessageQueue
 
 LATENCY_MAX = (50, 100, 550, 1000, 2000, 3000, 15000)
 NOT_AVAILABLE_DURATION = (0, 0, 30000, 60000, 120000, 180000, 600000)
@@ -29,3 +33,22 @@ class LatencyFaultTolerance:
 
     def available(self, broker: str) -> bool:
         return time.monotonic() >= self.unavailable_until.get(broker, 0.0)
+
+
+def select_one_queue(queues: list[MessageQueue], start: int, last_broker: str | None,
+                     fault: LatencyFaultTolerance | None) -> MessageQueue:
+    """Round-robin from ``start`` over ``queues`` (not empty): the first queue whose broker is available and is
+    not ``last_broker`` (the one that just failed, while the topic has another); if every broker is unavailable,
+    any queue of another broker than ``last_broker``; else the queue at ``start``."""
+    n = len(queues)
+    for i in range(n):
+        mq = queues[(start + i) % n]
+        if mq.broker_name == last_broker and len({q.broker_name for q in queues}) > 1:
+            continue
+        if fault is None or fault.available(mq.broker_name):
+            return mq
+    for i in range(n):
+        mq = queues[(start + i) % n]
+        if mq.broker_name != last_broker:
+            return mq
+    return queues[start % n]

@@ -16,6 +16,7 @@ from broker_core.codec.message import (
 from broker_core.codec.message_id import encode_offset_msg_id
 from broker_core.codec.records import decode_pulled
 from broker_core.errors import ClientError  # noqa: F401 (re-exported: broker_core.client.ClientError)
+from broker_core.protocol import RemotingCommand, ResponseCode
 
 
 @dataclass
@@ -130,6 +131,22 @@ class SendResult:
     queue_id: int
     queue_offset: int
     message_queue: MessageQueue | None = None
+
+
+# Response codes as plain ints (no enum construction or comparison per send): the ones that make a result, by status.
+SEND_STATUS = {int(ResponseCode.SUCCESS): SendStatus.SEND_OK,
+               int(ResponseCode.FLUSH_DISK_TIMEOUT): SendStatus.FLUSH_DISK_TIMEOUT,
+               int(ResponseCode.FLUSH_SLAVE_TIMEOUT): SendStatus.FLUSH_SLAVE_TIMEOUT,
+               int(ResponseCode.SLAVE_NOT_AVAILABLE): SendStatus.SLAVE_NOT_AVAILABLE}
+
+
+def send_result(resp: RemotingCommand, mq: MessageQueue, msg_id: str) -> SendResult:
+    """A send's answer as RocketMQ's client gives it: ``msg_id`` is the unique id the producer assigned (a batch:
+    the ids joined by commas), ``offset_msg_id`` the broker's ``msgId``, the offset message id."""
+    status = SEND_STATUS.get(resp.code, SendStatus.SLAVE_NOT_AVAILABLE)
+    h = resp.header
+    return SendResult(status, msg_id, str(h.get("msgId", "")), int(h.get("queueId", mq.queue_id)),
+                      int(h.get("queueOffset", -1)), mq)
 
 
 class ConsumeStatus(enum.Enum):

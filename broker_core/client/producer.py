@@ -28,8 +28,8 @@ from typing import Any
 
 from broker_core.client.hooks import SendMessageHook, begin_send, end_send, run_send
 from broker_core.client.instance import ClientInstance, shared_instance
-from broker_core.client.latency import LatencyFaultTolerance
-from broker_core.client.message import ClientError, Message, MessageQueue, SendResult, SendStatus
+from broker_core.client.latency import LatencyFaultTolerance, select_one_queue
+from broker_core.client.message import SEND_STATUS, ClientError, Message, MessageQueue, SendResult, send_result
 from broker_core.codec.message import COMPRESSED_FLAG, PROPERTY_UNIQ_KEY, encode_properties
 from broker_core.codec.message_id import UniqueIdGenerator
 from broker_core.codec.wire import encode_batch
@@ -44,11 +44,6 @@ NO_RETRY = {ResponseCode.MESSAGE_ILLEGAL, ResponseCode.NO_PERMISSION}
 # answers that mean "not this broker now" (RocketMQ's retryResponseCodes that re-route): isolate it, re-read the route
 _REROUTE = frozenset({int(ResponseCode.SERVICE_NOT_AVAILABLE), int(ResponseCode.SYSTEM_ERROR)})
 DEFAULT_MAX_MESSAGE_SIZE = 4 * 1024 * 1024
-# Response codes as plain ints (no enum construction or comparison per send): the ones that make a result, by status.
-_SEND_STATUS = {int(ResponseCode.SUCCESS): SendStatus.SEND_OK,
-                int(ResponseCode.FLUSH_DISK_TIMEOUT): SendStatus.FLUSH_DISK_TIMEOUT,
-                int(ResponseCode.FLUSH_SLAVE_TIMEOUT): SendStatus.FLUSH_SLAVE_TIMEOUT,
-                int(ResponseCode.SLAVE_NOT_AVAILABLE): SendStatus.SLAVE_NOT_AVAILABLE}
 _NO_RETRY = frozenset(int(c) for c in NO_RETRY)
 _SEND_MESSAGE_V2 = int(RequestCode.SEND_MESSAGE_V2)
 _QUEUE_NUMS_TEXT = str(DEFAULT_TOPIC_QUEUE_NUMS)
@@ -178,7 +173,7 @@ class Producer:
                 continue
             error = self._outcome(mq, resp, started)
             if error is None:
-                return self._result(resp, mq, props[PROPERTY_UNIQ_KEY])
+                return send_result(resp, mq, props[PROPERTY_UNIQ_KEY])
             last_broker, last_error = mq.broker_name, error
             if resp.code in _REROUTE:
                 self._failed(mq, error)
@@ -197,7 +192,7 @@ class Producer:
         if self.fault is not None:
             now = time.monotonic()
             self.fault.update(mq.broker_name, (now - started) * 1000, now)
-        if resp.code in _SEND_STATUS:
+        if resp.code in SEND_STATUS:
             return None
         if resp.code in _NO_RETRY:
             raise ClientError(resp.code, resp.remark)
@@ -250,18 +245,7 @@ class Producer:
     def _pick_from(self, queues: list[MessageQueue], topic: str, last_broker: str | None) -> MessageQueue:
         if not queues:
             raise ClientError(int(ResponseCode.TOPIC_NOT_EXIST), f"topic {topic} has no writable queue")
-        start = next(self._rr)
-        for i in range(len(queues)):
-            mq = queues[(start + i) % len(queues)]
-            if mq.broker_name == last_broker and len({q.broker_name for q in queues}) > 1:
-                continue
-            if self.fault is None or self.fault.available(mq.broker_name):
-                return mq
-        for i in range(len(queues)):  # everything is "unavailable": take any other than the last broker
-            mq = queues[(start + i) % len(queues)]
-            if mq.broker_name != last_broker:
-                return mq
-        return queues[start % len(queues)]
+        return select_one_queue(queues, next(self._rr), last_broker, self.fault)
 
     async def _send(self, topic: str, build: Callable[[MessageQueue], RemotingCommand], queue: MessageQueue | None,
                     selector: QueueSelector | None = None, msg: Message | None = None, arg: Any = None,
@@ -329,14 +313,6 @@ class Producer:
                 if before.get(name) not in (None, addr):
                     self.fault.update(name, 0)  # a new master: nothing known against it
 
-    def _result(self, resp: RemotingCommand, mq: MessageQueue, msg_id: str) -> SendResult:
-        """As RocketMQ's client: ``msg_id`` is the unique id this producer assigned (a batch: the ids joined
-        by commas), ``offset_msg_id`` the broker's ``msgId``, the offset message id."""
-        status = _SEND_STATUS.get(resp.code, SendStatus.SLAVE_NOT_AVAILABLE)
-        h = resp.header
-        return SendResult(status, msg_id, str(h.get("msgId", "")), int(h.get("queueId", mq.queue_id)),
-                          int(h.get("queueOffset", -1)), mq)
-
     def _text_fields(self, msg: Message, props_b: bytes, sys_flag: int) -> dict[str, Any]:
         """send_fields' header (same keys, same order) already as the text it is encoded as, so encoding
         converts nothing; "e" and "g" are (re)set per attempt, each attempt's command getting its own copy."""
@@ -380,7 +356,7 @@ class Producer:
             return RemotingCommand(_SEND_MESSAGE_V2, 0, 0, header, body)
 
         resp, mq = await self._send(msg.topic, build, queue, selector, msg, arg, retries=retries)
-        return self._result(resp, mq, props[PROPERTY_UNIQ_KEY])  # type: ignore[arg-type]  # a str by construction (UNIQ_KEY set above / ids joined)
+        return send_result(resp, mq, props[PROPERTY_UNIQ_KEY])  # type: ignore[arg-type]  # a str by construction (UNIQ_KEY set above / ids joined)
 
     async def asend_oneway(self, msg: Message, queue: MessageQueue | None = None) -> None:
         _, props_b = self._single(msg)
@@ -416,4 +392,4 @@ class Producer:
                 **fields, "e": mq.queue_id, "g": int(time.time() * 1000)}, body)
 
         resp, mq = await self._send(topic, build, queue)
-        return self._result(resp, mq, ",".join(ids))  # type: ignore[arg-type]  # a str by construction (UNIQ_KEY set above / ids joined)
+        return send_result(resp, mq, ",".join(ids))  # type: ignore[arg-type]  # a str by construction (UNIQ_KEY set above / ids joined)
