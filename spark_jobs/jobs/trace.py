@@ -184,7 +184,11 @@ def run_trace(spark: Any, segments: list[Segment] | dict[str, Any] | str, msg_id
             break
     records = sorted((r for r in rows.values() if r["topic"] != TRACE_TOPIC and not is_trace_data(bytes(r["body"]))),
                      key=lambda r: r["phy_offset"])
-    events = [e for e in (_event(r) for r in rows.values() if r["topic"] == TRACE_TOPIC) if e]
+    # a client's trace message (keyed by the traced id) in a topic the broker traces, as the C++ 2.x client's
+    # rmq_sys_TRACE_DATA_<region>, has the broker's own events too: they are not steps of the traced message
+    trace_msgs = {r["uniq_key"] for r in rows.values() if r["topic"] != TRACE_TOPIC and is_trace_data(bytes(r["body"]))}
+    events = [e for e in (_event(r) for r in rows.values() if r["topic"] == TRACE_TOPIC)
+              if e and e.get("msgId") not in trace_msgs]
     events += pair_client_events([e for r in rows.values() for e in client_events(r, set(depth_of))])
     timeline = build_timeline(records, events, depth_of)
     result = TraceResult(msg_id, key, sorted(depth_of, key=lambda i: (depth_of[i], i)), records, events, timeline,

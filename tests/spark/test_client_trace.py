@@ -69,3 +69,5 @@ def test_client_records_merge_into_the_timeline(spark, cluster: Cluster, admin: 
     assert consumed["timestamp"] == stored + 20 + 12 and consumed["status"] == "SUCCESS" and consumed["costMs"] == 12
     assert result.groups["app-consumers"]["clientConsumed"] == 1
     assert all(s["msgId"] == sent.msg_id for s in result.timeline if s["source"] == "client")
+    # the broker's own events about the trace message in App_TRACE_TOPIC (a topic it traces) are no steps
+    assert {s["msgId"] for s in result.timeline} == {sent.msg_id}
