@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from broker_core.server.ports import Broker
 
 _UNTRACED = frozenset({TRACE_TOPIC, TRANS_OP_HALF_TOPIC})
+CPP_TRACE_TOPIC_PREFIX = "rmq_sys_TRACE_DATA_"  # the Apache C++ 2.x client's trace topics, one per region
 
 
 class Tracer:
@@ -35,6 +36,7 @@ class Tracer:
         # as RocketMQ's TopicConfigManager with traceTopicEnable: msgTraceTopicName exists from start-up (1 read and
         # 1 write queue, read-write), so clients with message trace on can send their records at once; this
         # broker's own events always go to RMQ_SYS_TRACE_TOPIC
+        self._untraced = _UNTRACED | {ctl.config.msg_trace_topic_name}
         for topic in {TRACE_TOPIC, ctl.config.msg_trace_topic_name} if self.enabled else ():
             if topic and ctl.topics.get(topic) is None:
                 ctl.topics.upsert(TopicConfig(topic, 1, 1, PERM_READ | PERM_WRITE))
@@ -48,7 +50,10 @@ class Tracer:
                 "reconsumeTimes": reconsume_times, "status": status, "extra": extra}
 
     def emit(self, events: list[dict[str, Any]]) -> None:
-        events = [e for e in events if e["topic"] not in _UNTRACED and e["msgId"]]
+        # no events about trace records themselves (the clients' trace topics and this broker's own)
+        untraced = self._untraced
+        events = [e for e in events if e["msgId"] and e["topic"] not in untraced
+                  and not e["topic"].startswith(CPP_TRACE_TOPIC_PREFIX)]
         if not self.enabled or not events:
             return
         if not self._ready:
