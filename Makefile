@@ -121,9 +121,10 @@ test: $(STAMP) $(NATIVE) $(CPP_CLIENT_STAMP) $(CPP21_CLIENT_STAMP) $(NODE_CLIENT
 test-pure: $(STAMP) $(CPP_CLIENT_STAMP) $(CPP21_CLIENT_STAMP) $(NODE_CLIENT_STAMP) $(NODE5_CLIENT_STAMP) system-packages
 	BROKER_CORE_PURE_PYTHON=1 $(VENV)/bin/pytest -q -p no:cacheprovider
 
-# The fast loop: unit and architecture tests only, no broker processes, Redis, Spark or browser (seconds)
+# The fast loop: unit and architecture tests only, no broker processes, Redis, Spark or browser (seconds), on two
+# workers (pytest-xdist)
 test-fast: $(STAMP) $(NATIVE)
-	$(VENV)/bin/pytest -m "not integration" -q
+	$(VENV)/bin/pytest -m "not integration" -q -n 2
 
 bench: $(STAMP) $(NATIVE)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r bench/requirements.txt
