@@ -45,8 +45,10 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 
 def clean_env(tmp: Path) -> dict[str, str]:
-    """No PYTHONPATH and a working directory outside the checkout: only the installed package can be imported."""
-    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "DJANGO_SETTINGS_MODULE")} | {
+    """No PYTHONPATH and a working directory outside the checkout: only the installed package can be imported; and
+    no BROKER_CORE_PURE_PYTHON (make test-pure sets it), so the installed package uses the C codec it compiled."""
+    dropped = ("PYTHONPATH", "DJANGO_SETTINGS_MODULE", "BROKER_CORE_PURE_PYTHON")
+    return {k: v for k, v in os.environ.items() if k not in dropped} | {
         "HOME": str(tmp), "DJANGO_DB_PATH": str(tmp / "console.sqlite3")}
 
 
