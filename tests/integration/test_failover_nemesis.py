@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -22,45 +21,16 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
+from tests.integration.netns_hosts import bridged_hosts
 
 NET = "10.200.78"
 HOSTS = {"ns": 1, "cl": 2, "b0": 10, "b1": 11, "b2": 12, "c0": 20, "c1": 21, "c2": 22}
 
 
-def _ip(*args: str) -> None:
-    subprocess.run(["ip", *args], check=True, capture_output=True)
-
-
 @pytest.fixture
-def hosts(tmp_path: Path) -> Iterator[dict[str, str]]:
-    if os.geteuid() != 0 or shutil.which("ip") is None:
-        pytest.skip("network namespaces need root and iproute2's ip")
-    tag = f"fo{os.getpid() % 100000}"
-    names = {h: f"{tag}{h}" for h in [*HOSTS, "sw"]}
-    made: list[str] = []
-    try:
-        for name in names.values():
-            _ip("netns", "add", name)
-            made.append(name)
-        sw = names["sw"]
-        _ip("-n", sw, "link", "add", "br0", "type", "bridge")
-        _ip("-n", sw, "link", "set", "br0", "up")
-        for host, n in HOSTS.items():
-            ns, veth, peer = names[host], f"{tag}{host}0", f"{tag}{host}1"
-            _ip("link", "add", veth, "type", "veth", "peer", "name", peer)
-            _ip("link", "set", veth, "netns", ns)
-            _ip("link", "set", peer, "netns", sw)
-            _ip("-n", sw, "link", "set", peer, "master", "br0", "up")
-            _ip("-n", ns, "addr", "add", f"{NET}.{n}/24", "dev", veth)
-            _ip("-n", ns, "link", "set", veth, "up")
-            _ip("-n", ns, "link", "set", "lo", "up")
-    except (subprocess.CalledProcessError, OSError) as exc:
-        for name in made:
-            subprocess.run(["ip", "netns", "del", name], capture_output=True)
-        pytest.skip(f"cannot create network namespaces here: {getattr(exc, 'stderr', exc)!r}")
-    yield names
-    for name in made:
-        subprocess.run(["ip", "netns", "del", name], capture_output=True)
+def hosts() -> Iterator[dict[str, str]]:
+    with bridged_hosts("fo", NET, HOSTS) as names:
+        yield names
 
 
 def test_nemesis_rounds_lose_nothing_acknowledged(hosts: dict[str, str], tmp_path: Path) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -19,6 +18,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
+from tests.integration.netns_hosts import bridged_hosts
+from tests.integration.netns_hosts import ip as run_ip
 
 NET = "10.200.77"
 HOSTS = {"ns": 1, "ma": 2, "sl": 3, "cl": 4}  # name server, master, slave, client
@@ -62,40 +63,10 @@ print(json.dumps(out))
 '''
 
 
-def _ip(*args: str) -> None:
-    subprocess.run(["ip", *args], check=True, capture_output=True)
-
-
 @pytest.fixture
-def netns(tmp_path: Path) -> Iterator[dict[str, str]]:
-    if os.geteuid() != 0 or shutil.which("ip") is None:
-        pytest.skip("network namespaces need root and iproute2's ip")
-    tag = f"ha{os.getpid() % 100000}"
-    names = {h: f"{tag}{h}" for h in [*HOSTS, "sw"]}
-    made: list[str] = []
-    try:
-        for name in names.values():
-            _ip("netns", "add", name)
-            made.append(name)
-        sw = names["sw"]
-        _ip("-n", sw, "link", "add", "br0", "type", "bridge")
-        _ip("-n", sw, "link", "set", "br0", "up")
-        for host, n in HOSTS.items():
-            ns, veth, peer = names[host], f"{tag}{host}0", f"{tag}{host}1"
-            _ip("link", "add", veth, "type", "veth", "peer", "name", peer)
-            _ip("link", "set", veth, "netns", ns)
-            _ip("link", "set", peer, "netns", sw)
-            _ip("-n", sw, "link", "set", peer, "master", "br0", "up")
-            _ip("-n", ns, "addr", "add", f"{NET}.{n}/24", "dev", veth)
-            _ip("-n", ns, "link", "set", veth, "up")
-            _ip("-n", ns, "link", "set", "lo", "up")
-    except (subprocess.CalledProcessError, OSError) as exc:
-        for name in made:
-            subprocess.run(["ip", "netns", "del", name], capture_output=True)
-        pytest.skip(f"cannot create network namespaces here: {getattr(exc, 'stderr', exc)!r}")
-    yield names
-    for name in made:
-        subprocess.run(["ip", "netns", "del", name], capture_output=True)
+def netns() -> Iterator[dict[str, str]]:
+    with bridged_hosts("ha", NET, HOSTS) as names:
+        yield names
 
 
 def _start(ns: str, args: list[str], log: Path) -> subprocess.Popen:  # type: ignore[type-arg]
@@ -145,11 +116,11 @@ def test_hosts_in_namespaces_link_cut_and_recovery(netns: dict[str, str], tmp_pa
         assert set(normal["statuses"]) == {"SEND_OK"}, normal
         acked += normal["acked"]
         # cut the link: the slave cannot reach the master (its packets to it vanish)
-        _ip("-n", netns["sl"], "route", "add", "blackhole", f"{NET}.{HOSTS['ma']}/32")
+        run_ip("-n", netns["sl"], "route", "add", "blackhole", f"{NET}.{HOSTS['ma']}/32")
         cut = _client(netns["cl"], "send", topic, "cut", "2", "30", "once")
         assert cut["statuses"] and set(cut["statuses"]) <= {"FLUSH_SLAVE_TIMEOUT", "SLAVE_NOT_AVAILABLE"}, cut
         assert cut["statuses"][0] == "FLUSH_SLAVE_TIMEOUT", cut  # the connection is up, no ack comes
-        _ip("-n", netns["sl"], "route", "del", "blackhole", f"{NET}.{HOSTS['ma']}/32")
+        run_ip("-n", netns["sl"], "route", "del", "blackhole", f"{NET}.{HOSTS['ma']}/32")
         back = _client(netns["cl"], "send", topic, "back", "1", "120", "until-ok")
         assert back["statuses"][-1] == "SEND_OK", back
         acked += back["acked"]
