@@ -1,13 +1,13 @@
 """Snapshot segment bytes from the broker over the network, for executors that cannot open the snapshot's files.
 
-The broker's READ_SNAPSHOT_SEGMENT (911, ``broker_core/server/snapshot.py``) answers a byte range of one segment
+The broker's READ_SNAPSHOT_SEGMENT (30911, ``broker_core/server/snapshot.py``) answers a byte range of one segment
 of a snapshot, through the snapshot's hard link and never past the segment's bound. This module is its client:
 a blocking socket speaking RocketMQ remoting frames built with ``broker_core.codec.wire`` (the import contract
 keeps ``spark_jobs`` to the codec and pyspark, so the SDK's asyncio client is not used here; the frame codec is
 the same one).
 
 Authorisation: every request carries the snapshot's ``readToken`` (from the manifest the worker got by an
-admin's, possibly ACL-signed, SNAPSHOT_SEGMENTS). The broker lets 911 through its ACL check and verifies the
+admin's, possibly ACL-signed, SNAPSHOT_SEGMENTS). The broker lets 30911 through its ACL check and verifies the
 token, so executors hold no account secret: what leaks with a split is read access to one snapshot until it is
 released or expires (at most ``snapshotMaxLifetimeMs``).
 
@@ -38,7 +38,7 @@ from broker_core.codec.wire import (
     encode_frame,
 )
 
-READ_SNAPSHOT_SEGMENT = 911  # RequestCode.READ_SNAPSHOT_SEGMENT (broker_core.protocol is off limits here)
+READ_SNAPSHOT_SEGMENT = 30911  # RequestCode.READ_SNAPSHOT_SEGMENT (broker_core.protocol is off limits here)
 LANGUAGE_PYTHON = 3  # LanguageCode.PYTHON's ordinal
 VERSION = 409  # MQVersion V4_9_8, what the SDK announces
 CHUNK_BYTES = int(os.environ.get("SPARK_JOBS_REMOTE_CHUNK_BYTES", str(4 * 1024 * 1024)))  # <= the broker's 8 MiB

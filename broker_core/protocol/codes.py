@@ -7,8 +7,8 @@ import enum
 
 class RequestCode(enum.IntEnum):
     """Codes a request carries. Client -> broker, broker admin and name server codes are RocketMQ 4.9's; the
-    receive/ack codes are RocketMQ 5's; 900-911 are broker_core's own admin operations (store maintenance,
-    delivery, snapshots), outside every range RocketMQ defines."""
+    receive/ack codes are RocketMQ 5's; broker_core's own admin operations (store maintenance, delivery, trace
+    events, snapshots) are in :data:`OWN_CODE_BLOCK`, see there."""
 
     SEND_MESSAGE = 10
     PULL_MESSAGE = 11
@@ -90,16 +90,30 @@ class RequestCode(enum.IntEnum):
     NOTIFICATION = 200054
     POLLING_INFO = 200055
     BATCH_ACK_MESSAGE = 200151
-    # broker_core's own admin operations (store maintenance, delivery)
-    CLEAN_EXPIRED_FILES = 900
-    CHECK_DISK = 901
-    DELIVER_DELAYED = 903
-    GET_DELAY_BACKLOG = 904
-    RESEND_DEAD_LETTERS = 907
-    REPORT_CONSUME_TRACE = 908
-    SNAPSHOT_SEGMENTS = 909
-    RELEASE_SNAPSHOT = 910
-    READ_SNAPSHOT_SEGMENT = 911  # a byte range of a snapshot's segment, for readers on other hosts (Spark)
+    # broker_core's own admin operations, in OWN_CODE_BLOCK (30900-30911 were 900-911 before RocketMQ 5's clash)
+    CLEAN_EXPIRED_FILES = 30900
+    CHECK_DISK = 30901
+    DELIVER_DELAYED = 30903
+    GET_DELAY_BACKLOG = 30904
+    RESEND_DEAD_LETTERS = 30907
+    REPORT_CONSUME_TRACE = 30908
+    SNAPSHOT_SEGMENTS = 30909
+    RELEASE_SNAPSHOT = 30910
+    READ_SNAPSHOT_SEGMENT = 30911  # a byte range of a snapshot's segment, for readers on other hosts (Spark)
+
+
+OWN_CODE_BLOCK = range(30900, 31000)
+"""The request codes broker_core reserves for its own operations; every other :class:`RequestCode` is RocketMQ's.
+
+They were 900-911 until RocketMQ 5 was checked: its ``RequestCode`` (remoting/.../protocol/RequestCode.java) gives
+901-908 to GET_BROKER_MEMBER_GROUP, ADD_BROKER, REMOVE_BROKER, BROKER_HEARTBEAT, NOTIFY_MIN_BROKER_ID_CHANGE,
+EXCHANGE_BROKER_HA_INFO, GET_BROKER_HA_STATUS and RESET_MASTER_FLUSH_OFFSET, so a RocketMQ 5 admin tool asking for
+the HA status (907) reached the dead-letter resend. Every number below 32768 that RocketMQ uses on any branch of
+apache/rocketmq (4.x and 5.x: 10-61, 100-106, 200-225, 300-422, 513-666, 901-908, 1000-1019, 1217, 2001-2041,
+3001-3010, 3442-3543, 4000-4009) is far below this block; above 32767 it uses 200050-200151 (POP). The block
+stays below 32768 because the ROCKETMQ serialize type carries the code in a signed 2-byte field (the JSON type
+in a Java int). Each own code is its old number + 30000, so logs and notes that name the old ones still map.
+RocketMQ's own codes that this broker does not serve (901-908 among them) get REQUEST_CODE_NOT_SUPPORTED."""
 
 
 class ResponseCode(enum.IntEnum):

@@ -1,9 +1,8 @@
 """RocketMQ 5 controller mode on the wire (reference ``rocketmq-controller.md`` §2): request and response codes,
 the header of each code, and the fastjson bodies. Sans-I/O; the codec is :mod:`broker_core.codec.fastjson`.
 
-Codes live in their own enums: :class:`RequestCode` uses 900-911 for broker_core's own admin operations, and
-RocketMQ's BROKER_HEARTBEAT is 904 there too; a server answering controller requests reads the code with
-:class:`ControllerRequestCode`.
+Codes live in their own enums: :class:`RequestCode` holds the broker's codes and :class:`ControllerRequestCode`
+the controller's (904 and 1001-1013); a server answering controller requests reads the code with the latter.
 
 Headers are dataclasses whose attributes are the Java fields in snake_case; :meth:`_Header.to_ext` writes the
 ``extFields`` (camelCase, the Java field names, ``None`` left out, ints and booleans as text) and

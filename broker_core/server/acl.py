@@ -21,7 +21,7 @@ Beyond RocketMQ 4.9's table (each only adds checks, never changes what an allowe
 need PUB on their topic like 310; receive/ack (200050-200053) and offset reset (222) need SUB on the topic and the
 group; broker_core's own store-maintenance, resend and snapshot codes are admin-only, and so are the ACL admin
 codes 50-54 (RocketMQ 5.3 makes 50-52 admin-only; 53, and 54 which shows secrets, are here too).
-READ_SNAPSHOT_SEGMENT (911) is authorised by the snapshot's read token instead (checked by its handler,
+READ_SNAPSHOT_SEGMENT (30911) is authorised by the snapshot's read token instead (checked by its handler,
 ``server/snapshot.py``): the token
 comes only in the answer to an admin's signed SNAPSHOT_SEGMENTS, so readers on a Spark cluster need no account
 secret, and what they can read is that one snapshot, until it is released or expires.
@@ -274,7 +274,7 @@ class PlainAccessValidator:
         return self.rules
 
     def __call__(self, cmd: RemotingCommand, conn: Connection) -> RemotingCommand | None:
-        if not self.config.acl_enable or cmd.code == RequestCode.READ_SNAPSHOT_SEGMENT:  # 911: see the docstring
+        if not self.config.acl_enable or cmd.code == RequestCode.READ_SNAPSHOT_SEGMENT:  # 30911: see the docstring
             return None
         try:
             check(self.current_rules(), remote_ip(conn), cmd)

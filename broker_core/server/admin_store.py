@@ -1,6 +1,6 @@
 """Admin requests that read messages or maintain the store: 12 QUERY_MESSAGE and 33 VIEW_MESSAGE_BY_ID (RocketMQ's
 headers and bodies), RocketMQ's 306 CLEAN_EXPIRED_CONSUMEQUEUE and 329 DELETE_EXPIRED_COMMITLOG, and this broker's
-own maintenance codes (900-904): retention now, disk check, delayed
+own maintenance codes (30900-30904): retention now, disk check, delayed
 delivery, delay backlog (JSON bodies)."""
 
 from __future__ import annotations

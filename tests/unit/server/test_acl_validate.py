@@ -110,7 +110,7 @@ def test_heartbeat_checks_every_group_and_subscription() -> None:
     assert reason(req(RequestCode.HEART_BEAT, {}, producer_only, PRODUCER)) is None
 
 
-@pytest.mark.parametrize("code", [17, 25, 215, 200, 207, 900, 907, 909])
+@pytest.mark.parametrize("code", [17, 25, 215, 200, 207, 30900, 30907, 30909])
 def test_admin_codes_need_an_admin_account(code: int) -> None:
     header = {"topic": "orders", "groupName": "cg"}
     assert reason(req(code, header, creds=PRODUCER)) == \
