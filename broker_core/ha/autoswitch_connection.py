@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from typing import TYPE_CHECKING
 
 from broker_core.ha.autoswitch_wire import (
@@ -28,86 +27,49 @@ from broker_core.ha.autoswitch_wire import (
     encode_master_handshake,
     encode_transfer,
 )
-from broker_core.remoting.loops import within
+from broker_core.ha.transfer import SlaveConnection, last_file_start, now_ms
 
 if TYPE_CHECKING:
     from broker_core.ha.autoswitch_master import AutoSwitchHAService
 
 log = logging.getLogger(__name__)
 
-_IDLE_WAIT_S = 0.1
-_READ_BYTES = 64 * 1024
 
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-class AutoSwitchHAConnection:
+class AutoSwitchHAConnection(SlaveConnection):
     def __init__(self, service: AutoSwitchHAService, reader: asyncio.StreamReader,
                  writer: asyncio.StreamWriter) -> None:
+        super().__init__(reader, writer, service.config.ha)
         self.service = service
-        self.reader = reader
-        self.writer = writer
-        peer = writer.get_extra_info("peername")
-        self.remote = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.slave_id = -1
         self.async_learner = False
         self.sync_from_last_file = False
         self.ack_offset = -1
-        self.next_transfer_from = -1
         self.max_at_last_send = 0
         self.caught_up_ms = 0
-        self.last_read_ms = now_ms()
-        self.last_write_ms = 0
-        self.wake = asyncio.Event()
-        self.closed = False
+        self._frames = SlaveFrameReader()
+        self._batch = (0, 0)  # (epoch, epoch start) of the batch read last
 
-    async def serve(self) -> None:
-        writer_task = asyncio.ensure_future(self._write_loop())
+    def closing(self) -> None:
+        self.service.connection_closed(self)
+
+    def on_data(self, data: bytes) -> bool:
         try:
-            await self._read_loop()
-        finally:
-            writer_task.cancel()
-            await asyncio.gather(writer_task, return_exceptions=True)
-            self.close()
-
-    def close(self) -> None:
-        if not self.closed:
-            self.closed = True
-            self.writer.close()
-            self.service.connection_closed(self)
-
-    async def _read_loop(self) -> None:
-        cfg = self.service.config.ha
-        reader = SlaveFrameReader()
-        while True:
-            try:
-                data = await within(self.reader.read(_READ_BYTES), cfg.ha_housekeeping_interval_ms / 1000)
-            except TimeoutError:
-                log.warning("HA slave %s silent for %d ms; closing", self.remote, cfg.ha_housekeeping_interval_ms)
-                return
-            except (ConnectionError, OSError):
-                return
-            if not data:
-                return
-            self.last_read_ms = now_ms()
-            try:
-                frames = reader.feed(data)
-            except HAWireError as exc:
-                log.error("HA slave %s: %s; closing", self.remote, exc)
-                return
-            for frame in frames:
-                if isinstance(frame, SlaveHandshake):
-                    self.slave_id = frame.slave_broker_id
-                    self.async_learner = frame.async_learner
-                    self.sync_from_last_file = frame.sync_from_last_file
-                    entries = [(e.epoch, e.start_offset) for e in self.service.epochs.entries()]
-                    self.writer.write(encode_master_handshake(self.service.store.max_phy_offset(), entries))
-                    log.info("HA handshake from slave %s (broker id %d)", self.remote, self.slave_id)
-                elif isinstance(frame, SlaveAck):
-                    if not self._ack(frame.max_phy_offset):
-                        return
+            frames = self._frames.feed(data)
+        except HAWireError as exc:
+            log.error("HA slave %s: %s; closing", self.remote, exc)
+            return False
+        for frame in frames:
+            if isinstance(frame, SlaveHandshake):
+                self.slave_id = frame.slave_broker_id
+                self.async_learner = frame.async_learner
+                self.sync_from_last_file = frame.sync_from_last_file
+                entries = [(e.epoch, e.start_offset) for e in self.service.epochs.entries()]
+                self.writer.write(encode_master_handshake(self.service.store.max_phy_offset(), entries))
+                log.info("HA handshake from slave %s (broker id %d)", self.remote, self.slave_id)
+            elif isinstance(frame, SlaveAck):
+                if not self._ack(frame.max_phy_offset):
+                    return False
+        return True
 
     def _ack(self, offset: int) -> bool:
         store = self.service.store
@@ -121,14 +83,9 @@ class AutoSwitchHAConnection:
             self.caught_up_ms = now_ms()
         if first:
             if offset == 0:
-                if self.sync_from_last_file:
-                    end = store.max_phy_offset()
-                    offset = max(0, end - end % self.service.config.store.mapped_file_size_commit_log_bytes)
-                else:
-                    offset = max(0, store.min_phy_offset())
-            self.next_transfer_from = offset
+                offset = last_file_start(store) if self.sync_from_last_file else max(0, store.min_phy_offset())
             log.info("HA transfer to slave %d (%s) starts at %d", self.slave_id, self.remote, offset)
-            self.wake.set()
+            self.start_transfer(offset)
         self.service.acked(self)
         return True
 
@@ -147,39 +104,16 @@ class AutoSwitchHAConnection:
             limit = min(limit, nxt.start_offset - offset)
         return entry.epoch, entry.start_offset, limit
 
-    async def _write_loop(self) -> None:
-        service = self.service
-        store = service.store
-        heartbeat_ms = service.config.ha.ha_send_heartbeat_interval_ms
-        while self.next_transfer_from < 0:
-            self.wake.clear()
-            await self.wake.wait()
-        try:
-            while True:
-                self.wake.clear()
-                offset = self.next_transfer_from
-                epoch, epoch_start, limit = self._batch_bounds(offset)
-                data = store.get_commit_log_data(offset, limit) if limit > 0 else None
-                now = now_ms()
-                if data:
-                    self.max_at_last_send = store.max_phy_offset()
-                    self.writer.write(encode_transfer(offset, epoch, epoch_start, service.confirm(), data))
-                    self.next_transfer_from += len(data)
-                    self.last_write_ms = now
-                    await self.writer.drain()
-                    continue
-                if now - self.last_write_ms > heartbeat_ms:
-                    self.max_at_last_send = store.max_phy_offset()
-                    self.writer.write(encode_transfer(offset, epoch, epoch_start, service.confirm()))
-                    self.last_write_ms = now
-                    await self.writer.drain()
-                try:
-                    await within(self.wake.wait(), _IDLE_WAIT_S)
-                except TimeoutError:
-                    pass
-        except (ConnectionError, OSError) as exc:
-            log.info("HA transfer to %s stopped: %s", self.remote, exc)
-            self.writer.close()
+    def read_batch(self, offset: int) -> bytes | None:
+        epoch, epoch_start, limit = self._batch_bounds(offset)
+        self._batch = (epoch, epoch_start)
+        return self.service.store.get_commit_log_data(offset, limit) if limit > 0 else None
+
+    def frame(self, offset: int, body: bytes, now: int) -> bytes:
+        """The batch read last (or a heartbeat) with its epoch and the confirm offset as of now."""
+        self.max_at_last_send = self.service.store.max_phy_offset()
+        epoch, epoch_start = self._batch
+        return encode_transfer(offset, epoch, epoch_start, self.service.confirm(), body)
 
     def info(self, master_offset: int) -> dict[str, object]:
         lag = max(0, master_offset - max(self.ack_offset, 0))

@@ -39,7 +39,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from broker_core.ha.autoswitch_connection import AutoSwitchHAConnection
-from broker_core.ha.autoswitch_connection import now_ms as wall_ms
+from broker_core.ha.transfer import HAListener
+from broker_core.ha.transfer import now_ms as wall_ms
 from broker_core.remoting.loops import within
 from broker_core.store import PutStatus
 
@@ -50,15 +51,15 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-class AutoSwitchHAService:
+class AutoSwitchHAService(HAListener[AutoSwitchHAConnection]):
     """The master's autoswitch HA listener, its SSS and its ack waiters (module docstring)."""
 
+    kind = "autoswitch HA"
+
     def __init__(self, store: MessageStore, config: BrokerConfig, epochs: EpochFile) -> None:
-        self.store = store
+        super().__init__(store)
         self.config = config
         self.epochs = epochs
-        self.connections: set[AutoSwitchHAConnection] = set()
-        self.port = 0
         self.is_master = False
         self.local_broker_id = -1
         self.sync_state_set: set[int] = set()
@@ -67,35 +68,15 @@ class AutoSwitchHAService:
         self.confirm_offset = -1
         self.on_expand: Callable[[set[int]], None] | None = None  # propose a new set (ReplicasManager)
         self.on_connection_lost: Callable[[], None] | None = None  # check the set for a shrink now (§3.4)
-        self._server: asyncio.Server | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
         self._waiters: dict[int, tuple[int, asyncio.Future[bool]]] = {}
         self._seq = itertools.count()
 
-    async def start(self, host: str, port: int) -> int:
-        self._loop = asyncio.get_running_loop()
-        self._server = await asyncio.start_server(self._accept, host, port)
-        self.port = int(self._server.sockets[0].getsockname()[1])
-        log.info("autoswitch HA service listening on %s:%d", host, self.port)
-        return self.port
-
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if not self.is_master:
-            writer.close()  # only a master serves slaves
-            return
-        conn = AutoSwitchHAConnection(self, reader, writer)
-        self.connections.add(conn)
-        self.store.reput.undefer()
-        log.info("HA connection from slave %s", conn.remote)
-        await conn.serve()
-
-    def close_connections(self) -> None:
-        for conn in list(self.connections):
-            conn.close()
+    def connection(self, reader: asyncio.StreamReader,
+                   writer: asyncio.StreamWriter) -> AutoSwitchHAConnection | None:
+        return AutoSwitchHAConnection(self, reader, writer) if self.is_master else None  # only a master serves
 
     async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
+        self.close_server()
         self.close_connections()
         self.fail_waiters()
 
@@ -110,24 +91,6 @@ class AutoSwitchHAService:
         if self.is_master and conn.slave_id in self.sync_state_set and self.on_connection_lost is not None:
             self.on_connection_lost()
         log.info("HA connection from slave %d (%s) closed (acked %d)", conn.slave_id, conn.remote, conn.ack_offset)
-
-    # ------------------------------------------------------------------ new data
-    def notify(self) -> None:
-        loop = self._loop
-        if loop is None or not self.connections:
-            return
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is loop:
-            self._wake_all()
-        else:
-            loop.call_soon_threadsafe(self._wake_all)
-
-    def _wake_all(self) -> None:
-        for conn in self.connections:
-            conn.wake.set()
 
     # ------------------------------------------------------------------ SyncStateSet
     def set_sync_state_set(self, members: set[int], epoch: int) -> None:
@@ -268,6 +231,6 @@ class AutoSwitchHAService:
     def info(self) -> dict[str, object]:
         end = self.store.max_phy_offset()
         return {"haListenPort": self.port, "haConnections": len(self.connections),
-                "haSlaves": [c.info(end) for c in sorted(self.connections, key=lambda c: c.remote)],
+                "haSlaves": self.slaves_info(end),
                 "syncStateSet": sorted(self.sync_state_set), "syncStateSetEpoch": self.sync_state_set_epoch,
                 "confirmOffset": self.confirm()}
