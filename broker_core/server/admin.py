@@ -111,8 +111,11 @@ class AdminProcessor:
         filter_type = str(h.get("topicFilterType") or "SINGLE_TAG")
         if filter_type not in ("SINGLE_TAG", "MULTI_TAG"):
             return cmd.response(ResponseCode.SYSTEM_ERROR, "topicFilterType must be SINGLE_TAG or MULTI_TAG")
-        self.ctl.topics.upsert(TopicConfig(topic, read, write, perm, bool_field(h, "order"), filter_type,
-                                           int_field(h, "topicSysFlag", 0)))
+        topics = self.ctl.topics
+        # in memory at once; answered once topics.json holds it (written off the loop, bursts coalesced) and
+        # the name servers were told (concurrent requests share one registration)
+        await topics.durable(topics.change({topic: TopicConfig(topic, read, write, perm, bool_field(h, "order"),
+                                                               filter_type, int_field(h, "topicSysFlag", 0))}, ()))
         await self.ctl.register_all()
         return cmd.response(ResponseCode.SUCCESS)
 
@@ -120,7 +123,11 @@ class AdminProcessor:
         """215: removes the config, offsets and files; a topic this broker does not hold is a success (admin tools
         send the request to every master of the cluster)."""
         topic = str_field(cmd.header, "topic")
-        if self.ctl.topics.delete(topic) is not None or self.store.queue_ids(topic):
+        topics = self.ctl.topics
+        held = topics.get(topic) is not None
+        if held:
+            await topics.durable(topics.change({}, (topic,)))
+        if held or self.store.queue_ids(topic):
             await asyncio.get_running_loop().run_in_executor(None, self.store.delete_topic, topic)
             self.ctl.offsets.remove_topic(topic)
             await self.ctl.register_all()

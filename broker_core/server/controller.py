@@ -11,6 +11,7 @@ processor per request area, each given the services it uses -> server -> backgro
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Coroutine
@@ -101,6 +102,7 @@ class BrokerController:
         self._background: set[asyncio.Task[None]] = set()
         self.registered = False
         self._registered_version: dict[str, int] | None = None  # topic DataVersion of the last full registration
+        self._registrations = registration.Coalescer(self._register_once)
         self.master_addr = ""  # a slave's master, as the name server answers registration
         self.master_ha_addr = ""
         self.order_topic_config: dict[str, str] | None = None  # ORDER_TOPIC_CONFIG from the registration answer
@@ -297,9 +299,20 @@ class BrokerController:
         if not force and self.registered and version == self._registered_version \
                 and not await self._name_servers_changed(version):
             return True
+        return await self._registrations()  # concurrent callers share one run (registration.Coalescer)
+
+    async def _register_once(self, follow_up: bool) -> bool:
+        state_version = self.replicas.state_version if self.replicas is not None else None
+        snap = self.topics.snapshot()
+        version = registration.snapshot_version(snap, state_version)
+        if follow_up and self.registered and version == self._registered_version:
+            return True  # the run that just ended, after these callers asked, registered this very state
         ok = True
         first: RemotingCommand | None = None
-        request = self.registration_request()
+        # built off the loop: at 50k topics the join and deflate take ~0.1 s (zlib releases the GIL)
+        request = await asyncio.get_running_loop().run_in_executor(
+            None, functools.partial(registration.request, self.config, self.broker_addr, self.topics,
+                                    self.ha.server_addr, state_version, snap))
         for addr in self.namesrv_addrs:
             try:
                 cmd = self._signed(RemotingCommand(request.code, 0, request.flags, dict(request.header),

@@ -16,12 +16,22 @@ import functools
 import re
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from broker_core.codec.config_file import read_config_file, write_config_file
 from broker_core.codec.fastjson import dumps_fastjson, items
+from broker_core.server.topics_file import (
+    Fragments,
+    TopicsFileWriter,
+    TopicSnapshot,
+    compact_entry,
+    compact_text,
+    file_text,
+    pretty_entry,
+)
 
 PERM_READ = 4
 PERM_WRITE = 2
@@ -105,61 +115,110 @@ class TopicConfig:
 
 
 class TopicConfigManager:
+    """The topic table and ``topics.json``.
+
+    Invariants: the table dict and the sorted name list are replaced on every change, never mutated once
+    published, so readers on any thread iterate them without a lock; every change steps the DataVersion once
+    and ``seq`` once, under the lock, together with the table (a :class:`TopicSnapshot` is consistent).
+    ``topics.json`` is written by :class:`~broker_core.server.topics_file.TopicsFileWriter` off the caller's
+    thread, coalescing bursts; :meth:`upsert`, :meth:`upsert_many` and :meth:`delete` still return only once
+    their change is in a synced file, and :meth:`change` + :meth:`durable` let the event loop wait for that
+    without blocking. Crash behaviour: see :mod:`broker_core.server.topics_file`.
+    """
+
     def __init__(self, config_dir: Path) -> None:
         self.path = config_dir / "topics.json"
         self._lock = threading.Lock()
         raw = read_config_file(self.path) or {}
         self.table: dict[str, TopicConfig] = {
             name: _from_json(TopicConfig, cfg) for name, cfg in items(raw.get("topicConfigTable", {}))}
+        self._names = sorted(self.table)
+        self.seq = 0
         self.data_version = _counter(raw.get("dataVersion"))
         self.data_version_ts = int(raw["dataVersion"].get("timestamp", 0)) \
             if isinstance(raw.get("dataVersion"), dict) else 0
+        self.pretty = Fragments(lambda cfg: pretty_entry(cfg, _topic_json))
+        self.compact = Fragments(lambda cfg: compact_entry(cfg, _topic_json))
+        self.registration_caches: Any = None  # server/registration.py's per-topic lines and last body
+        self.writer = TopicsFileWriter(self.path, lambda snap: file_text(snap, self.pretty.join(snap)))
         if not self.path.exists():
-            self._persist()
+            self.writer.wait(self.change({}, ()))
 
     def get(self, topic: str) -> TopicConfig | None:
         return self.table.get(topic)
 
-    def upsert(self, cfg: TopicConfig) -> TopicConfig | None:
-        """Create or replace; returns the previous config."""
+    def snapshot(self) -> TopicSnapshot:
+        """The table, its sorted names and DataVersion as one consistent state (a registration carries it)."""
         with self._lock:
-            before = self.table.get(cfg.topic_name)
-            self.table = {**self.table, cfg.topic_name: cfg}
-            self._persist()
-            return before
+            return TopicSnapshot(self.table, self._names, self.data_version, self.data_version_ts, self.seq)
+
+    def change(self, upserts: dict[str, TopicConfig], deletes: Iterable[str]) -> int:
+        """Apply in memory (one table copy, one DataVersion step), ask the writer for ``topics.json`` and return
+        the change's ``seq`` for :meth:`durable` / :meth:`wait_durable`."""
+        with self._lock:
+            gone = [n for n in deletes if n in self.table and n not in upserts]
+            table = {**self.table, **upserts}
+            for name in gone:
+                del table[name]
+            fresh = sorted(n for n in upserts if n not in self.table)
+            names = self._names
+            if gone:
+                dropped = set(gone)
+                names = [n for n in names if n not in dropped]
+            if fresh:  # appended or merged (two sorted runs: timsort merges them in linear time)
+                names = names + fresh if not names or fresh[0] > names[-1] else sorted(names + fresh)
+            self.table, self._names = table, names
+            self.seq += 1
+            self.data_version += 1
+            self.data_version_ts = int(time.time() * 1000)
+            snap = TopicSnapshot(table, names, self.data_version, self.data_version_ts, self.seq)
+        if gone:
+            self.pretty.forget(gone)
+            self.compact.forget(gone)
+        self.writer.submit(snap)
+        return snap.seq
+
+    def wait_durable(self, seq: int) -> None:
+        self.writer.wait(seq)
+
+    async def durable(self, seq: int) -> None:
+        """Wait on the event loop until change ``seq`` is in a synced ``topics.json`` (OSError if its write
+        failed)."""
+        await self.writer.durable(seq)
+
+    def upsert(self, cfg: TopicConfig) -> TopicConfig | None:
+        """Create or replace; returns the previous config once the change is in a synced ``topics.json``."""
+        before = self.table.get(cfg.topic_name)
+        self.wait_durable(self.change({cfg.topic_name: cfg}, ()))
+        return before
 
     def upsert_many(self, cfgs: list[TopicConfig]) -> None:
         """Create or replace several topics with one table copy, one DataVersion step and one file write
         (RocketMQ 5's ``updateTopicConfigList``)."""
-        with self._lock:
-            self.table = {**self.table, **{cfg.topic_name: cfg for cfg in cfgs}}
-            self._persist()
+        self.wait_durable(self.change({cfg.topic_name: cfg for cfg in cfgs}, ()))
 
     def delete(self, topic: str) -> TopicConfig | None:
-        with self._lock:
-            before = self.table.get(topic)
-            if before is not None:
-                self.table = {k: v for k, v in self.table.items() if k != topic}
-                self._persist()
-            return before
+        before = self.table.get(topic)
+        if before is not None:
+            self.wait_durable(self.change({}, (topic,)))
+        return before
 
     def wire_table(self) -> dict[str, dict[str, int]]:
         return {name: cfg.wire() for name, cfg in self.table.items()}
 
     def wrapper(self) -> dict[str, Any]:
         """``TopicConfigSerializeWrapper``: ``{"dataVersion":{...},"topicConfigTable":{name: TopicConfig}}``."""
-        table = self.table
-        return {"dataVersion": {"counter": self.data_version, "timestamp": self.data_version_ts},
-                "topicConfigTable": {name: _topic_json(table[name]) for name in sorted(table)}}
+        snap = self.snapshot()
+        return {"dataVersion": {"counter": snap.counter, "timestamp": snap.timestamp},
+                "topicConfigTable": {name: _topic_json(snap.table[name]) for name in snap.names}}
 
     def encode(self, pretty: bool = False) -> str:
-        """The wrapper as fastjson writes it: the body of GET_ALL_TOPIC_CONFIG (21) and ``topics.json``."""
-        return dumps_fastjson(self.wrapper(), pretty)
-
-    def _persist(self) -> None:
-        self.data_version += 1
-        self.data_version_ts = int(time.time() * 1000)
-        write_config_file(self.path, self.encode(pretty=True))
+        """The wrapper as fastjson writes it: the body of GET_ALL_TOPIC_CONFIG (21) and ``topics.json``; a join
+        of cached per-topic entries."""
+        snap = self.snapshot()
+        if pretty:
+            return file_text(snap, self.pretty.join(snap))
+        return compact_text(snap, self.compact.join(snap))
 
 
 class ConsumerOffsetManager:

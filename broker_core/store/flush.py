@@ -6,7 +6,10 @@
 - :class:`GroupCommitService` (SYNC_FLUSH): writers queue a request for "flushed past my end offset";
   the service flushes once for everything queued and releases the whole batch together (group
   commit). A request not satisfied within ``syncFlushTimeout`` reports ``FLUSH_DISK_TIMEOUT``.
-- :class:`FlushConsumeQueueService`: ConsumeQueues, the current IndexFile and the checkpoint.
+- :class:`FlushConsumeQueueService`: ConsumeQueues, the current IndexFile and the checkpoint. A pass flushes
+  only the queues written since their last flush (``consume_queue.py`` invariant 5), so its cost follows the
+  queues being written, not the queues that exist; what it syncs and when is unchanged (a queue it skips has
+  nothing a flush would sync).
 
 Flushing is ``MappedFile.flush``: ``msync(MS_SYNC)`` of the segment's written range (``pages.sync_range``; the C
 twin releases the GIL), which writes back and waits for that range of the file with a device cache flush, as
@@ -35,6 +38,8 @@ import logging
 import threading
 import time
 from typing import TYPE_CHECKING
+
+from broker_core.store.consume_queue import dirty_queues
 
 if TYPE_CHECKING:
     from broker_core.config import FlushConfig
@@ -268,6 +273,7 @@ class FlushConsumeQueueService(_Service):
         self.least_pages = cfg.flush_consume_queue_least_pages
         self.thorough_ms = cfg.flush_consume_queue_thorough_interval_ms
         self._last_thorough = time.monotonic()
+        self.dirty = dirty_queues(store.store_config.consume_queue_dir)
 
     def run_once(self) -> None:
         self.wait(self.interval)
@@ -288,8 +294,11 @@ class FlushConsumeQueueService(_Service):
         what = "a ConsumeQueue"
         try:
             logics_ts = store.last_dispatched_timestamp
-            for cq in store.consume_queues():
+            dirty = self.dirty
+            for cq in dirty.take():  # only the queues written since their last flush (consume_queue.py inv. 5)
                 cq.flush(least_pages)
+                if cq.unflushed():
+                    dirty.mark(cq)
             if least_pages == 0 and logics_ts:
                 store.checkpoint.logics_msg_timestamp = logics_ts
             if store.index_service is not None:
