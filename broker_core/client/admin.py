@@ -7,6 +7,7 @@ makes (groups, connections, write permission, ACL 1.0, any code by :meth:`reques
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -20,7 +21,7 @@ from broker_core.client.instance import decode_route
 from broker_core.client.message import ClientError, MessageExt
 from broker_core.codec.message_id import decode_offset_msg_id
 from broker_core.codec.names import ADMIN_GROUP
-from broker_core.protocol import RequestCode, ResponseCode
+from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
 from broker_core.protocol.bodies import decode_mq_offset_table, items, loads_fastjson
 from broker_core.protocol.validation import topic_error
 
@@ -71,6 +72,30 @@ class AdminClient(StoreAdminMixin, OpsAdminMixin, ConsumerAdminMixin, AclAdminMi
                 found |= {str(t) for t, cfg in items(body.get("topicConfigTable") or {})
                           if isinstance(cfg, dict) and cfg.get("autoCreated") is True}
             return found
+        return self._run(go())
+
+    def topic_config_versions(self) -> dict[str, Any]:
+        """What the name server last registered of each broker, a few hundred bytes whatever the topic count:
+        ``{"cluster": ClusterInfo's brokerAddrTable, "versions": {broker addr: its topic config DataVersion or
+        None}}``. Equal answers mean no broker's topics (and so the name server's topic list) changed. Read-only:
+        QUERY_DATA_VERSION is sent with a DataVersion no broker has (counter -1), so the name server answers
+        ``changed`` and refreshes no broker's heartbeat (it does that only for an unchanged version)."""
+        never = json.dumps({"counter": -1, "stateVersion": 0, "timestamp": 0}).encode()
+
+        async def go() -> dict[str, Any]:
+            table = (await self._cluster()).get("brokerAddrTable", {})
+            cluster_of = {name: data.get("cluster", "") for name, data in table.items()}
+            versions: dict[str, Any] = {}
+            for name, data in sorted(table.items()):
+                for broker_id, addr in sorted(data.get("brokerAddrs", {}).items()):
+                    header = {"brokerAddr": addr, "brokerName": name, "clusterName": cluster_of[name],
+                              "brokerId": broker_id}
+                    resp = await self.instance.invoke_namesrv(
+                        RemotingCommand.request(RequestCode.QUERY_DATA_VERSION, header, never), self.timeout)
+                    if resp.code != ResponseCode.SUCCESS:
+                        raise ClientError(resp.code, resp.remark)
+                    versions[addr] = loads_fastjson(resp.body) if resp.body else None
+            return {"cluster": table, "versions": versions}
         return self._run(go())
 
     def topic_route(self, topic: str) -> dict[str, Any]:
@@ -128,29 +153,48 @@ class AdminClient(StoreAdminMixin, OpsAdminMixin, ConsumerAdminMixin, AclAdminMi
         """Per queue committed offset and lag (GET_CONSUME_STATS's ``ConsumeStats``), the total lag and the online
         clients, the ``consumeTps`` the brokers report. ``consumerOffset`` is -1 where the group never committed."""
         async def go() -> dict[str, Any]:
-            brokers = await (self._topic_brokers(topic) if topic else self._master_addrs())
-            rows: list[dict[str, Any]] = []
-            online: set[str] = set()
-            tps = 0.0
-            for name, addr in sorted(brokers.items()):
-                header = {"consumerGroup": group, **({"topic": topic} if topic else {})}
-                body = (await self._call(addr, RequestCode.GET_CONSUME_STATS, header)).body
-                for (t, _b, q), v in sorted(decode_mq_offset_table(body).items()):
-                    committed = int(v.get("committed", v["consumerOffset"]))
-                    broker_offset = int(v["brokerOffset"])
-                    low = int(v.get("minOffset", 0))
-                    rows.append({
-                        "brokerName": name, "topic": t, "queueId": q, "minOffset": low, "maxOffset": broker_offset,
-                        "consumerOffset": committed,
-                        "lag": int(v.get("lag", broker_offset - (committed if committed >= 0 else low))),
-                        "lastTimestamp": int(v.get("lastTimestamp", 0)),
-                        "lastUpdateTimestamp": int(v.get("lastUpdateTimestamp", 0))})
-                doc = loads_fastjson(body)
-                online.update(doc.get("online", []))
-                tps += float(doc.get("consumeTps") or 0)
-            return {"offsetTable": rows, "totalLag": sum(r["lag"] for r in rows), "online": sorted(online),
-                    "consumeTps": tps}
+            return await self._consume_stats(group, topic, await (
+                self._topic_brokers(topic) if topic else self._master_addrs()))
         return self._run(go())
+
+    def consume_stats_many(self, groups: list[str]) -> dict[str, dict[str, Any] | ClientError]:
+        """:meth:`consume_stats` (every topic) of each of ``groups``, the requests to the masters all in flight at
+        once (a page of a group list: one round trip's wait instead of one per group and master); a group whose
+        request a broker refused maps to that ``ClientError``. Read-only."""
+        async def one(group: str, brokers: dict[str, str]) -> dict[str, Any] | ClientError:
+            try:
+                return await self._consume_stats(group, None, brokers)
+            except ClientError as exc:
+                return exc
+
+        async def go() -> dict[str, dict[str, Any] | ClientError]:
+            brokers = await self._master_addrs()
+            found = await asyncio.gather(*(one(g, brokers) for g in groups))
+            return dict(zip(groups, found, strict=True))
+        return self._run(go())
+
+    async def _consume_stats(self, group: str, topic: str | None, brokers: dict[str, str]) -> dict[str, Any]:
+        rows: list[dict[str, Any]] = []
+        online: set[str] = set()
+        tps = 0.0
+        for name, addr in sorted(brokers.items()):
+            header = {"consumerGroup": group, **({"topic": topic} if topic else {})}
+            body = (await self._call(addr, RequestCode.GET_CONSUME_STATS, header)).body
+            for (t, _b, q), v in sorted(decode_mq_offset_table(body).items()):
+                committed = int(v.get("committed", v["consumerOffset"]))
+                broker_offset = int(v["brokerOffset"])
+                low = int(v.get("minOffset", 0))
+                rows.append({
+                    "brokerName": name, "topic": t, "queueId": q, "minOffset": low, "maxOffset": broker_offset,
+                    "consumerOffset": committed,
+                    "lag": int(v.get("lag", broker_offset - (committed if committed >= 0 else low))),
+                    "lastTimestamp": int(v.get("lastTimestamp", 0)),
+                    "lastUpdateTimestamp": int(v.get("lastUpdateTimestamp", 0))})
+            doc = loads_fastjson(body)
+            online.update(doc.get("online", []))
+            tps += float(doc.get("consumeTps") or 0)
+        return {"offsetTable": rows, "totalLag": sum(r["lag"] for r in rows), "online": sorted(online),
+                "consumeTps": tps}
 
     async def _consumer_connection(self, addr: str, group: str) -> dict[str, Any] | None:
         resp = await self._call(addr, RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": group},
@@ -185,10 +229,12 @@ class AdminClient(StoreAdminMixin, OpsAdminMixin, ConsumerAdminMixin, AclAdminMi
             return out
         return self._run(go())
 
-    def group_list(self) -> dict[str, dict[str, Any]]:
+    def group_list(self, online: bool = True) -> dict[str, dict[str, Any]]:
         """Every consumer group a master knows, merged over masters: its subscription groups
         (GET_ALL_SUBSCRIPTIONGROUP_CONFIG) and the groups holding offsets (GET_ALL_CONSUMER_OFFSET):
-        ``{group: {"brokers": [...], "offsetTopics": [...], "online": clients summed over brokers}}``."""
+        ``{group: {"brokers": [...], "offsetTopics": [...], "online": clients summed over brokers}}``.
+        ``online=False``: without ``online``, two requests per master instead of one more per group and master
+        (GET_CONSUMER_CONNECTION_LIST), for listing many groups."""
         async def go() -> dict[str, dict[str, Any]]:
             groups: dict[str, dict[str, Any]] = {}
             for name, addr in sorted((await self._master_addrs()).items()):
@@ -202,8 +248,11 @@ class AdminClient(StoreAdminMixin, OpsAdminMixin, ConsumerAdminMixin, AclAdminMi
                     row = groups.setdefault(group, {"brokers": [], "offsetTopics": [], "online": 0})
                     row["brokers"].append(name)
                     row["offsetTopics"] = sorted(set(row["offsetTopics"]) | topics_of.get(group, set()))
-                    conn = await self._consumer_connection(addr, group)
-                    row["online"] += len(conn["connectionSet"]) if conn else 0
+                    if online:
+                        conn = await self._consumer_connection(addr, group)
+                        row["online"] += len(conn["connectionSet"]) if conn else 0
+                    else:
+                        row.pop("online", None)
             return dict(sorted(groups.items()))
         return self._run(go())
 

@@ -15,22 +15,26 @@ from console.api.serializers import (
     ResetOffsetSerializer,
     SearchSerializer,
 )
+from console.api.topics import PAGE_PARAMETERS, page_params
 from console.roles import OPERATOR, VIEWER
-from console.selectors.groups import consume_stats, list_groups, reset_preview
+from console.selectors.groups import consume_stats, groups_page, reset_preview
 from console.services import consumers
 from console.services.groups import reset_offset
 
 
 class ConsumerGroupListView(RoleAPIView):
-    """``GET /consumer-groups/?search=``: groups with total lag and online clients; ``sources`` says how each
-    is known (the protocol cannot list every group: see :func:`console.selectors.groups.list_groups`)."""
+    """``GET /consumer-groups/?search=&page=&page_size=``: groups with total lag and online clients; ``sources``
+    says how each is known (the protocol cannot list every group: see
+    :func:`console.selectors.groups.list_groups`)."""
 
     required_roles = {"GET": VIEWER}
 
-    @extend_schema(operation_id="consumer_groups_list", parameters=[SearchSerializer])
+    @extend_schema(operation_id="consumer_groups_list", parameters=[SearchSerializer, *PAGE_PARAMETERS])
     def get(self, request: Request) -> Response:
-        rows = list_groups(validated(SearchSerializer, request.query_params)["search"])
-        return Response({"results": rows, "count": len(rows)})
+        """Paged: ``results`` (one page), ``count`` (every match), ``page``, ``page_size``, ``pages``."""
+        search = validated(SearchSerializer, request.query_params)["search"]
+        page, page_size = page_params(request)
+        return Response(groups_page(search, page, page_size))
 
 
 class ConsumerGroupView(RoleAPIView):

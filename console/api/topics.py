@@ -16,26 +16,35 @@ from console.services import messages as message_services
 from console.services import topics as topic_services
 
 
+def page_params(request: Request) -> tuple[int, int]:
+    """``?page=`` (from 1) and ``?page_size=`` (1..PAGE_SIZE_MAX, the default) of a paged list, or a 400."""
+    try:
+        page = int(request.query_params.get("page", 1))
+        page_size = int(request.query_params.get("page_size", topic_selectors.PAGE_SIZE_MAX))
+    except ValueError:
+        raise bad_request("invalid_page", "page and page_size must be integers") from None
+    if page < 1 or not 1 <= page_size <= topic_selectors.PAGE_SIZE_MAX:
+        raise bad_request("invalid_page", f"page must be >= 1 and page_size 1..{topic_selectors.PAGE_SIZE_MAX}")
+    return page, page_size
+
+
+PAGE_PARAMETERS = [OpenApiParameter("page", int), OpenApiParameter(
+    "page_size", int, description=f"1..{topic_selectors.PAGE_SIZE_MAX} (the default)")]
+
+
 class TopicListView(RoleAPIView):
     """``GET`` topics (``?search=``, ``?type=normal|retry|dlq|system``); ``POST`` creates one (admin)."""
 
     required_roles = {"GET": VIEWER, "POST": ADMIN}
 
     @extend_schema(operation_id="topics_list", parameters=[OpenApiParameter("search", str), OpenApiParameter(
-        "type", str, enum=list(topic_selectors.TOPIC_TYPES)), OpenApiParameter("page", int),
-        OpenApiParameter("page_size", int, description=f"1..{topic_selectors.PAGE_SIZE_MAX} (the default)")])
+        "type", str, enum=list(topic_selectors.TOPIC_TYPES)), *PAGE_PARAMETERS])
     def get(self, request: Request) -> Response:
         """Paged: ``results`` (one page), ``count`` (every match), ``page``, ``page_size``, ``pages``."""
         kind = request.query_params.get("type", "")
         if kind and kind not in topic_selectors.TOPIC_TYPES:
             raise bad_request("invalid_type", f"type must be one of {', '.join(topic_selectors.TOPIC_TYPES)}")
-        try:
-            page = int(request.query_params.get("page", 1))
-            page_size = int(request.query_params.get("page_size", topic_selectors.PAGE_SIZE_MAX))
-        except ValueError:
-            raise bad_request("invalid_page", "page and page_size must be integers") from None
-        if page < 1 or not 1 <= page_size <= topic_selectors.PAGE_SIZE_MAX:
-            raise bad_request("invalid_page", f"page must be >= 1 and page_size 1..{topic_selectors.PAGE_SIZE_MAX}")
+        page, page_size = page_params(request)
         return Response(topic_selectors.topics_page(request.query_params.get("search", ""), kind, page, page_size))
 
     @extend_schema(request=TopicCreateSerializer)

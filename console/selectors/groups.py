@@ -1,9 +1,10 @@
-"""Consumer group reads: the group list, committed offsets and lag per queue, online clients, and the preview
-of an offset reset."""
+"""Consumer group reads: the group list (paged and searched in a cached index: :class:`GroupIndex`), committed
+offsets and lag per queue, online clients, and the preview of an offset reset."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from broker_core.client import ClientError, MessageQueue
@@ -11,7 +12,9 @@ from broker_core.protocol.validation import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_
 from console import broker_client
 from console.errors import bad_request
 from console.models import AuditEvent
+from console.selectors.broker_cache import BrokerCache
 from console.selectors.messages import iso_ms
+from console.selectors.topics import DLQ, PAGE_SIZE_MAX, RETRY, topic_index
 
 # Audit actions whose target names a group (``<group>`` or ``<group>/<topic>``).
 GROUP_AUDIT_ACTIONS = ("message.ack", "message.nack", "group.reset_offset", "dlq.resend")
@@ -59,14 +62,35 @@ def consume_stats(group: str, topic: str | None) -> dict[str, Any]:
             "clients": clients, "consume_mode": consume_mode(clients), "queues": queues}
 
 
-def known_groups() -> dict[str, list[str]]:
-    """``{group: [sources]}`` for every group the cluster or this console shows evidence of (see
-    :func:`list_groups`)."""
+@dataclass(frozen=True)
+class GroupIndex:
+    """Every known group with its ``sources`` (see :func:`list_groups`), ``names`` sorted and ``folded`` their
+    lower case (same order); searches are remembered for the next pages of the same search."""
+
+    sources: dict[str, list[str]]
+    names: tuple[str, ...]
+    folded: tuple[str, ...]
+    searches: dict[str, tuple[str, ...]] = field(default_factory=dict, compare=False)
+
+    def matching(self, search: str) -> tuple[str, ...]:
+        if not search:
+            return self.names
+        needle = search.lower()
+        found = self.searches.get(needle)
+        if found is None:
+            found = tuple(n for n, f in zip(self.names, self.folded, strict=True) if needle in f)
+            if len(self.searches) >= 64:
+                self.searches.clear()
+            self.searches[needle] = found
+        return found
+
+
+def _build_index(admin: Any) -> GroupIndex:
     found: dict[str, list[str]] = {}
-    for group in broker_client.admin().group_list():
+    for group in admin.group_list(online=False):  # two requests per master, none per group
         if not group_error(group):
             found.setdefault(group, []).append(BROKER)
-    for name in broker_client.admin().topic_list():
+    for name in topic_index().by_type[RETRY] + topic_index().by_type[DLQ]:
         for prefix, source in ((RETRY_GROUP_TOPIC_PREFIX, RETRY_TOPIC), (DLQ_GROUP_TOPIC_PREFIX, DLQ_TOPIC)):
             if name.startswith(prefix) and not group_error(name[len(prefix):]):
                 found.setdefault(name[len(prefix):], []).append(source)
@@ -75,7 +99,44 @@ def known_groups() -> dict[str, list[str]]:
         group = target.split("/", 1)[0]
         if not group_error(group) and CONSOLE_AUDIT not in found.get(group, []):
             found.setdefault(group, []).append(CONSOLE_AUDIT)
-    return found
+    names = tuple(sorted(found))
+    return GroupIndex(found, names, tuple(n.lower() for n in names))
+
+
+# The masters have no cheap version of their group tables: rebuilt every CONSOLE_BROKER_CACHE_S seconds, in the
+# background while the previous index is served (see console.selectors.broker_cache).
+GROUPS: BrokerCache[GroupIndex] = BrokerCache("groups", _build_index)
+
+
+def known_groups() -> dict[str, list[str]]:
+    """``{group: [sources]}`` for every group the cluster or this console shows evidence of (see
+    :func:`list_groups`), from the cached :class:`GroupIndex`."""
+    return {g: list(s) for g, s in GROUPS.get().sources.items()}
+
+
+def _rows(index: GroupIndex, groups: Sequence[str]) -> list[dict[str, Any]]:
+    """The list rows of ``groups``: one GET_CONSUME_STATS per group and master, all in flight at once, and the
+    clients' registrations only of groups with a client online."""
+    admin = broker_client.admin()
+    stats_of = admin.consume_stats_many(list(groups)) if groups else {}
+    rows = []
+    for group in groups:
+        sources = index.sources[group]
+        row: dict[str, Any] = {"group": group, "sources": sources, "has_dlq": DLQ_TOPIC in sources}
+        stats = stats_of[group]
+        try:
+            if isinstance(stats, ClientError):
+                raise stats
+            clients = consumer_clients(group) if stats["online"] else []
+        except ClientError as exc:
+            row.update(topics=None, total_lag=None, online=None, online_count=None, consume_mode=None,
+                       error=str(exc))
+        else:
+            row.update(topics=sorted({r.get("topic", "") for r in stats["offsetTable"]}),
+                       total_lag=stats["totalLag"], online=stats["online"], online_count=len(stats["online"]),
+                       consume_mode=consume_mode(clients), error=None)
+        rows.append(row)
+    return rows
 
 
 def list_groups(search: str = "") -> list[dict[str, Any]]:
@@ -90,30 +151,26 @@ def list_groups(search: str = "") -> list[dict[str, Any]]:
     - ``console_audit``: this console successfully acked, nacked, reset offsets or resent dead letters for it
       (a group whose broker state is gone, e.g. after a broker was replaced).
 
-    Per group, ``AdminClient.consume_stats(group)`` (every master, every topic the group has committed offsets
+    Per group, ``AdminClient.consume_stats`` (every master, every topic the group has committed offsets
     on) gives ``topics``, ``total_lag`` and the ``online`` client ids, and the clients' registrations its
     ``consume_mode`` (see :func:`consume_mode`); when a broker refuses those requests they are None and
-    ``error`` says why.
+    ``error`` says why. At many groups use :func:`groups_page`: this asks about every match.
     """
-    needle = search.lower()
-    admin = broker_client.admin()
-    rows = []
-    for group, sources in sorted(known_groups().items()):
-        if needle not in group.lower():
-            continue
-        row: dict[str, Any] = {"group": group, "sources": sources, "has_dlq": DLQ_TOPIC in sources}
-        try:
-            stats = admin.consume_stats(group)
-            clients = consumer_clients(group)
-        except ClientError as exc:
-            row.update(topics=None, total_lag=None, online=None, online_count=None, consume_mode=None,
-                       error=str(exc))
-        else:
-            row.update(topics=sorted({r.get("topic", "") for r in stats["offsetTable"]}),
-                       total_lag=stats["totalLag"], online=stats["online"], online_count=len(stats["online"]),
-                       consume_mode=consume_mode(clients), error=None)
-        rows.append(row)
-    return rows
+    index = GROUPS.get()
+    return _rows(index, index.matching(search))
+
+
+def groups_page(search: str = "", page: int = 1, page_size: int = PAGE_SIZE_MAX) -> dict[str, Any]:
+    """One page of :func:`list_groups` (``page`` from 1, ``page_size`` 1..PAGE_SIZE_MAX): ``results``, ``count``
+    (all matches), ``page``, ``page_size``, ``pages``. The names come from the cached :class:`GroupIndex`; lag,
+    topics and online clients are asked for the page's groups only."""
+    page_size = max(1, min(int(page_size), PAGE_SIZE_MAX))
+    index = GROUPS.get()
+    names = index.matching(search)
+    pages = max(1, -(-len(names) // page_size))
+    page = max(1, min(int(page), pages))
+    return {"results": _rows(index, names[(page - 1) * page_size:page * page_size]), "count": len(names),
+            "page": page, "page_size": page_size, "pages": pages}
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,10 @@
-"""Topic reads: the list with types, one topic's queue configuration, its route and per-queue stats."""
+"""Topic reads: the list with types (paged and searched in a cached index: :class:`TopicIndex`), one topic's queue
+configuration, its route and per-queue stats."""
 
 from __future__ import annotations
 
-import threading
-import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from broker_core.client import ClientError
@@ -15,6 +16,7 @@ from broker_core.protocol.validation import (
 )
 from console import broker_client
 from console.errors import not_found
+from console.selectors.broker_cache import BrokerCache
 from console.selectors.messages import check_topic_name, iso_ms
 
 NORMAL, RETRY, DLQ, SYSTEM = "normal", "retry", "dlq", "system"
@@ -32,83 +34,94 @@ def topic_type(name: str) -> str:
     return NORMAL
 
 
-AUTO_CREATED_TTL_S = 5.0  # how long the masters' answer on auto-created topics is reused
 PAGE_SIZE_MAX = 1000
-_auto_lock = threading.Lock()
-_auto_cache: tuple[float, frozenset[str], frozenset[str]] | None = None  # (fetched, names then known, auto-created)
+_SEARCHES_KEPT = 64  # recent (search, type) answers an index keeps, for paging through one search
 
 
-_auto_refreshing = threading.Event()
+@dataclass(frozen=True)
+class TopicIndex:
+    """The name server's topic list as the pages need it, built once per change (see :data:`TOPICS`):
+    ``names`` sorted, ``folded`` their lower case (same order), ``types`` their :func:`topic_type`, ``by_type``
+    the names of each type (sorted), ``auto_created`` the topics some master created on a first send."""
+
+    names: tuple[str, ...]
+    folded: tuple[str, ...]
+    types: tuple[str, ...]
+    by_type: dict[str, tuple[str, ...]]
+    auto_created: frozenset[str]
+    searches: dict[tuple[str, str], tuple[str, ...]] = field(default_factory=dict, compare=False)
+
+    @classmethod
+    def of(cls, names: list[str], auto_created: frozenset[str]) -> TopicIndex:
+        ordered = tuple(sorted(set(names)))
+        types = tuple(topic_type(n) for n in ordered)
+        by_type: dict[str, list[str]] = {t: [] for t in TOPIC_TYPES}
+        for name, kind in zip(ordered, types, strict=True):
+            by_type[kind].append(name)
+        return cls(ordered, tuple(n.lower() for n in ordered), types, {k: tuple(v) for k, v in by_type.items()},
+                   auto_created)
+
+    def matching(self, search: str, kind: str) -> tuple[str, ...]:
+        """Names (sorted) holding ``search`` (case-insensitive) of type ``kind`` ("" = any); no copy without a
+        search, one pass over the names with one, remembered for the next pages of the same search."""
+        if not search:
+            return self.by_type[kind] if kind else self.names
+        key = (search.lower(), kind)
+        found = self.searches.get(key)
+        if found is None:
+            needle = key[0]
+            found = tuple(name for name, folded, t in zip(self.names, self.folded, self.types, strict=True)
+                          if needle in folded and (not kind or t == kind))
+            if len(self.searches) >= _SEARCHES_KEPT:
+                self.searches.clear()
+            self.searches[key] = found
+        return found
 
 
-def _fetch_auto_created(names: list[str]) -> frozenset[str]:
-    global _auto_cache
-    now = time.monotonic()
-    known = frozenset(broker_client.admin().topic_list())
-    auto = frozenset(broker_client.admin().auto_created_topics())
-    with _auto_lock:
-        _auto_cache = (now, known | frozenset(names), auto)
-    return auto
+def _build_index(admin: Any) -> TopicIndex:
+    # auto_created_topics is GET_ALL_TOPIC_CONFIG from every master (megabytes at 50k topics): asked only here,
+    # that is when a broker's topics changed (topic_config_versions) or this console changed one
+    return TopicIndex.of(admin.topic_list(), frozenset(admin.auto_created_topics()))
 
 
-def _refresh_in_background() -> None:
-    if _auto_refreshing.is_set():
-        return
-    _auto_refreshing.set()
-
-    def run() -> None:
-        try:
-            _fetch_auto_created([])
-        except (ClientError, OSError):
-            pass  # the next view asks again
-        finally:
-            _auto_refreshing.clear()
-
-    threading.Thread(target=run, name="topic-list-auto-created", daemon=True).start()
+# Rebuilt when the name server's topic-config DataVersion of a broker (or the set of brokers) changed: a few
+# hundred bytes asked at most every CONSOLE_BROKER_CACHE_S seconds, instead of the topic list and every master's
+# topic configs per view.
+TOPICS: BrokerCache[TopicIndex] = BrokerCache("topics", _build_index, lambda admin: admin.topic_config_versions())
 
 
-def _auto_created(names: list[str]) -> frozenset[str]:
-    """Which of ``names`` some master created on a first send. Asking means GET_ALL_TOPIC_CONFIG from every
-    master (megabytes at 50k topics), so a view asks only when ``names`` holds a topic the name server did not
-    list when the answer was fetched (a new topic is never missed); an answer older than ``AUTO_CREATED_TTL_S``
-    seconds is still used once and refreshed off the request, by one thread at a time."""
-    with _auto_lock:
-        cached = _auto_cache
-    if cached is None or not cached[1].issuperset(names):
-        return _fetch_auto_created(names)
-    if time.monotonic() - cached[0] >= AUTO_CREATED_TTL_S:
-        _refresh_in_background()
-    return cached[2]
+def topic_index() -> TopicIndex:
+    """The cached :class:`TopicIndex` of the configured cluster (see :mod:`console.selectors.broker_cache`)."""
+    return TOPICS.get()
 
 
-def _matching(search: str, kind: str) -> list[str]:
-    """The name server's topics (one request), sorted, filtered by a case-insensitive substring and a type."""
-    needle = search.lower()
-    return [name for name in sorted(broker_client.admin().topic_list())
-            if needle in name.lower() and (not kind or topic_type(name) == kind)]
-
-
-def _rows(names: list[str]) -> list[dict[str, Any]]:
-    auto = _auto_created(names) if names else frozenset()
+def _rows(index: TopicIndex, names: Sequence[str]) -> list[dict[str, Any]]:
+    auto = index.auto_created
     return [{"name": name, "type": topic_type(name), "auto_created": name in auto} for name in names]
 
 
 def list_topics(search: str = "", kind: str = "") -> list[dict[str, Any]]:
     """Every topic the name server knows, sorted, filtered by a case-insensitive substring and a type;
     ``auto_created``: a broker created it on a first send (``autoCreateTopicEnable``), not an operator."""
-    return _rows(_matching(search, kind))
+    index = topic_index()
+    return _rows(index, index.matching(search, kind))
+
+
+def topic_type_counts() -> dict[str, int]:
+    """How many topics of each type the name server knows."""
+    return {kind: len(names) for kind, names in topic_index().by_type.items()}
 
 
 def topics_page(search: str = "", kind: str = "", page: int = 1, page_size: int = PAGE_SIZE_MAX) -> dict[str, Any]:
     """One page of :func:`list_topics` (``page`` from 1, ``page_size`` 1..PAGE_SIZE_MAX): ``results``, ``count``
-    (all matches), ``page``, ``page_size``, ``pages``. Only the page's rows are built; the masters are asked
-    about auto-created topics at most every few seconds (:func:`_auto_created`)."""
+    (all matches), ``page``, ``page_size``, ``pages``. Only the page's rows are built, from the cached index."""
     page_size = max(1, min(int(page_size), PAGE_SIZE_MAX))
-    names = _matching(search, kind)
+    index = topic_index()
+    names = index.matching(search, kind)
     pages = max(1, -(-len(names) // page_size))
     page = max(1, min(int(page), pages))
-    return {"results": _rows(names[(page - 1) * page_size:page * page_size]), "count": len(names), "page": page,
-            "page_size": page_size, "pages": pages}
+    return {"results": _rows(index, names[(page - 1) * page_size:page * page_size]), "count": len(names),
+            "page": page, "page_size": page_size, "pages": pages}
 
 
 def topic_route(name: str) -> dict[str, Any]:

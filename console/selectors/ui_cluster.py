@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
 from console import broker_client
 from console.selectors.replication import UNREACHABLE
-from console.selectors.topics import TOPIC_TYPES, list_topics
+from console.selectors.topics import TOPIC_TYPES, topic_type_counts
 
 # Runtime keys worth a column when the broker reports them.
 RUNTIME_KEYS = ("version", "brokerRole", "putTps", "getTps", "diskRatio")
@@ -37,5 +36,5 @@ def brokers() -> list[dict[str, Any]]:
 
 def topic_totals() -> dict[str, int]:
     """Topic counts per type and ``total``."""
-    counts = Counter(t["type"] for t in list_topics())
+    counts = topic_type_counts()  # the cached topic index's, no row per topic
     return {"total": sum(counts.values()), **{kind: counts.get(kind, 0) for kind in TOPIC_TYPES}}

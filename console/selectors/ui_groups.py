@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from console.selectors.groups import ResetTarget, consume_stats, list_groups
+from console.selectors.groups import ResetTarget, consume_stats, groups_page
 
 # ResetTarget.timestamp_ms sentinels (as ResetOffsetSerializer builds them): earliest and latest.
 EARLIEST_MS, LATEST_MS = 0, -1
@@ -14,9 +14,15 @@ RESET_MODES = (("earliest", "Earliest retained message"), ("latest", "Latest (sk
                ("time", "A point in time"), ("exact", "Exact offsets per queue"))
 
 
-def group_rows(search: str = "") -> list[dict[str, Any]]:
-    """The rows of ``GET /api/v1/consumer-groups/`` (lag, online clients, sources, DLQ), for the list page."""
-    return list_groups(search)
+PAGE_SIZE = 100  # groups per list page
+
+
+def group_list_context(search: str = "", page: int = 1) -> dict[str, Any]:
+    """The list page's context: one page of ``GET /api/v1/consumer-groups/``'s rows (lag, online clients,
+    sources, DLQ) as ``groups``, with ``count``, ``page`` and ``pages``."""
+    found = groups_page(search, page, PAGE_SIZE)
+    return {"groups": found["results"], "count": found["count"], "page": found["page"], "pages": found["pages"],
+            "search": search}
 
 
 def group_queues(group: str, topic: str | None) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from broker_core.client import ClientError, MessageExt
 from broker_core.protocol.validation import group_error, topic_error
 from console import broker_client
 from console.errors import bad_request
+from console.selectors.broker_cache import invalidate_all
 from console.selectors.messages import message_json
 from console.services.audit import RECORDED_ERRORS, audited, record
 
@@ -85,6 +86,7 @@ def ack(user: Any, group: str, topic: str, handles: list[str]) -> list[dict[str,
         results = [_ack_one(group, topic, h) for h in handles]
         entry.after = {"results": results}
         entry.ok = all(r["ok"] for r in results)
+    invalidate_all()  # a group this console acked for is listed (console_audit) at once
     return results
 
 
@@ -108,4 +110,5 @@ def nack(user: Any, group: str, topic: str, handles: list[str]) -> list[dict[str
         results = [_nack_one(group, topic, h) for h in handles]
         entry.after = {"results": [{k: r[k] for k in ("receipt_handle", "ok", "error")} for r in results]}
         entry.ok = all(r["ok"] for r in results)
+    invalidate_all()
     return results

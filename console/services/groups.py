@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from console import broker_client
+from console.selectors.broker_cache import invalidate_all
 from console.selectors.groups import ResetTarget, reset_preview
 from console.services.audit import audited
 
@@ -25,6 +26,7 @@ def reset_offset(user: Any, group: str, topic: str, target: ResetTarget) -> dict
         else:
             applied = broker_client.admin().reset_offset(group, topic, timestamp_ms=target.timestamp_ms)
         entry.after = {"offsets": [{"broker": b, "queue_id": q, "offset": o} for (b, q), o in sorted(applied.items())]}
+    invalidate_all()  # the group list shows the offsets and this console's audit at once
     for q in plan["queues"]:
         q["applied_offset"] = applied.get((q["broker_name"], q["queue_id"]))
     return plan

@@ -6,6 +6,7 @@ from typing import Any
 
 from console import broker_client
 from console.errors import ApiError, bad_request
+from console.selectors.broker_cache import invalidate_all
 from console.selectors.topics import check_topic_name, find_topic, get_topic, topic_type
 from console.services.audit import audited
 
@@ -22,8 +23,11 @@ def create_topic(user: Any, name: str, read_queue_nums: int, write_queue_nums: i
             raise bad_request("unknown_broker", f"no broker named {', '.join(unknown)}; the cluster has "
                                                 f"{', '.join(sorted(known)) or 'none'}")
     with audited(user, "topic.create", name) as entry:
-        created_on = broker_client.admin().create_topic(name, read_queue_nums, write_queue_nums, perm,
-                                                        brokers=brokers or None)
+        try:
+            created_on = broker_client.admin().create_topic(name, read_queue_nums, write_queue_nums, perm,
+                                                            brokers=brokers or None)
+        finally:
+            invalidate_all()  # the lists show it at once (a failure may have created it on some brokers)
         entry.after = {"name": name, "type": topic_type(name), "brokers": [
             {"broker_name": b, "read_queue_nums": read_queue_nums, "write_queue_nums": write_queue_nums,
              "perm": perm} for b in created_on]}
@@ -36,9 +40,12 @@ def update_topic(user: Any, name: str, changes: dict[str, int]) -> dict[str, Any
     after = {**before, "brokers": [{**b, **changes} for b in before["brokers"]]}
     with audited(user, "topic.update", name, before) as entry:
         admin = broker_client.admin()
-        for b in after["brokers"]:
-            admin.update_topic(name, b["read_queue_nums"], b["write_queue_nums"], b["perm"],
-                               brokers=[b["broker_name"]])
+        try:
+            for b in after["brokers"]:
+                admin.update_topic(name, b["read_queue_nums"], b["write_queue_nums"], b["perm"],
+                                   brokers=[b["broker_name"]])
+        finally:
+            invalidate_all()
         entry.after = after
     return after
 
@@ -47,4 +54,7 @@ def delete_topic(user: Any, name: str) -> None:
     """Delete ``name`` from every broker and the name server."""
     before = get_topic(name)
     with audited(user, "topic.delete", name, before):
-        broker_client.admin().delete_topic(name)
+        try:
+            broker_client.admin().delete_topic(name)
+        finally:
+            invalidate_all()

@@ -16,7 +16,7 @@ from broker_core.protocol.validation import topic_error
 from console.roles import OPERATOR, VIEWER
 from console.selectors.groups import reset_preview
 from console.selectors.topics import check_topic_name
-from console.selectors.ui_groups import group_queues, group_rows, reset_queue_rows, reset_target
+from console.selectors.ui_groups import group_list_context, group_queues, reset_queue_rows, reset_target
 from console.services.groups import reset_offset
 from console.views.base import error_page, invalid_group_page, page
 from console.views.forms import QUEUE_INPUT, GroupForm, ResetOffsetForm
@@ -26,7 +26,11 @@ from console.views.forms import QUEUE_INPUT, GroupForm, ResetOffsetForm
 @require_http_methods(["GET"])
 def group_list(request: HttpRequest) -> HttpResponse:
     search = request.GET.get("search", "").strip()[:255]
-    return render(request, "console/group_list.html", {"groups": group_rows(search), "search": search})
+    try:
+        page_no = int(request.GET.get("page", 1))
+    except ValueError:
+        page_no = 1
+    return render(request, "console/group_list.html", group_list_context(search, page_no))
 
 
 @page(VIEWER)

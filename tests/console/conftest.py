@@ -54,9 +54,11 @@ def sdk_admin(cluster: Cluster) -> Iterator[AdminClient]:
 @pytest.fixture(autouse=True)
 def _console_env(db: None, settings, cluster: Cluster) -> None:  # type: ignore[no-untyped-def]
     """Every test has database access and a console pointed at the test cluster; API throttles are off (the
-    throttling tests turn them on with rates of their own)."""
+    throttling tests turn them on with rates of their own); the cache of the brokers' answers is checked on every
+    read (console.selectors.broker_cache)."""
     settings.BROKER_CORE_NAMESRV = cluster.namesrv
     settings.CONSOLE_API_THROTTLE_RATES = {"anon": None, "user": None}
+    settings.CONSOLE_BROKER_CACHE_S = 0  # lists see what tests arrange behind the console's back at once
 
 
 @pytest.fixture

@@ -96,6 +96,13 @@ def base_url(live_server, settings, cluster: Cluster) -> str:  # type: ignore[no
     return str(live_server.url)
 
 
+@pytest.fixture(autouse=True)
+def _fresh_lists(settings) -> None:  # type: ignore[no-untyped-def]
+    """The console checks its cache of the brokers' answers on every read (console.selectors.broker_cache), so
+    its lists show what a test arranged behind its back at once."""
+    settings.CONSOLE_BROKER_CACHE_S = 0
+
+
 @pytest.fixture
 def dialogs() -> list[str]:
     """Messages of every JavaScript dialog any page opened (there should be none)."""

@@ -16,6 +16,8 @@ class FakeAdmin:
         self.brokers = dict(brokers)
         self.cluster = cluster
         self.topics: dict[str, dict[str, tuple[int, int, int]]] = {}  # topic -> broker -> (read, write, perm)
+        self.version = 0  # bumped by every topic change, as a broker's topic-config DataVersion
+        self.topic_list_calls = 0
 
     def cluster_info(self) -> dict[str, Any]:
         return {"brokerAddrTable": {name: {"brokerAddrs": {"0": addr}, "brokerName": name, "cluster": self.cluster}
@@ -23,7 +25,12 @@ class FakeAdmin:
                 "clusterAddrTable": {self.cluster: sorted(self.brokers)}}
 
     def topic_list(self) -> list[str]:
+        self.topic_list_calls += 1
         return sorted(self.topics)
+
+    def topic_config_versions(self) -> dict[str, Any]:
+        return {"cluster": self.cluster_info()["brokerAddrTable"],
+                "versions": {addr: {"counter": self.version, "timestamp": 0} for addr in self.brokers.values()}}
 
     def auto_created_topics(self) -> set[str]:
         return set()  # every topic here was created through the admin API
@@ -46,12 +53,14 @@ class FakeAdmin:
             raise ClientError(int(ResponseCode.SYSTEM_ERROR), "no broker matches the selection")
         for b in targets:
             self.topics.setdefault(topic, {})[b] = (read_queue_nums, write_queue_nums, perm)
+        self.version += 1
         return targets
 
     update_topic = create_topic
 
     def delete_topic(self, topic: str) -> None:
-        self.topics.pop(topic, None)
+        if self.topics.pop(topic, None) is not None:
+            self.version += 1
 
     def topic_stats(self, topic: str) -> list[dict[str, Any]]:
         return [{"brokerName": b, "topic": topic, "queueId": q, "minOffset": 0, "maxOffset": 0,
