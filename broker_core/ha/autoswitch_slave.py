@@ -39,8 +39,8 @@ from broker_core.ha.autoswitch_wire import (
     encode_slave_ack,
     encode_slave_handshake,
 )
-from broker_core.remoting.loops import within
-from broker_core.store import ReplicaError, split_whole_records
+from broker_core.ha.replica import MasterLink
+from broker_core.store import ReplicaError
 from broker_core.store.epoch_file import EpochEntry, find_consistent_point
 
 if TYPE_CHECKING:
@@ -50,106 +50,55 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-RETRY_S = 2.0
-_READ_BYTES = 256 * 1024
-
 
 class HandshakeRefused(ConnectionError):
     """The master's handshake cannot be followed (an older epoch, no consistent point, a failed cut)."""
 
 
-class AutoSwitchHAClient:
+class AutoSwitchHAClient(MasterLink):
+    kind = "autoswitch HA"
+    retry_s = 2.0
+    idle_retry_s = 0.5
+    max_read_wait_s = 1.0
+
     def __init__(self, store: MessageStore, config: BrokerConfig, epochs: EpochFile, broker_id: int,
                  master_ha_addr: Callable[[], str], min_master_epoch: Callable[[], int]) -> None:
-        self.store = store
+        super().__init__(store, config.ha, master_ha_addr)
         self.config = config
         self.epochs = epochs
         self.broker_id = broker_id
-        self.master_ha_addr = master_ha_addr
         self.min_master_epoch = min_master_epoch
-        self.connected_to = ""
         self.confirm_offset = -1
-        self.master_offset = -1
         self.truncations = 0
-        self.last_read_ms = 0
-        self._task: asyncio.Task[None] | None = None
-        self._addr_changed = asyncio.Event()
+        self._frames = MasterFrameReader()
+        self._handshaken = False
 
-    def start(self) -> None:
-        self._task = asyncio.ensure_future(self._run())
+    async def opened(self, addr: str, writer: asyncio.StreamWriter) -> None:
+        self._frames = MasterFrameReader()
+        self._handshaken = False
+        ctl = self.config.controller
+        writer.write(encode_slave_handshake(self.broker_id, ctl.sync_from_last_file, ctl.async_learner))
+        await writer.drain()
+        self.last_report = 0.0
 
-    async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+    async def received(self, addr: str, data: bytes, writer: asyncio.StreamWriter) -> None:
+        for frame in self._frames.feed(data):
+            if isinstance(frame, MasterHandshake):
+                await self._handshake(frame)
+                self._handshaken = True
+                self.connected_to = addr
+                self.report(writer)
+            elif isinstance(frame, Transfer):
+                if not self._handshaken:
+                    raise HAWireError("a transfer before the handshake")
+                self._apply(frame)
 
-    def address_changed(self) -> None:
-        self._addr_changed.set()
+    def report_due(self, got_data: bool, heartbeat_s: float) -> bool:
+        return self._handshaken and (got_data or time.monotonic() - self.last_report >= heartbeat_s)
 
-    async def _run(self) -> None:
-        while True:
-            addr = self.master_ha_addr()
-            if addr:
-                try:
-                    await self._session(addr)
-                except (ConnectionError, OSError, TimeoutError, ValueError, ReplicaError, HAWireError) as exc:
-                    log.warning("autoswitch HA to master %s: %s", addr, exc)
-                finally:
-                    self.connected_to = ""
-            self._addr_changed.clear()
-            try:
-                await within(self._addr_changed.wait(), RETRY_S if addr else 0.5)
-            except TimeoutError:
-                pass
-
-    async def _session(self, addr: str) -> None:
-        host, _, port = addr.rpartition(":")
-        reader, writer = await within(asyncio.open_connection(host, int(port)), 3.0)
-        cfg = self.config
-        heartbeat_s = cfg.ha.ha_send_heartbeat_interval_ms / 1000
-        housekeeping_ms = cfg.ha.ha_housekeeping_interval_ms
-        segment = cfg.store.mapped_file_size_commit_log_bytes
-        frames = MasterFrameReader()
-        partial = b""
-        handshaken = False
-        try:
-            writer.write(encode_slave_handshake(self.broker_id, cfg.controller.sync_from_last_file,
-                                                cfg.controller.async_learner))
-            await writer.drain()
-            self.last_read_ms = _now_ms()
-            last_ack = 0.0
-            while True:
-                if self.master_ha_addr() != addr:
-                    log.info("HA master moved from %s to %s", addr, self.master_ha_addr())
-                    return
-                try:
-                    data = await within(reader.read(_READ_BYTES), min(heartbeat_s, 1.0))
-                except TimeoutError:
-                    data = None
-                if data == b"":
-                    raise ConnectionError("the master closed the HA connection")
-                if data:
-                    self.last_read_ms = _now_ms()
-                    for frame in frames.feed(data):
-                        if isinstance(frame, MasterHandshake):
-                            await self._handshake(frame)
-                            handshaken = True
-                            self.connected_to = addr
-                            writer.write(encode_slave_ack(self.store.max_phy_offset()))
-                            last_ack = time.monotonic()
-                        elif isinstance(frame, Transfer):
-                            if not handshaken:
-                                raise HAWireError("a transfer before the handshake")
-                            partial = self._apply(frame, partial, segment)
-                elif _now_ms() - self.last_read_ms > housekeeping_ms:
-                    raise TimeoutError(f"nothing from the master for {housekeeping_ms} ms")
-                if handshaken and (data or time.monotonic() - last_ack >= heartbeat_s):
-                    writer.write(encode_slave_ack(self.store.max_phy_offset()))
-                    last_ack = time.monotonic()
-                    await writer.drain()
-        finally:
-            writer.close()
+    def report(self, writer: asyncio.StreamWriter) -> None:
+        writer.write(encode_slave_ack(self.store.max_phy_offset()))
+        self.last_report = time.monotonic()
 
     async def _handshake(self, hs: MasterHandshake) -> None:
         expected = self.min_master_epoch()
@@ -174,38 +123,19 @@ class AutoSwitchHAClient:
             log.warning("autoswitch HA: truncated from %d to the consistent point %d", local_max, point)
         self.epochs.truncate_suffix_from_offset(point)
 
-    def _apply(self, t: Transfer, partial: bytes, segment: int) -> bytes:
-        end = self.store.max_phy_offset()
-        expected = end + len(partial)
+    def _apply(self, t: Transfer) -> None:
         self.master_offset = t.offset + len(t.body)
-        if t.body and (end != 0 or partial) and t.offset != expected:
-            raise ReplicaError(f"master sent offset {t.offset}, this slave expects {expected}")
         if t.body:
+            self.check_continues(t.offset)
             last = self.epochs.last()
             if last is None or t.epoch > last.epoch:
                 if not self.epochs.append_after_empty(t.epoch, t.epoch_start_offset):
                     raise ReplicaError(f"cannot append epoch {t.epoch} at {t.epoch_start_offset} after {last}")
-            data = partial + t.body if partial else t.body
-            start = t.offset - len(partial)
-            view = memoryview(data)
-            done = 0
-            while whole := split_whole_records(view[done:], start + done, segment):
-                self.store.append_replicated(start + done, view[done:done + whole])
-                done += whole
-            partial = bytes(view[done:])
+            self.append(t.offset, t.body)
         confirm = min(t.confirm_offset, self.store.max_phy_offset())
         if confirm > self.confirm_offset:
             self.confirm_offset = confirm
             self.store.dispatch_more()  # the store consumes only below the confirm offset
-        return partial
 
     def info(self) -> dict[str, object]:
-        end = self.store.max_phy_offset()
-        return {"haMasterAddr": self.master_ha_addr(), "haConnected": bool(self.connected_to),
-                "haSlaveOffset": end, "haMasterOffset": self.master_offset,
-                "haSlaveLagBytes": max(0, self.master_offset - end) if self.master_offset >= 0 else -1,
-                "confirmOffset": self.confirm_offset, "haTruncations": self.truncations}
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
+        return {**super().info(), "confirmOffset": self.confirm_offset, "haTruncations": self.truncations}
