@@ -16,6 +16,7 @@ Invariants:
 from __future__ import annotations
 
 import json
+import struct
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,8 +36,14 @@ from broker_core.codec.wire import (
     encode_frame,
 )
 from broker_core.errors import ProtocolError
+from broker_core.remoting.receive import BytesReceiver
 
 DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024  # com.rocketmq.remoting.frameMaxLength, counting the length word
+# A frame still missing more than this after a read has its body received in place (FrameDecoder.body): one bytes
+# object of the body's size, filled by the following reads, instead of a growing buffer and a copy at the end. A
+# body over it is also written apart from its frame's head (RemotingCommand.encode_parts), not copied into a frame.
+LARGE_BODY_BYTES = 64 * 1024
+_LENGTH = struct.Struct(">I")
 
 # LanguageCode, by ordinal (the binary header carries the ordinal, JSON the name).
 LANGUAGES = ("JAVA", "CPP", "DOTNET", "PYTHON", "DELPHI", "ERLANG", "RUBY", "OTHER", "HTTP", "GO", "PHP", "OMS",
@@ -152,6 +159,21 @@ class RemotingCommand:
         st, header = self.encode_header()
         return encode_frame(st, header, self.body)
 
+    def encode_parts(self) -> list[bytes]:
+        """The frame :meth:`encode` makes, as its parts: ``[head and header, body]`` when the body is large (over
+        :data:`LARGE_BODY_BYTES`; a writer sends them with one gather write, the body not copied into a frame),
+        else ``[frame]``. ``b"".join(parts) == encode()``."""
+        body = self.body
+        if len(body) <= LARGE_BODY_BYTES:
+            return [self.encode()]
+        self.body = b""
+        try:
+            head = self.encode()
+        finally:
+            self.body = body
+        (length,) = _LENGTH.unpack_from(head, 0)
+        return [_LENGTH.pack(length + len(body)) + head[4:], body]
+
     @classmethod
     def request(cls, code: int, header: dict[str, Any] | None = None, body: bytes = b"", *,
                 oneway: bool = False) -> RemotingCommand:
@@ -209,17 +231,34 @@ def check_frame_head(length: int, word: int, max_frame_bytes: int = DEFAULT_MAX_
 
 
 class FrameDecoder:
-    """Accumulates bytes and yields complete commands (``LengthFieldBasedFrameDecoder(max, 0, 4, 0, 4)``)."""
+    """Accumulates bytes and yields complete commands (``LengthFieldBasedFrameDecoder(max, 0, 4, 0, 4)``).
+
+    A large frame (more than :data:`LARGE_BODY_BYTES` missing once its head and header are in) goes into
+    :attr:`body`, a ``BytesReceiver`` of the body's size (remoting/receive.py): :meth:`feed` copies what arrives
+    into it, or an event loop reads straight into ``body.into()`` and reports the count to :meth:`received`
+    (asyncio.BufferedProtocol). Either way the body is copied once, not grown in a buffer and copied out, and the
+    command is the same. The frame's head is checked (size limit, lengths, serialize type) before anything of its
+    size is allocated; its header is parsed once the body is complete, as for any frame."""
 
     def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
         self.max_frame_bytes = max_frame_bytes
         self._buf = bytearray()
+        self.body: Any = None  # the BytesReceiver of the large frame's body being received, else None
+        self._head: tuple[int, bytes] = (0, b"")  # that frame's serialize type and header bytes
 
     @property
     def buffered(self) -> int:
-        return len(self._buf)
+        """Bytes held of frames not yet complete (0: the next byte starts a frame)."""
+        body = self.body
+        return len(self._buf) if body is None else FRAME_HEAD_SIZE + len(self._head[1]) + body.filled
 
     def feed(self, data: bytes) -> list[RemotingCommand]:
+        if self.body is not None:
+            n = self.body.fill(data)
+            if self.body.filled < self.body.size:
+                return []
+            out = self._complete()
+            return out + self.feed(data[n:]) if n < len(data) else out
         if not self._buf and len(data) >= FRAME_HEAD_SIZE:  # nothing held back: one whole frame needs no copy
             cmd = decode_frame(data, self.max_frame_bytes, RemotingCommand, LANGUAGES, "OTHER")
             if cmd is not None:  # the common request, in one codec call
@@ -229,6 +268,8 @@ class FrameDecoder:
                 st, hlen = check_frame_head(length, word, self.max_frame_bytes)
                 end = FRAME_HEAD_SIZE + hlen
                 return [decode_command(st, data[FRAME_HEAD_SIZE:end], data[end:])]
+            if len(data) < 4 + length and self._start_body(data, length, word):
+                return []
         self._buf += data
         out = []
         buf = self._buf
@@ -247,4 +288,32 @@ class FrameDecoder:
             pos = end
         if pos:
             del buf[:pos]
+        if len(buf) >= FRAME_HEAD_SIZE:
+            length, word = FRAME_HEAD.unpack_from(buf, 0)
+            with memoryview(buf) as view:
+                started = self._start_body(view, length, word)
+            if started:
+                buf.clear()
         return out
+
+    def received(self, n: int) -> list[RemotingCommand]:
+        """``n`` bytes were read into ``body.into()``: the command, once the body is complete."""
+        self.body.advance(n)
+        return self._complete() if self.body.filled >= self.body.size else []
+
+    def _start_body(self, frame: bytes | bytearray | memoryview, length: int, word: int) -> bool:
+        """``frame`` starts an incomplete frame: when its header is in and more than LARGE_BODY_BYTES are missing,
+        its body goes into a receiver of its size (True); else (False) it stays buffered."""
+        st, hlen = check_frame_head(length, word, self.max_frame_bytes)
+        have = len(frame)
+        start = FRAME_HEAD_SIZE + hlen
+        if 4 + length - have <= LARGE_BODY_BYTES or have < start:
+            return False
+        self.body = BytesReceiver(length - 4 - hlen, frame[start:])
+        self._head = (st, bytes(frame[FRAME_HEAD_SIZE:start]))
+        return True
+
+    def _complete(self) -> list[RemotingCommand]:
+        body, (st, header) = self.body.take(), self._head
+        self.body, self._head = None, (0, b"")
+        return [decode_command(st, header, body)]

@@ -23,6 +23,7 @@ from typing import Any, TypeVar, Union
 from broker_core.codec.wire import FLAG_RESPONSE, SERIALIZE_JSON, SERIALIZE_ROCKETMQ
 from broker_core.protocol import FrameDecoder, ProtocolError, RemotingCommand
 from broker_core.protocol.acl import SessionCredentials, sign_command
+from broker_core.protocol.command import LARGE_BODY_BYTES
 from broker_core.remoting import loops
 
 log = logging.getLogger(__name__)
@@ -161,6 +162,15 @@ class _Channel(asyncio.Protocol):
         assert self.transport is not None
         self.transport.write(data)
 
+    def send(self, cmd: RemotingCommand) -> None:
+        """Write ``cmd``'s frame; a large body goes in one gather write behind its head (uvloop's ``writelines`` is
+        a ``writev``), not copied into a new frame of its size."""
+        assert self.transport is not None
+        if len(cmd.body) > LARGE_BODY_BYTES:
+            self.transport.writelines(cmd.encode_parts())
+        else:
+            self.transport.write(cmd.encode())
+
     def close(self) -> None:
         if self.transport is not None:
             self.transport.close()
@@ -219,7 +229,7 @@ class RemotingClient:
         loop = ch.loop
         fut: asyncio.Future[RemotingCommand] = loop.create_future()
         ch.pending[cmd.opaque] = fut
-        ch.write(cmd.encode())
+        ch.send(cmd)
         # one timer on the future itself (asyncio.wait_for wraps it in a task-like waiter: several times the cost)
         timer = loop.call_later(timeout, _expire, fut, cmd.code, addr, timeout)
         try:
@@ -237,7 +247,7 @@ class RemotingClient:
         cmd.flags |= 0x2
         if self.credentials is not None:
             sign_command(cmd, self.credentials)
-        ch.write(cmd.encode())
+        ch.send(cmd)
 
     def invoke_sync(self, addr: str, cmd: RemotingCommand, timeout: float = 3.0) -> RemotingCommand:
         return run_sync(self.invoke(addr, cmd, timeout), timeout + self.connect_timeout + 1)

@@ -33,7 +33,7 @@ import asyncio
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Union, cast
+from typing import Any, Union, cast
 
 from broker_core.protocol import FrameDecoder, ProtocolError, RemotingCommand, ResponseCode
 from broker_core.protocol.command import DEFAULT_MAX_FRAME_BYTES, FLAG_ONEWAY, FLAG_RESPONSE
@@ -54,7 +54,16 @@ Handler = Callable[[RemotingCommand, "Connection"], Union[Response, Awaitable[Re
 RpcHook = Callable[[RemotingCommand, "Connection"], Response]
 
 
-class _ServerProtocol(asyncio.Protocol):
+# Reads land here (asyncio.BufferedProtocol), one loop-wide buffer shared by every connection of a server: a read
+# is copied out (buffer_updated) before the next one starts, as a plain Protocol's transport does with its own.
+READ_BUFFER_BYTES = 256 * 1024
+
+
+class _ServerProtocol(asyncio.BufferedProtocol):
+    """A connection's reads: into the server's read buffer, handed on as bytes (``data_received``), except the body
+    of a large frame (``FrameDecoder.body``), which the socket fills in place: a 4 MiB message is copied once from
+    the kernel into the bytes the store appends, not through the loop's buffer, a growing buffer and a copy out."""
+
     loop: asyncio.AbstractEventLoop  # the serving loop, from connection_made on
 
     def __init__(self, server: RemotingServer) -> None:
@@ -72,6 +81,25 @@ class _ServerProtocol(asyncio.Protocol):
             self.conn.transport.set_write_buffer_limits(self.server.write_buffer_high, self.server.write_buffer_low)
         self.server.connections.add(self.conn)
 
+    def get_buffer(self, sizehint: int) -> Any:
+        body = self.decoder.body
+        return self.server.read_buffer if body is None else body.into()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self.decoder.body is None:
+            self.data_received(self.server.read_buffer[:nbytes].tobytes())
+            return
+        conn = self.conn
+        assert conn is not None
+        conn.last_activity = self.loop.time()
+        try:
+            commands = self.decoder.received(nbytes)
+        except ProtocolError as exc:  # the header of the completed frame does not parse
+            self._malformed(exc)
+            return
+        if commands:
+            self._dispatch(commands)
+
     def data_received(self, data: bytes) -> None:
         conn = self.conn
         assert conn is not None
@@ -88,8 +116,13 @@ class _ServerProtocol(asyncio.Protocol):
                 conn.transport.write(answer)
                 return
         commands = self._decode(data)
-        if commands is None:
-            return
+        if commands is not None:
+            self._dispatch(commands)
+
+    def _dispatch(self, commands: list[RemotingCommand]) -> None:
+        """Run the requests (and take the responses) one read completed, in order."""
+        conn = self.conn
+        assert conn is not None
         if conn.backlog or conn.transport_full or len(conn.outbox) >= MAX_QUEUED:  # conn.paused, inlined
             for cmd in commands:
                 if cmd.flags & FLAG_RESPONSE:
@@ -128,11 +161,14 @@ class _ServerProtocol(asyncio.Protocol):
         try:
             return self.decoder.feed(data)
         except ProtocolError as exc:
-            conn = self.conn
-            assert conn is not None
-            log.warning("%s: malformed frame from %s, closing the connection: %s", self.server.name, conn.remote, exc)
-            conn.close()
+            self._malformed(exc)
             return None
+
+    def _malformed(self, exc: ProtocolError) -> None:
+        conn = self.conn
+        assert conn is not None
+        log.warning("%s: malformed frame from %s, closing the connection: %s", self.server.name, conn.remote, exc)
+        conn.close()
 
     def _lane_failed(self, data: bytes, exc: Exception) -> None:
         """The lane raised (it may have stored the message): answered as :meth:`RemotingServer.dispatch` answers a
@@ -222,6 +258,7 @@ class RemotingServer:
         self.write_buffer_high = write_buffer_high  # 0: the loop's defaults (64 KiB), still paused past them
         self.write_buffer_low = write_buffer_low
         self.connections: set[Connection] = set()
+        self.read_buffer = memoryview(bytearray(READ_BUFFER_BYTES))  # every connection's reads (_ServerProtocol)
         self.loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.base_events.Server | None = None
         self._extra: list[asyncio.base_events.Server] = []

@@ -4,6 +4,7 @@
 #include "_native.h"
 #include <unistd.h>
 #include <time.h>
+#include <sys/uio.h>
 
 /* ------------------------------------------------------------------ the store's put loop */
 enum { A_LIMITS, A_BODY, A_TAIL, A_TOPIC, A_QUEUE_ID, A_FLAG, A_SYS_FLAG, A_BORN_TS, A_BORN_HOST, A_BORN_PORT,
@@ -73,13 +74,18 @@ typedef struct {
     long long base, store_ts, store_port;
     PyObject *store_ts_o, *store_host, *store_port_o, *table, *pending_append, *ok, *result_cls;
     int direct_result;
+    int body_apart;             /* a large body is not copied into w: the caller writes it from *body_out (staged) */
+    const char *body_out;       /* set when the body was left out of w: the body's bytes (the message holds them) */
+    Py_ssize_t body_out_len;
 } PutCtx;
+
+#define BODY_APART_MIN (64 * 1024)  /* a staged put writes a body from this size from its bytes (pwritev) */
 
 /* Write `msg` as a record at *pos: 1 written and recorded (*result_out a new reference, *pos moved on and, when
  * pos_out is given, *pos_out the new position as a new int), 0 not
  * written (refused, does not fit what is left, or a field this loop does not take as is: the caller decides),
  * -1 error (nothing written or recorded). Everything that can fail is built before anything is written. */
-static int append_one(const PutCtx *c, PyObject *msg, Py_ssize_t *pos_io, PyObject **result_out, PyObject **pos_out) {
+static int append_one(PutCtx *c, PyObject *msg, Py_ssize_t *pos_io, PyObject **result_out, PyObject **pos_out) {
     PyObject *a[A_COUNT] = {NULL};
     int rc = -1;
     Py_ssize_t pos = *pos_io;
@@ -152,7 +158,12 @@ static int append_one(const PutCtx *c, PyObject *msg, Py_ssize_t *pos_io, PyObje
     put_4s(sh, c->store_host);
     bc_write_record_header(rec, total, crc, queue_id, flag, qoff, phy, sys_flag, born_ts, bh, born_port, store_ts,
                            sh, c->store_port, reconsume, prepared, blen);
-    memcpy(rec + HEADER_SIZE, PyBytes_AS_STRING(body), (size_t)blen);
+    if (c->body_apart && blen >= BODY_APART_MIN) {  /* left out of the buffer: the caller writes it from here */
+        c->body_out = PyBytes_AS_STRING(body);
+        c->body_out_len = blen;
+    } else {
+        memcpy(rec + HEADER_SIZE, PyBytes_AS_STRING(body), (size_t)blen);
+    }
     memcpy(rec + HEADER_SIZE + blen, PyBytes_AS_STRING(tail), (size_t)tlen);
     PyObject *appended = PyObject_CallOneArg(c->pending_append, pend);
     Py_DECREF(pend);
@@ -317,18 +328,37 @@ static int put_locked(PyObject *cl, PyObject *msg, PyObject *ok, PyObject *resul
     }
     c.w = (unsigned char *)buf.buf;
     Py_ssize_t at = (Py_ssize_t)pos;
-    rc = append_one(&c, msg, &at, &r, &pos_o);
     int staged = 0, written = 0;
     long long fd = -1, released = 0;
+    PyObject *st = PyObject_GetAttr(mf, put_str[P_STAGED]);
+    staged = st == NULL ? -1 : PyObject_IsTrue(st);
+    Py_XDECREF(st);
+    if (staged > 0 && (!attr_ll(mf, P_FD, &fd) || !attr_ll(mf, P_RELEASED, &released))) staged = -1;
+    if (staged < 0) {
+        PyBuffer_Release(&buf);
+        rc = -1;
+        goto out;
+    }
+    /* staged: the record goes to the file by pwrite, so a large body is written from its own bytes (one copy, by the
+     * kernel) rather than copied into the staging buffer (fresh pages to fault in) and written from there */
+    c.body_apart = staged > 0;
+    rc = append_one(&c, msg, &at, &r, &pos_o);
     if (rc == 1) {  /* a staged segment (MappedFile.stage): the record into the file before its position is published */
-        PyObject *st = PyObject_GetAttr(mf, put_str[P_STAGED]);
-        staged = st == NULL ? -1 : PyObject_IsTrue(st);
-        Py_XDECREF(st);
-        if (staged > 0 && (!attr_ll(mf, P_FD, &fd) || !attr_ll(mf, P_RELEASED, &released))) staged = -1;
         if (staged > 0) {
             const unsigned char *src = c.w + pos;
             Py_ssize_t left = at - (Py_ssize_t)pos;
             off_t where = (off_t)pos;
+            if (c.body_out != NULL) {  /* header, body, tail in one gather write */
+                unsigned char *rec = c.w + pos;
+                Py_ssize_t blen = c.body_out_len;
+                struct iovec iov[3] = {{rec, HEADER_SIZE}, {(void *)c.body_out, (size_t)blen},
+                                       {rec + HEADER_SIZE + blen, (size_t)(left - HEADER_SIZE - blen)}};
+                ssize_t n;
+                do n = pwritev((int)fd, iov, 3, where); while (n < 0 && errno == EINTR);
+                /* all of it, or the body into staging after all and the rest written (or committed) from there */
+                if (n != left) memcpy(rec + HEADER_SIZE, c.body_out, (size_t)blen);
+                if (n > 0) { src += n; left -= n; where += n; }
+            }
             while (left > 0) {
                 ssize_t n = pwrite((int)fd, src, (size_t)left, where);
                 if (n < 0 && errno == EINTR) continue;
@@ -340,7 +370,6 @@ static int put_locked(PyObject *cl, PyObject *msg, PyObject *ok, PyObject *resul
     }
     PyBuffer_Release(&buf);
     if (rc != 1) goto out;
-    if (staged < 0) { rc = -1; goto out; }
     if (staged > 0) {
         /* a failed pwrite: MappedFile.commit writes it again, or through the mapping; else staging given back */
         PyObject *done = NULL;

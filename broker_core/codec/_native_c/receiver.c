@@ -1,5 +1,6 @@
 /* broker_core.codec._native, BytesReceiver (twin in remoting/receive.py): the SDK's blocking transport receives a
- * large frame's parts from a socket straight into new bytes objects. */
+ * large frame's parts from a socket straight into new bytes objects, and the event-loop transports (the broker's
+ * server, protocol/command.py FrameDecoder) a large frame's body. */
 #include "_native.h"
 #include <sys/socket.h>
 #include <limits.h>
@@ -89,6 +90,75 @@ static PyObject *receiver_recv(Receiver *self, PyObject *args) {
     }
 }
 
+/* fill(data) -> n: copies the first n = min(len(data), size - filled) bytes of ``data`` into place (a frame's
+ * bytes that arrived in a read buffer of their own); the rest of ``data`` belongs to whatever follows. */
+static PyObject *receiver_fill(Receiver *self, PyObject *arg) {
+    if (self->data == NULL) {
+        PyErr_SetString(PyExc_ValueError, "BytesReceiver: already taken");
+        return NULL;
+    }
+    Py_buffer src;
+    if (PyObject_GetBuffer(arg, &src, PyBUF_SIMPLE) < 0) return NULL;
+    Py_ssize_t n = self->size - self->filled;
+    if (src.len < n) n = src.len;
+    memcpy(PyBytes_AS_STRING(self->data) + self->filled, src.buf, (size_t)n);
+    self->filled += n;
+    PyBuffer_Release(&src);
+    return PyLong_FromSsize_t(n);
+}
+
+/* into() -> the object to receive the unfilled rest into: this receiver itself, whose buffer (writable) is
+ * exactly that rest, so a read into it can never pass the end (asyncio.BufferedProtocol.get_buffer). */
+static PyObject *receiver_into(Receiver *self, PyObject *Py_UNUSED(ignored)) {
+    if (self->data == NULL) {
+        PyErr_SetString(PyExc_ValueError, "BytesReceiver: already taken");
+        return NULL;
+    }
+    return Py_NewRef(self);
+}
+
+/* advance(n): n bytes were written into the buffer into() gave (buffer_updated); ValueError past the end. */
+static PyObject *receiver_advance(Receiver *self, PyObject *arg) {
+    Py_ssize_t n = PyLong_AsSsize_t(arg);
+    if (n == -1 && PyErr_Occurred()) return NULL;
+    if (self->data == NULL) {
+        PyErr_SetString(PyExc_ValueError, "BytesReceiver: already taken");
+        return NULL;
+    }
+    if (n < 0 || n > self->size - self->filled) {
+        PyErr_Format(PyExc_ValueError, "BytesReceiver: cannot advance %zd bytes, %zd are missing", n,
+                     self->size - self->filled);
+        return NULL;
+    }
+    self->filled += n;
+    Py_RETURN_NONE;
+}
+
+/* The buffer protocol: the unfilled rest, writable. An event loop may still hold it (uvloop releases its read buffer
+ * after buffer_updated returns) when take() hands the bytes over; nothing writes through it after the read. */
+static int receiver_getbuffer(Receiver *self, Py_buffer *view, int flags) {
+    if (self->data == NULL) {
+        PyErr_SetString(PyExc_BufferError, "BytesReceiver: already taken");
+        view->obj = NULL;
+        return -1;
+    }
+    if (PyBuffer_FillInfo(view, (PyObject *)self, PyBytes_AS_STRING(self->data) + self->filled,
+                          self->size - self->filled, 0, flags) < 0)
+        return -1;
+    return 0;
+}
+
+static PyBufferProcs receiver_as_buffer = {
+    .bf_getbuffer = (getbufferproc)receiver_getbuffer,
+};
+
+/* len(): the bytes still missing (asyncio's selector transport checks len() of what get_buffer returns) */
+static Py_ssize_t receiver_len(Receiver *self) {
+    return self->data == NULL ? 0 : self->size - self->filled;
+}
+
+static PySequenceMethods receiver_as_sequence = {.sq_length = (lenfunc)receiver_len};
+
 static PyObject *receiver_take(Receiver *self, PyObject *Py_UNUSED(ignored)) {
     if (self->data == NULL) {
         PyErr_SetString(PyExc_ValueError, "BytesReceiver: already taken");
@@ -106,6 +176,9 @@ static PyObject *receiver_take(Receiver *self, PyObject *Py_UNUSED(ignored)) {
 static PyMethodDef receiver_methods[] = {
     {"recv", (PyCFunction)receiver_recv, METH_VARARGS, "Receive into the rest; the count, 0 at end of stream."},
     {"take", (PyCFunction)receiver_take, METH_NOARGS, "The full bytes object (once)."},
+    {"fill", (PyCFunction)receiver_fill, METH_O, "Copy the head of a buffer into the rest; the count copied."},
+    {"into", (PyCFunction)receiver_into, METH_NOARGS, "A writable buffer of exactly the unfilled rest."},
+    {"advance", (PyCFunction)receiver_advance, METH_O, "Count n bytes written into into()'s buffer."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -124,5 +197,7 @@ PyTypeObject bc_ReceiverType = {
     .tp_doc = "A bytes object of a given size, filled from a socket (see remoting/receive.py).",
     .tp_methods = receiver_methods,
     .tp_members = receiver_members,
+    .tp_as_buffer = &receiver_as_buffer,
+    .tp_as_sequence = &receiver_as_sequence,
     .tp_new = receiver_new,
 };

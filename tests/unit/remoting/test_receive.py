@@ -105,3 +105,48 @@ def test_misuse_is_value_error_and_a_closed_socket_ebadf(kind: Callable[..., Any
         kind(1, b"").recv(b)
     assert closed.value.errno == errno.EBADF
 
+
+
+def _fill_run(kind: Callable[..., Any], size: int, prefix: bytes, steps: list[tuple[str, bytes]]) -> list[Any]:
+    """Apply ``fill(data)`` / a write into ``into()`` + ``advance`` steps: every count, ``len`` and ``filled`` seen,
+    and the bytes taken (or the error)."""
+    r = kind(size, prefix)
+    seen: list[Any] = [len(r)]
+    for how, data in steps:
+        if how == "fill":
+            seen.append(r.fill(data))
+        else:
+            with memoryview(r.into()) as target:
+                n = min(len(data), len(target))
+                target[:n] = data[:n]
+            r.advance(n)
+            seen.append(n)
+        seen.append((len(r), r.filled))
+    try:
+        seen.append(r.take())
+    except ValueError as exc:
+        seen.append(str(exc))
+    seen.append(len(r))
+    return seen
+
+
+@FAST
+@given(size=st.integers(0, 300), cut=st.integers(0, 300),
+       steps=st.lists(st.tuples(st.sampled_from(["fill", "into"]), st.binary(max_size=120)), max_size=6))
+def test_both_twins_fill_and_read_into_alike(size: int, cut: int, steps: list[tuple[str, bytes]]) -> None:
+    prefix = bytes(range(256))[:min(cut, size)]
+    assert _fill_run(PyBytesReceiver, size, prefix, steps) == _fill_run(native.BytesReceiver, size, prefix, steps)
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=["pure", "native"])
+def test_advance_past_the_end_and_use_after_take_are_value_errors(kind: Callable[..., Any]) -> None:
+    r = kind(4, b"ab")
+    with pytest.raises(ValueError, match="cannot advance"):
+        r.advance(3)
+    with pytest.raises(ValueError, match="cannot advance"):
+        r.advance(-1)
+    assert r.fill(b"cdef") == 2 and r.fill(b"x") == 0 and len(r) == 0
+    assert r.take() == b"abcd"
+    for call in (lambda: r.fill(b"x"), r.into, lambda: r.advance(0)):
+        with pytest.raises(ValueError, match="already taken"):
+            call()

@@ -164,3 +164,43 @@ def test_without_a_staging_buffer_appends_go_through_the_mapping(open_store: Any
     assert not mf.staged and mf.unstageable and mf.wv is mf.mv
     assert caplog.text.count("no staging buffer") == 1
     assert store.get_message("NoStage", 0, 0, 1).messages[0].body == b"x" * 100
+
+
+@pytest.mark.parametrize("fail", [False, True], ids=["pwritev", "failed-pwritev"])
+def test_the_c_put_writes_a_large_body_from_its_bytes(open_store: Any, tmp_path: Path, fail: bool) -> None:
+    """A staged C put writes a body from 64 KiB (BODY_APART_MIN) straight from the message's bytes (pwritev of
+    header, body, tail), not through the staging buffer: the file holds the same records, whose CRC recovery checks
+    on reopening; a failed write falls back through the mapping with the body in place."""
+    native = pytest.importorskip("broker_core.codec._native")
+    from broker_core.store import PutStatus
+    from broker_core.store.clock import Clock
+    from broker_core.store.results import PutMessageResult
+
+    store = open_store(store_dir=tmp_path / "s", mapped_file_size_commit_log_bytes=1024 * 1024)
+    cl = store.commit_log
+    cl.clock = Clock()
+    bodies = [os.urandom(n) for n in (64 * 1024 - 1, 64 * 1024, 300_001, 5)]
+    assert store.put_message(MessageInner("Big", b"first")).ok
+    mf = cl.mapped_file_queue.last()
+    assert mf.staged
+    good = mf.fd
+    if fail:
+        mf.fd = os.open(mf.path, os.O_RDONLY)
+    try:
+        for body in bodies:
+            r = native.put_single(cl, MessageInner("Big", body, keys="k"), PutStatus.PUT_OK, PutMessageResult)
+            assert r is not None and r.ok
+    finally:
+        if fail:
+            os.close(mf.fd)
+            mf.fd = good
+    assert mf.staged != fail
+    want = [b"first", *bodies]
+    assert [m.body for m in store.get_message("Big", 0, 0, 10).messages] == want
+    end = cl.max_offset()
+    assert os.pread(mf.fd, end, 0) == bytes(mf.mv[:end])  # the file, not only the mapping's view of it
+    store.flush()
+    store.shutdown()
+    again = open_store(store_dir=tmp_path / "s", mapped_file_size_commit_log_bytes=1024 * 1024)
+    assert again.commit_log.max_offset() == end  # every record's CRC held
+    assert [m.body for m in again.get_message("Big", 0, 0, 10).messages] == want
