@@ -12,10 +12,11 @@ and ``forceRegister=false``, ``registerNameServerPeriod=2000`` so heartbeats are
 * **topics**: topics of ``--queues`` queues created in steps up to each point with UPDATE_AND_CREATE_TOPIC_LIST
   (18, 10k a request). Per point: ``create_s`` (the step's requests, each answered after the broker wrote
   topics.json and registered); ``reg_build_ms``: the broker's code building its compressed registration of that
-  many topics (run in the bench process); ``reg_kib`` / ``reg_ms``: the broker's last full REGISTER_BROKER on
-  the wire (a relay between broker and name server counts it) and its round trip there (first byte to answer:
-  the name server inflates and applies it); ``hb_bytes``: a periodic heartbeat with the topics unchanged
-  (QUERY_DATA_VERSION);
+  many topics (run in the bench process; in the broker it runs in a thread, off the event loop), every topic's
+  line rendered; ``reg_rebuild_ms``: the same after one more topic (cached lines joined, deflated); ``reg_kib``
+  / ``reg_ms``: the broker's last full REGISTER_BROKER on the wire (a relay between broker and name server
+  counts it) and its round trip there (first byte to answer: the name server inflates and applies it);
+  ``hb_bytes``: a periodic heartbeat with the topics unchanged (QUERY_DATA_VERSION);
   ``rss_b_per_queue``: (broker RSS - its RSS before any topic) / queues; ``route_p99_ms``: GET_ROUTEINFO_BY_TOPIC
   of random topics; ``send_p99_ms``: a producer's synchronous 1 KiB sends spread over up to ``--send-topics``
   (1,000) random topics (first, ``first_send_p99_ms``: one send per queue of each, which learns the routes and
@@ -232,21 +233,27 @@ def wait_for(cond: Callable[[], bool], timeout: float, what: str) -> None:
     raise RuntimeError(f"timed out waiting for {what}")
 
 
-def registration_build_ms(names: list[str], queues: int) -> float:
+def registration_build_ms(names: list[str], queues: int) -> tuple[float, float]:
     """The broker's code building its compressed REGISTER_BROKER for these topics (run here, in the bench
-    process: the broker's own build is not visible from outside)."""
+    process: the broker's own build is not visible from outside; it runs in a thread there, off the event
+    loop): (ms of the first build, every per-topic line rendered; ms of a rebuild after one more topic, the
+    cached lines joined and deflated)."""
     from broker_core.config import BrokerConfig
     from broker_core.server import registration
     from broker_core.server.state import TopicConfig, TopicConfigManager
 
     with tempfile.TemporaryDirectory() as tmp:
         topics = TopicConfigManager(Path(tmp))
-        topics.table = {n: TopicConfig(n, queues, queues) for n in names}
+        topics.upsert_many([TopicConfig(n, queues, queues) for n in names])
         cfg = BrokerConfig()
         cfg.compressed_register = True
         t0 = time.perf_counter()
         registration.request(cfg, "127.0.0.1:10911", topics, "")
-        return (time.perf_counter() - t0) * 1000
+        first = (time.perf_counter() - t0) * 1000
+        topics.upsert(TopicConfig("ScaleOneMore", queues, queues))
+        t0 = time.perf_counter()
+        registration.request(cfg, "127.0.0.1:10911", topics, "")
+        return first, (time.perf_counter() - t0) * 1000
 
 
 def wait_heartbeats(relay: Relay, count: int) -> list[Frame]:
@@ -354,8 +361,9 @@ def topics_curve(points: list[int], queues: int, console: bool, sends: int, rout
                 samples.append(time.perf_counter_ns() - t0n)
                 if resp.code != ResponseCode.SUCCESS:
                     raise RuntimeError(f"no route for {t}: {resp.remark}")
+            build_ms, rebuild_ms = registration_build_ms(all_names, queues)
             row: Row = {"topics": n, "queues": n * queues, "create_s": create_s,
-                        "reg_build_ms": registration_build_ms(all_names, queues),
+                        "reg_build_ms": build_ms, "reg_rebuild_ms": rebuild_ms,
                         "reg_kib": reg.size / 1024 if reg else float("nan"),
                         "reg_ms": (reg.answered - reg.first_byte) * 1000 if reg else float("nan"),
                         "hb_bytes": max(f.size for f in beats),

@@ -190,3 +190,43 @@ def test_fifty_thousand_topics_register_compressed_route_and_survive_a_restart(
     finally:
         run_sync(client.close())
         broker.stop()
+
+
+def test_topics_json_holds_a_topic_acknowledged_just_before_a_kill(
+        tmp_path: Path, relay_and_namesrv: tuple[CountingRelay, str]) -> None:
+    """Code 17 answers once topics.json holds the topic (written off the broker's event loop since the table
+    is joined from cached entries): SIGKILL right after each answer, the file (or its .bak fallback) has it, and
+    the restarted broker serves it."""
+    from broker_core.codec.config_file import read_config_file
+
+    relay, namesrv = relay_and_namesrv
+    store = tmp_path / "store"
+    store.mkdir()
+    broker = BrokerProcess("kill-a", store, f"127.0.0.1:{relay.port}", tmp_path / "broker.log",
+                           "compressedRegister=true\n")
+    client = RemotingClient()
+    try:
+        broker.start()
+        body = json.dumps({"topicConfigList": [
+            {"topicName": topic(i), "readQueueNums": QUEUES, "writeQueueNums": QUEUES, "perm": 6}
+            for i in range(2000)]}).encode()
+        assert client.invoke_sync(broker.addr, RemotingCommand.request(UPDATE_AND_CREATE_TOPIC_LIST, {}, body),
+                                  120).code == ResponseCode.SUCCESS
+        for round_ in range(3):
+            name = f"AckedThenKilled{round_}"
+            resp = client.invoke_sync(broker.addr, RemotingCommand.request(
+                RequestCode.UPDATE_AND_CREATE_TOPIC, {"topic": name, "readQueueNums": 2, "writeQueueNums": 2,
+                                                      "perm": 6}), 60)
+            assert resp.code == ResponseCode.SUCCESS, resp.remark
+            broker.kill()
+            doc = read_config_file(store / "config" / "topics.json")
+            assert doc is not None and name in doc["topicConfigTable"]
+            assert topic(1999) in doc["topicConfigTable"]
+            broker.start()
+            got = client.invoke_sync(broker.addr, RemotingCommand.request(RequestCode.GET_ALL_TOPIC_CONFIG, {}), 60)
+            table = json.loads(got.body)["topicConfigTable"]
+            assert {f"AckedThenKilled{r}" for r in range(round_ + 1)} <= set(table)
+            assert table[name]["writeQueueNums"] == 2
+    finally:
+        run_sync(client.close())
+        broker.stop()

@@ -173,3 +173,54 @@ def test_group_commit_request_latch_waits_and_completions_in_any_order() -> None
         return await asyncio.wait_for(fut, 5.0)
 
     assert asyncio.run(main()) is True
+
+
+def test_consume_queue_flush_visits_only_written_queues_and_flushes_every_one(open_store, monkeypatch):
+    """consume_queue.py invariant 5: a pass flushes the queues written since their last flush, all of them,
+    and no other; a queue left unflushed (a second file, fewer dirty pages than least_pages) stays marked."""
+    from broker_core.store.consume_queue import ConsumeQueue
+
+    store = open_store()  # no service threads: the passes below are the only flushes
+    visited: list[tuple[str, int]] = []
+    real = ConsumeQueue.flush
+
+    def counting(self, least_pages=0):  # type: ignore[no-untyped-def]
+        visited.append((self.topic, self.queue_id))
+        return real(self, least_pages)
+
+    monkeypatch.setattr(ConsumeQueue, "flush", counting)
+
+    def put(topic: str, queue_id: int, n: int) -> None:
+        for i in range(n):
+            msg = MessageInner(topic, b"u%d" % i)
+            msg.queue_id = queue_id
+            assert store.put_message(msg).ok
+        store.reput.do_reput()
+
+    for q in range(12):
+        put("Many", q, 3)
+    store.flush_cq_service.flush(0)
+    assert sorted(visited) == [("Many", q) for q in range(12)]
+    assert not any(cq.unflushed() for cq in store.consume_queues())
+    visited.clear()
+    store.flush_cq_service.flush(0)
+    assert visited == []  # nothing written since: no queue walked
+
+    put("Many", 4, 1)
+    put("Long", 0, 120)  # 50 units a file: three files, one flushed per call
+    passes = 0
+    while any(cq.unflushed() for cq in store.consume_queues()):
+        visited.clear()
+        store.flush_cq_service.flush(0)
+        passes += 1
+        assert set(visited) <= {("Many", 4), ("Long", 0)} and ("Long", 0) in visited
+        assert passes <= 3
+    assert passes == 3 and len(store.flush_cq_service.dirty) == 0
+
+    put("Few", 0, 3)  # three units, under two dirty pages: a least_pages pass leaves it marked
+    store.flush_cq_service.flush(2)
+    few = store.find_consume_queue("Few", 0)
+    assert few.unflushed() and few in store.flush_cq_service.dirty._queues
+    visited.clear()
+    store.flush_cq_service.flush(0)
+    assert visited == [("Few", 0)] and not few.unflushed()
