@@ -21,7 +21,13 @@ and ``forceRegister=false``, ``registerNameServerPeriod=2000`` so heartbeats are
   of random topics; ``send_p99_ms``: a producer's synchronous 1 KiB sends spread over up to ``--send-topics``
   (1,000) random topics (first, ``first_send_p99_ms``: one send per queue of each, which learns the routes and
   creates the queues' ConsumeQueue files); ``rest_p99_ms`` / ``page_p99_ms``: the console's REST list
-  (``/api/v1/topics/?page_size=100``) and topic list page (``--console``: Django runserver).
+  (``/api/v1/topics/?page_size=100``) and topic list page (``--console``: Django runserver), ``--console-rounds``
+  requests each (100), the background refresh of the console's cache included when it falls into them.
+* **groups**: N subscription groups (``--groups``) written into the stopped broker's ``subscriptionGroup.json``
+  (RocketMQ's ``SubscriptionGroupWrapper``; UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200) rewrites the whole file per
+  group, so 10k of them take minutes), the broker restarted on it, then the console's REST group list
+  (``/api/v1/consumer-groups/?page_size=100``: ``rest_p99_ms``), the same searched (``?search=G0001``:
+  ``search_p99_ms``) and the group list page (``/groups/``, 100 groups with their lag: ``page_p99_ms``).
 * **connections**: N client connections (bench/scale_clients.py, another process; half producers, half
   consumers: 100 in one group, the rest in 100 groups) heartbeating every ``--heartbeat-s`` s (RocketMQ's
   30 s). Per point: broker RSS and CPU over one heartbeat period at idle; ``send_p99_ms`` of one more producer;
@@ -305,6 +311,8 @@ def create_topics(client: RemotingClient, broker: str, names: list[str], queues:
 
 
 def http_p99(get: Callable[[], Any], rounds: int) -> float:
+    """p99 (ms) of ``rounds`` sequential requests after one untimed warm-up request (it opens the connection and
+    fills the console's caches); any answer but 200 raises."""
     get()  # warm: the first request opens the connections and fills the caches
     samples = []
     for _ in range(rounds):
@@ -321,7 +329,7 @@ Row = dict[str, Any]
 
 # ---------------------------------------------------------------------------------------------------- topics
 def topics_curve(points: list[int], queues: int, console: bool, sends: int, routes: int,
-                 send_topics: int = 1000) -> list[Row]:
+                 send_topics: int = 1000, console_rounds: int = 100) -> list[Row]:
     tmp = Path(tempfile.mkdtemp(prefix="bench-scale-topics-"))
     node = Node(tmp, relay=True)
     client = RemotingClient()
@@ -375,8 +383,8 @@ def topics_curve(points: list[int], queues: int, console: bool, sends: int, rout
                 node.namesrv, rng.sample(all_names, min(n, send_topics)), sends, warm=queues)
             if stack is not None:
                 row["rest_p99_ms"] = http_p99(lambda: session.get(stack.url + "/api/v1/topics/",
-                                                                  params={"page_size": 100}), 20)
-                row["page_p99_ms"] = http_p99(lambda: page.get(stack.url + "/topics/"), 20)
+                                                                  params={"page_size": 100}), console_rounds)
+                row["page_p99_ms"] = http_p99(lambda: page.get(stack.url + "/topics/"), console_rounds)
             row["broker_rss_mib"] = rss_kib(node.pid) / 1024
             rows.append(row)
             print(f"  topics {n}: " + ", ".join(f"{k}={_fmt(v)}" for k, v in row.items()), flush=True)
@@ -408,6 +416,72 @@ def page_session(stack: Any) -> Any:
     if resp.status_code != 200 or "/login/" in resp.url:
         raise RuntimeError(f"console login failed: {resp.status_code} {resp.url}")
     return s
+
+
+# ---------------------------------------------------------------------------------------------------- groups
+def write_groups(store: Path, names: list[str]) -> None:
+    """Add subscription groups to a stopped broker's ``subscriptionGroup.json`` (RocketMQ's
+    ``SubscriptionGroupWrapper``, its data version raised), as a broker restarted with that many groups reads it."""
+    path = store / "config" / "subscriptionGroup.json"
+    doc = json.loads(path.read_text()) if path.exists() else {}
+    table = doc.setdefault("subscriptionGroupTable", {})
+    for name in names:
+        table[name] = {"groupName": name, "consumeEnable": True, "consumeFromMinEnable": True,
+                       "consumeBroadcastEnable": True, "retryQueueNums": 1, "retryMaxTimes": 16, "brokerId": 0,
+                       "whichBrokerWhenConsumeSlowly": 1, "notifyConsumerIdsChangedEnable": True}
+    version = doc.get("dataVersion")
+    counter = int(version.get("counter", 0)) if isinstance(version, dict) else 0
+    doc["dataVersion"] = {"counter": counter + 1, "timestamp": int(time.time() * 1000)}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc))
+
+
+def groups_point(n: int, rounds: int) -> Row:
+    """A fresh name server, broker (holding ``n`` groups from its start) and console; the console's figures."""
+    from bench.rest import Stack
+
+    tmp = Path(tempfile.mkdtemp(prefix="bench-scale-groups-"))
+    node = Node(tmp)
+    stack = None
+    try:
+        node.stop_broker()
+        write_groups(node.store, [f"ScaleG{i:06d}" for i in range(n)])
+        t0 = time.perf_counter()
+        node.start_broker()
+        start_s = time.perf_counter() - t0
+        stack = Stack()
+        stack.env["BROKER_CORE_NAMESRV"] = node.namesrv
+        stack.start_console()
+        session = stack.session()
+        page = page_session(stack)
+        url = stack.url + "/api/v1/consumer-groups/"
+
+        def count() -> int:
+            resp = session.get(url, params={"search": "scaleg", "page_size": "1"})
+            return int(resp.json()["count"]) if resp.status_code == 200 else -1
+
+        wait_for(lambda: count() == n, 60, f"the console to list {n} groups")
+        pages = stack.url + "/groups/"
+        return {"groups": n, "broker_start_s": start_s,
+                "rest_p99_ms": http_p99(lambda: session.get(url, params={"page_size": 100}), rounds),
+                "search_p99_ms": http_p99(lambda: session.get(url, params={"search": "G0001", "page_size": "100"}),
+                                          rounds),
+                "page_p99_ms": http_p99(lambda: page.get(pages), rounds),
+                "broker_rss_mib": rss_kib(node.pid) / 1024}
+    finally:
+        if stack is not None:
+            stack.close()
+        node.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def groups_curve(points: list[int], rounds: int) -> list[Row]:
+    rows: list[Row] = []
+    for n in points:
+        row = groups_point(n, rounds)
+        rows.append(row)
+        print(f"  groups {n}: " + ", ".join(f"{k}={_fmt(v)}" for k, v in row.items()), flush=True)
+    return rows
 
 
 # ---------------------------------------------------------------------------------------------------- connections
@@ -648,6 +722,13 @@ def judge(report: Report) -> None:
                                      "< 2000 ms", reg / 2000, reg < 2000))
         hb = max(row["hb_bytes"] for row in t)
         report.targets.append(Target("unchanged heartbeat (bytes)", hb, "< 10 KiB", hb / 10240, hb < 10240))
+    g = report.curves.get("groups") or []
+    if len(g) > 1:
+        first, last = g[0], g[-1]
+        for key, what in (("rest_p99_ms", "REST group list"), ("page_p99_ms", "group list page")):
+            r = last[key] / first[key]
+            report.targets.append(Target(f"{what} p99 at {last['groups']:,} groups vs {first['groups']:,}",
+                                         last[key], "<= 2x", r, r <= 2))
     c = report.curves.get("connections") or []
     if c:
         first, last = c[0], c[-1]
@@ -687,6 +768,8 @@ CHARTS: dict[str, tuple[str, list[str], str, bool]] = {
     # curve: (x key, y keys, title, log x)
     "topics": ("topics", ["send_p99_ms", "route_p99_ms", "rest_p99_ms", "page_p99_ms", "reg_ms"],
                "Topics (8 queues each): latency (ms)", True),
+    "groups": ("groups", ["rest_p99_ms", "search_p99_ms", "page_p99_ms"], "Consumer groups: console list p99 (ms)",
+               True),
     "connections": ("connections", ["send_p99_ms", "idle_cpu_pct", "rebalance_ms", "broker_rss_mib"],
                     "Client connections", True),
     "size": ("size_b", ["produce_mb_s", "consume_mb_s", "redis_produce_mb_s", "redis_consume_mb_s",
@@ -743,10 +826,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         epilog="Curves and what each point measures: see the module docstring (bench/scale.py). Example: "
                "python -m bench.scale --curves topics --topics 10,1000,10000,50000",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("--curves", default="topics,connections,size,depth",
-                        help="comma-separated: topics, connections, size, depth")
+    parser.add_argument("--curves", default="topics,groups,connections,size,depth",
+                        help="comma-separated: topics, groups, connections, size, depth")
     parser.add_argument("--topics", default="10,1000,10000,50000", help="topic counts of the topics curve")
     parser.add_argument("--queues", type=int, default=8, help="queues per topic")
+    parser.add_argument("--groups", default="10,1000,10000", help="subscription groups of the groups curve")
+    parser.add_argument("--console-rounds", type=int, default=100,
+                        help="timed requests per console p99 (topics and groups curves)")
     parser.add_argument("--connections", default="1,100,1000,5000", help="client connections of that curve")
     parser.add_argument("--heartbeat-s", type=float, default=30.0,
                         help="clients' heartbeat period, also the idle CPU window")
@@ -775,6 +861,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.quick:
         args.topics, args.connections, args.sizes, args.depth = "10,1000", "1,100", "100,16384,262144", "100000"
+        args.groups = "10,1000"
         args.heartbeat_s, args.sends, args.routes, args.size_budget_mib = 10.0, 500, 500, 64
     curves = [c.strip() for c in args.curves.split(",") if c.strip()]
     unknown = set(curves) - set(CHARTS)
@@ -785,7 +872,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "topics" in curves:
         print("topics curve", flush=True)
         report.curves["topics"] = topics_curve(_ints(args.topics), args.queues, args.console, args.sends,
-                                               args.routes, args.send_topics)
+                                               args.routes, args.send_topics, args.console_rounds)
+    if "groups" in curves:
+        print("groups curve", flush=True)
+        report.curves["groups"] = groups_curve(_ints(args.groups), args.console_rounds)
     if "connections" in curves:
         print("connections curve", flush=True)
         report.curves["connections"] = connections_curve(_ints(args.connections), args.heartbeat_s, args.sends)

@@ -68,3 +68,13 @@ def test_an_index_remembers_recent_searches_only() -> None:
     for i in range(200):
         index.matching(f"x{i}", "")
     assert len(index.searches) <= 64 and index.matching("b", "normal") == ("ab", "b")
+
+
+def test_the_list_pages_links_are_djangos_reverse() -> None:
+    from django.urls import reverse
+
+    from console.views.topics import _topic_href
+
+    href = _topic_href()
+    for name in ("%RETRY%g-1", "%DLQ%a%b", "T_1|x", "é", "a b?#&=+"):
+        assert href(name) == reverse("topic-page", args=[name])
