@@ -12,6 +12,7 @@ from broker_core.codec.message import (
     PROPERTY_KEYS,
     PROPERTY_TAGS,
     PROPERTY_UNIQ_KEY,
+    decode_properties,
 )
 from broker_core.codec.message_id import encode_offset_msg_id
 from broker_core.codec.records import decode_pulled
@@ -51,21 +52,26 @@ class MessageQueue:
 
 
 class MessageExt:
-    """A consumed message. Hosts and the offset message id are decoded on first use."""
+    """A consumed message. Hosts, the offset message id and the properties are decoded on first use: a pull hands
+    over each message's properties as the stored bytes (``name\x01value\x02`` pairs), turned into the
+    :attr:`properties` dict when something first asks (tags, keys, the message id, a filter), so a consumer that
+    only reads bodies never decodes them. Properties that are not UTF-8 raise UnicodeDecodeError on that first
+    use."""
 
-    __slots__ = ("_born", "_msg_id", "_store", "body", "born_timestamp", "broker_name", "commit_log_offset",
-                 "properties", "queue_id", "queue_offset", "receipt_handle", "reconsume_times", "store_timestamp",
-                 "sys_flag", "topic")
+    __slots__ = ("_born", "_props", "_store", "body", "born_timestamp", "broker_name", "commit_log_offset",
+                 "queue_id", "queue_offset", "receipt_handle", "reconsume_times", "store_timestamp", "sys_flag",
+                 "topic")
     # The C decoder (codec/_native_c/records.c decode_pulled) fills these slots directly instead of calling
-    # __init__: the 13 arguments in order, then _msg_id = properties.get(UNIQ_KEY), then receipt_handle = None.
+    # __init__: the 13 arguments in order (the properties, raw bytes, into _props), then receipt_handle = None.
     # Keep both in step (tests/unit/client/test_message_native.py compares them).
     __native_slots__ = ("topic", "body", "queue_id", "queue_offset", "commit_log_offset", "born_timestamp",
-                        "store_timestamp", "_born", "_store", "reconsume_times", "broker_name", "properties",
-                        "sys_flag", "_msg_id", "receipt_handle")
+                        "store_timestamp", "_born", "_store", "reconsume_times", "broker_name", "_props",
+                        "sys_flag", "receipt_handle")
 
     def __init__(self, topic: str, body: bytes, queue_id: int, queue_offset: int, commit_log_offset: int,
                  born_timestamp: int, store_timestamp: int, born: tuple[bytes, int], store: tuple[bytes, int],
-                 reconsume_times: int, broker_name: str, properties: dict[str, str], sys_flag: int = 0) -> None:
+                 reconsume_times: int, broker_name: str, properties: dict[str, str] | bytes,
+                 sys_flag: int = 0) -> None:
         self.topic = topic
         self.body = body
         self.queue_id = queue_id
@@ -77,10 +83,21 @@ class MessageExt:
         self._store = store
         self.reconsume_times = reconsume_times
         self.broker_name = broker_name
-        self.properties = properties
+        self._props: dict[str, str] | bytes = properties  # raw bytes until first use
         self.sys_flag = sys_flag
-        self._msg_id = properties.get(PROPERTY_UNIQ_KEY)
         self.receipt_handle: str | None = None  # set for messages received by a SimpleConsumer
+
+    @property
+    def properties(self) -> dict[str, str]:
+        props = self._props
+        if isinstance(props, dict):
+            return props
+        decoded = self._props = decode_properties(props) if props else {}
+        return decoded
+
+    @properties.setter
+    def properties(self, value: dict[str, str]) -> None:
+        self._props = value
 
     @property
     def offset_msg_id(self) -> str:
@@ -88,7 +105,7 @@ class MessageExt:
 
     @property
     def msg_id(self) -> str:
-        return self._msg_id or self.offset_msg_id
+        return self.properties.get(PROPERTY_UNIQ_KEY) or self.offset_msg_id
 
     @property
     def born_host(self) -> str:

@@ -24,7 +24,6 @@ from broker_core.codec.message import (
     OFFSET_RECONSUME_TIMES,
     PROPERTY_DELAY_TIME_LEVEL,
     check_record,
-    py_decode_properties,
 )
 from broker_core.codec.native import NATIVE
 
@@ -113,8 +112,10 @@ def decode_pulled(buf: bytes | bytearray | memoryview, source: str, factory: Cal
     """Records as a broker sends them (a pull, query or view body) straight to message objects:
     ``factory(topic, body, queue_id, queue_offset, commit_log_offset, born_timestamp, store_timestamp,
     (born_ip4, born_port), (store_ip4, store_port), reconsume_times, broker_name, properties, sys_flag)`` per
-    record, with a compressed body inflated and the properties decoded. Raises :class:`CodecError` on a record
-    that does not fit or a body that does not inflate (at the record's CommitLog offset)."""
+    record, with a compressed body inflated and ``properties`` the raw properties bytes (``name\x01value\x02``
+    pairs, as stored; the message object decodes them on first use, so a consumer that never looks at them
+    never pays for them, and bytes that are not UTF-8 fail that use, not the pull). Raises :class:`CodecError`
+    on a record that does not fit or a body that does not inflate (at the record's CommitLog offset)."""
     out = []
     for (_, _, _, queue_id, _, queue_offset, phy, sys_flag, born_ts, born_ip, born_port, store_ts, store_ip,
          store_port, reconsume, _, _), body, topic, raw_props in walk_records(buf, source):
@@ -123,9 +124,8 @@ def decode_pulled(buf: bytes | bytearray | memoryview, source: str, factory: Cal
                 body = zlib.decompress(body)
             except zlib.error as exc:
                 raise CodecError(f"compressed body does not inflate: {exc}", source, phy) from None
-        props = py_decode_properties(raw_props) if raw_props else {}
         out.append(factory(topic, body, queue_id, queue_offset, phy, born_ts, store_ts, (born_ip, born_port),
-                           (store_ip, store_port), reconsume, broker_name, props, sys_flag))
+                           (store_ip, store_port), reconsume, broker_name, raw_props, sys_flag))
     return out
 
 

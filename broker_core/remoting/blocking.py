@@ -14,7 +14,13 @@ than that buffer is read by its length: its header and body each straight into a
 (``receive.BytesReceiver``, ``MSG_WAITALL``), so a pull's megabyte of records is copied once from the kernel,
 not gathered chunk by chunk, nor copied again.
 A frame the codec refuses (over the size limit, bad lengths or type) drops the socket: nothing after it on the
-stream could be trusted."""
+stream could be trusted.
+
+Pipelining: :meth:`BlockingClient.submit` sends a request without waiting, :meth:`BlockingClient.result` waits
+for its answer, so a caller keeps several requests in flight on the one socket (a consumer catching up pulls the
+next batch while it decodes this one). An answer read while waiting for another request's is kept with the
+socket (by opaque) until its own ``result``; an answer nobody waits for any more (``discard``) is dropped when it
+comes. A timeout or a broken socket drops the socket, and every request in flight on it fails."""
 
 from __future__ import annotations
 
@@ -23,6 +29,7 @@ import socket
 import struct
 import threading
 import time
+from dataclasses import dataclass
 
 from broker_core.codec.wire import FRAME_HEAD, FRAME_HEAD_SIZE, decode_frame
 from broker_core.protocol import ProtocolError, RemotingCommand
@@ -48,7 +55,7 @@ _unpack_head = FRAME_HEAD.unpack_from
 
 
 class _Socket:
-    __slots__ = ("addr", "buf", "end", "sock", "start", "timeout", "view")
+    __slots__ = ("addr", "buf", "closed", "end", "kept", "sock", "start", "timeout", "view", "waiting")
 
     def __init__(self, addr: str, connect_timeout: float) -> None:
         host, _, port = addr.rpartition(":")
@@ -63,6 +70,9 @@ class _Socket:
         self.buf = bytearray(READ_BUFFER_SIZE)
         self.view = memoryview(self.buf)
         self.start = self.end = 0  # buf[start:end]: bytes received, not yet part of a returned frame
+        self.waiting: set[int] = set()  # opaques of submitted requests whose answers are still wanted
+        self.kept: dict[int, RemotingCommand] = {}  # answers of submitted requests read before their result()
+        self.closed = False
 
     def set_deadline(self, deadline: float) -> None:
         """Bound the next blocking call by ``deadline``; TimeoutError once it has passed. The kernel timeout is
@@ -201,6 +211,7 @@ class _Socket:
     def close(self) -> None:
         """Shut the socket down, then close it: a thread blocked in recv on it (a held long-polling pull) wakes
         with end-of-stream (ConnectionError) instead of waiting out its timeout; close alone would not wake it."""
+        self.closed = True
         try:
             self.sock.shutdown(socket.SHUT_RDWR)
         except OSError:
@@ -209,6 +220,17 @@ class _Socket:
             self.sock.close()
         except OSError:
             pass
+
+
+@dataclass(slots=True)
+class Submitted:
+    """A request sent by :meth:`BlockingClient.submit` whose answer :meth:`BlockingClient.result` waits for."""
+
+    sock: _Socket
+    opaque: int
+    deadline: float
+    code: int
+    timeout: float
 
 
 class BlockingClient:
@@ -263,8 +285,9 @@ class BlockingClient:
         deadline = _monotonic() + timeout
         try:
             s.send(cmd.encode(), deadline)
-            resp = s.read_frame(deadline, fresh=True)
+            resp = s.read_frame(deadline, fresh=not s.waiting)
             while resp.opaque != opaque or not resp.flags & FLAG_RESPONSE:  # a notification before the answer
+                self._keep(s, resp)
                 resp = s.read_frame(deadline)
             return resp
         except TimeoutError:
@@ -273,6 +296,75 @@ class BlockingClient:
         except (OSError, ProtocolError) as exc:
             self._drop(s)
             raise ConnectionError(f"connection to {addr} failed: {exc}") from None
+
+    @staticmethod
+    def _keep(s: _Socket, resp: RemotingCommand) -> None:
+        """``resp`` came while another answer was awaited: kept when it answers a submitted request still wanted;
+        anything else (a notification, a discarded request's answer) is dropped."""
+        if resp.flags & FLAG_RESPONSE and resp.opaque in s.waiting:
+            s.kept[resp.opaque] = resp
+
+    def submit(self, addr: str, cmd: RemotingCommand, timeout: float = 3.0) -> Submitted:
+        """Send ``cmd`` on this thread's socket to ``addr`` without waiting for its answer (see :meth:`result`).
+        Raises RemotingTimeout or ConnectionError as :meth:`invoke` (a socket found broken is replaced when
+        nothing else is in flight on it)."""
+        s = self._socks().get(addr)
+        if s is not None and not s.waiting:
+            try:
+                return self._submit(s, addr, cmd, timeout)
+            except ConnectionError:
+                s = None  # a pooled socket whose peer went away: one fresh attempt
+        return self._submit(s or self._socket(addr), addr, cmd, timeout)
+
+    def _submit(self, s: _Socket, addr: str, cmd: RemotingCommand, timeout: float) -> Submitted:
+        opaque = cmd.opaque = next(self._opaque) & 0x7FFFFFFF
+        cmd.serialize_type = self.serialize_type
+        if self.credentials is not None:
+            sign_command(cmd, self.credentials)
+        deadline = _monotonic() + timeout
+        try:
+            s.send(cmd.encode(), deadline)
+        except TimeoutError:
+            self._drop(s)
+            raise RemotingTimeout(f"request {cmd.code} to {addr} timed out after {timeout:.1f}s") from None
+        except OSError as exc:
+            self._drop(s)
+            raise ConnectionError(f"connection to {addr} failed: {exc}") from None
+        s.waiting.add(opaque)
+        return Submitted(s, opaque, deadline, cmd.code, timeout)
+
+    def result(self, sub: Submitted) -> RemotingCommand:
+        """The answer to a submitted request, waited for until its deadline or ``timeout`` from this call, whichever
+        is later (RemotingTimeout; the socket is dropped, failing every request in flight on it); ConnectionError
+        when the socket broke."""
+        s, opaque = sub.sock, sub.opaque
+        resp = s.kept.pop(opaque, None)
+        if resp is not None:
+            s.waiting.discard(opaque)
+            return resp
+        if s.closed or opaque not in s.waiting:
+            raise ConnectionError(f"connection to {s.addr} was closed with request {sub.code} in flight")
+        # the caller may come late (it handled earlier answers meanwhile): the answer gets its timeout from now
+        deadline = max(sub.deadline, _monotonic() + sub.timeout)
+        try:
+            while True:
+                resp = s.read_frame(deadline)
+                if resp.opaque == opaque and resp.flags & FLAG_RESPONSE:
+                    s.waiting.discard(opaque)
+                    return resp
+                self._keep(s, resp)
+        except TimeoutError:
+            self._drop(s)
+            raise RemotingTimeout(f"request {sub.code} to {s.addr} timed out after {sub.timeout:.1f}s") from None
+        except (OSError, ProtocolError) as exc:
+            self._drop(s)
+            raise ConnectionError(f"connection to {s.addr} failed: {exc}") from None
+
+    @staticmethod
+    def discard(sub: Submitted) -> None:
+        """The answer to ``sub`` is not wanted: dropped if already read, else when it comes."""
+        sub.sock.waiting.discard(sub.opaque)
+        sub.sock.kept.pop(sub.opaque, None)
 
     def close(self) -> None:
         with self._lock:

@@ -20,7 +20,13 @@ from broker_core.store.consume_queue import ConsumeQueue
 from broker_core.store.index_file import IndexService
 from broker_core.store.results import GetMessageResult, GetStatus, QueryMessageResult
 
-UNIT_SCAN_BYTES = 16000  # units examined per pull (upstream)
+UNIT_SCAN_BYTES = 16000  # ConsumeQueue bytes examined per pull at least (upstream maxFilterMessageCount)
+
+
+def unit_scan_bytes(max_msg_nums: int) -> int:
+    """ConsumeQueue bytes a pull of ``max_msg_nums`` examines: RocketMQ's ``maxFilterMessageCount``,
+    ``max(16000, maxMsgNums * 20)``, so a pull of more than 800 messages is not cut at 800 units."""
+    return max(UNIT_SCAN_BYTES, max_msg_nums * CQ_STORE_UNIT_SIZE)
 
 
 def read_queue(commit_log: CommitLog, cq: ConsumeQueue, offset: int, max_msg_nums: int,
@@ -51,7 +57,8 @@ def read_queue(commit_log: CommitLog, cq: ConsumeQueue, offset: int, max_msg_num
     try:
         buf = result.buffer
         runs, phys, queue_offsets, end, removed = pick_units(
-            buf, min(len(buf), UNIT_SCAN_BYTES), max_msg_nums, commit_log.min_offset(), tag_hashes, max_bytes, offset)
+            buf, min(len(buf), unit_scan_bytes(max_msg_nums)), max_msg_nums, commit_log.min_offset(), tag_hashes,
+            max_bytes, offset)
         out.next_begin_offset = offset + end // CQ_STORE_UNIT_SIZE
     finally:
         result.release()

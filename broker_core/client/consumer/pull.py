@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from collections import deque
+from collections.abc import Iterator
+
 from broker_core.client.consumer.base import BROKER_SUSPEND_MAX_S, PullResult, _ConsumerBase
 from broker_core.client.instance import ClientInstance
 from broker_core.client.message import ClientError, MessageQueue
 from broker_core.protocol import RequestCode, ResponseCode
 from broker_core.protocol.acl import SessionCredentials
 from broker_core.protocol.filter import Subscription, parse_subscription
-from broker_core.remoting.blocking import BlockingClient
+from broker_core.remoting.blocking import BlockingClient, Submitted
 from broker_core.remoting.client import run_sync
 
 
@@ -64,6 +67,58 @@ class PullConsumer(_ConsumerBase):
             self.instance.mark_down(addr)  # the next pull goes to another broker of the group
             raise
         return self._pull_result(mq, sub, offset, resp)
+
+    def pull_ahead(self, mq: MessageQueue, offset: int, max_nums: int = 32, expression: str = "*",
+                   in_flight: int = 2, expression_type: str = "TAG") -> Iterator[PullResult]:
+        """The pulls of ``mq`` from ``offset`` on, in order, each from the previous one's ``next_begin_offset``
+        (what a loop of :meth:`pull` gives), with up to ``in_flight`` requests outstanding on this thread's socket:
+        while the application handles one batch the broker reads the next (a consumer catching up a deep queue
+        waits for neither the broker's disk read nor the round trip). The offsets of requests sent ahead are
+        guessed from the last answer's stride (how far it moved the offset); an answer to a wrong guess is
+        dropped and the pull is sent again from the right offset. Only while answers move the offset: one that
+        does not (NO_NEW_MSG, OFFSET_ILLEGAL) is yielded and the next pull is sent when the next result is asked
+        for. Never holds a request at the broker (no long polling). Closing the iterator drops the answers
+        still in flight."""
+        if in_flight < 1:
+            raise ValueError("in_flight must be at least 1")
+        sub = parse_subscription(mq.topic, expression, expression_type)
+        if mq.topic not in self.instance.routes:
+            run_sync(self.instance.route(mq.topic))
+        sent: deque[tuple[int, Submitted]] = deque()  # (offset, request) in the order sent
+        want, ahead, stride = offset, offset, 0  # the next offset to yield, the next to send, the last stride
+        try:
+            while True:
+                if not sent or sent[0][0] != want:  # nothing sent for the offset wanted: the guesses were wrong
+                    ahead = want
+                while len(sent) < (in_flight if stride else 1) or not any(o == want for o, _ in sent):
+                    sent.append((ahead, self._submit_pull(mq, ahead, max_nums, sub)))
+                    ahead += stride
+                    if not stride:
+                        break
+                at, req = sent.popleft()
+                try:
+                    resp = self.blocking.result(req)
+                except ConnectionError:
+                    self.instance.mark_down(req.sock.addr)
+                    raise
+                if at != want:
+                    continue  # the answer to a wrong guess
+                result = self._pull_result(mq, sub, at, resp)
+                want = result.next_begin_offset
+                stride = want - at if want > at else 0
+                yield result
+        finally:
+            for _, req in sent:
+                self.blocking.discard(req)
+
+    def _submit_pull(self, mq: MessageQueue, offset: int, max_nums: int, sub: Subscription) -> Submitted:
+        addr, _ = self.instance.find_broker(mq.broker_name, self.pull_from.get(mq, 0))
+        cmd, timeout = self._pull_command(mq, offset, max_nums, sub, 0.0, -1, 0)
+        try:
+            return self.blocking.submit(addr, cmd, timeout)
+        except ConnectionError:
+            self.instance.mark_down(addr)
+            raise
 
     def min_offset(self, mq: MessageQueue) -> int:
         return run_sync(self._offset(mq, RequestCode.GET_MIN_OFFSET))

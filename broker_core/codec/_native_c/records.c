@@ -35,15 +35,13 @@ static int record_layout(const unsigned char *b, Py_ssize_t pos, Py_ssize_t end,
 }
 
 /* A factory class may name, in its ``__native_slots__``, the 13 slots the factory's arguments go to (in
- * argument order) followed by the slot given ``properties.get("UNIQ_KEY")`` and any further slots set to
- * None: then decode_pulled allocates the object and fills those slots directly, as its __init__ would
+ * argument order) followed by any further slots set to None: then decode_pulled allocates the object and fills those slots directly, as its __init__ would
  * (without running it). The class's own tests prove both ways give equal objects. Offsets are looked up once
  * per class (the member descriptors of its __slots__) and kept while that class object lives. */
 #define NATIVE_SLOTS_MAX 20
 
 static SlotMap pulled_map;  /* decode_pulled's factory: the names of its __native_slots__, in that order */
 static Py_ssize_t pulled_count;  /* how many names */
-static PyObject *uniq_key_str;
 
 /* 1 with the offsets ready for `factory`, 0 when it has no usable __native_slots__ (call it instead), -1 error */
 static int native_slots_for(PyObject *factory) {
@@ -54,7 +52,7 @@ static int native_slots_for(PyObject *factory) {
     if (names == NULL && PyErr_Occurred()) return -1;
     if (names == NULL || !PyTuple_Check(names)) return 0;
     Py_ssize_t n = PyTuple_GET_SIZE(names);
-    if (n < 14 || n > NATIVE_SLOTS_MAX || tp->tp_alloc == NULL || tp->tp_new == NULL) return 0;
+    if (n < 13 || n > NATIVE_SLOTS_MAX || tp->tp_alloc == NULL || tp->tp_new == NULL) return 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         if (!PyUnicode_Check(PyTuple_GET_ITEM(names, i))) return 0;
     }
@@ -68,17 +66,15 @@ static int native_slots_for(PyObject *factory) {
 }
 
 /* A new instance of pulled_map's class with argv[0:13] (new references or borrowed, see `owned`) in its slots. */
-static PyObject *fill_slots(PyObject *const *argv, PyObject *props) {
+static PyObject *fill_slots(PyObject *const *argv) {
     PyTypeObject *tp = pulled_map.tp;
     PyObject *obj = tp->tp_alloc(tp, 0);
     if (obj == NULL) return NULL;
     char *base = (char *)obj;
     for (int i = 0; i < 13; i++) *(PyObject **)(base + pulled_map.off[i]) = Py_NewRef(argv[i]);
-    PyObject *uniq = PyDict_GetItemWithError(props, uniq_key_str);  /* borrowed */
-    if (uniq == NULL && PyErr_Occurred()) { Py_DECREF(obj); return NULL; }
-    *(PyObject **)(base + pulled_map.off[13]) = Py_NewRef(uniq ? uniq : Py_None);
-    for (Py_ssize_t i = 14; i < pulled_count; i++) *(PyObject **)(base + pulled_map.off[i]) = Py_NewRef(Py_None);
-    /* Every slot holds an atomic value, a tuple of them or a dict of str: nothing a cycle can run through, so
+    for (Py_ssize_t i = 13; i < pulled_count; i++) *(PyObject **)(base + pulled_map.off[i]) = Py_NewRef(Py_None);
+    /* Every slot holds an atomic value or a tuple of them (the properties are their raw bytes until the message
+     * decodes them, then a dict of str): nothing a cycle can run through, so
      * the object is left out of the cycle collector (as CPython does for such tuples and dicts), which
      * otherwise walks every message a consumer keeps, again and again. A cycle a caller builds through one
      * (a message put in its own properties) is not collected. */
@@ -171,7 +167,8 @@ PyObject *bc_py_decode_pulled(PyObject *self, PyObject *args) {
             last_store_p = p + 64;
         }
         Py_ssize_t pstart = q + 3 + tlen;
-        PyObject *props = bc_properties_dict(p + pstart, total - pstart);
+        /* the raw properties: the message decodes them on first use (most consumers never look) */
+        PyObject *props = PyBytes_FromStringAndSize((const char *)p + pstart, total - pstart);
         if (props == NULL) { Py_DECREF(body); goto fail; }
         PyObject *argv[13];
         argv[0] = last_topic;
@@ -189,7 +186,7 @@ PyObject *bc_py_decode_pulled(PyObject *self, PyObject *args) {
         argv[12] = PyLong_FromLong(sys_flag);
         PyObject *m = NULL;
         if (argv[2] && argv[3] && argv[4] && argv[5] && argv[6] && argv[9] && argv[12])
-            m = fast ? fill_slots(argv, props) : PyObject_Vectorcall(factory, argv, 13, NULL);
+            m = fast ? fill_slots(argv) : PyObject_Vectorcall(factory, argv, 13, NULL);
         Py_DECREF(body);
         Py_DECREF(props);
         Py_XDECREF(argv[2]); Py_XDECREF(argv[3]); Py_XDECREF(argv[4]); Py_XDECREF(argv[5]); Py_XDECREF(argv[6]);
@@ -424,8 +421,7 @@ done:
     return res;
 }
 
-/* The names decode_pulled looks up, interned once (PyInit): 0, or -1 with an exception set */
+/* What decode_pulled would set up at import: nothing now (it looks no names up); kept as the module's init hook */
 int bc_records_init(void) {
-    uniq_key_str = PyUnicode_InternFromString("UNIQ_KEY");
-    return uniq_key_str == NULL ? -1 : 0;
+    return 0;
 }
