@@ -112,8 +112,10 @@ the HA status (907) reached the dead-letter resend. Every number below 32768 tha
 apache/rocketmq (4.x and 5.x: 10-61, 100-106, 200-225, 300-422, 513-666, 901-908, 1000-1019, 1217, 2001-2041,
 3001-3010, 3442-3543, 4000-4009) is far below this block; above 32767 it uses 200050-200151 (POP). The block
 stays below 32768 because the ROCKETMQ serialize type carries the code in a signed 2-byte field (the JSON type
-in a Java int). Each own code is its old number + 30000, so logs and notes that name the old ones still map.
-RocketMQ's own codes that this broker does not serve (901-908 among them) get REQUEST_CODE_NOT_SUPPORTED."""
+in a Java int): a larger code would push every request onto the JSON fallback, and ``spark_jobs.remote``, which
+writes binary headers only, could not send READ_SNAPSHOT_SEGMENT at all. Each own code is its old number + 30000,
+so logs and notes that name the old ones still map. RocketMQ's own codes that this broker does not serve (901-908
+among them) get REQUEST_CODE_NOT_SUPPORTED."""
 
 
 class ResponseCode(enum.IntEnum):
