@@ -27,11 +27,9 @@ import json
 import logging
 from typing import TYPE_CHECKING
 
-from broker_core.codec.wire import SERIALIZE_JSON
 from broker_core.ha.autoswitch_master import AutoSwitchHAService
 from broker_core.ha.autoswitch_slave import AutoSwitchHAClient
-from broker_core.ha.slave_sync import SlaveSynchronize
-from broker_core.remoting.client import RemotingClient
+from broker_core.ha.broker_base import BrokerHABase
 from broker_core.store import PutStatus
 from broker_core.store.epoch_file import LONG_MAX, EpochFile
 
@@ -41,16 +39,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class AutoSwitchBrokerHA:
+class AutoSwitchBrokerHA(BrokerHABase[AutoSwitchHAService, AutoSwitchHAClient]):
     def __init__(self, ctl: HaHost) -> None:
-        self.ctl = ctl
-        self.config = ctl.config
         self.epochs = EpochFile(ctl.config.epoch_file_path)
-        self.service = AutoSwitchHAService(ctl.store, ctl.config, self.epochs)
-        self.client: AutoSwitchHAClient | None = None
-        self.sync: SlaveSynchronize | None = None
-        self._sync_client: RemotingClient | None = None
-        self._sync_task: asyncio.Task[None] | None = None
+        super().__init__(ctl, AutoSwitchHAService(ctl.store, ctl.config, self.epochs))
         self.fenced = True
         self.master_epoch = 0  # the newest master epoch this broker applied
         self.master_address = ""  # the master's broker address as the controller announced it
@@ -83,12 +75,6 @@ class AutoSwitchBrokerHA:
     def sync_master(self) -> bool:
         return self.is_master
 
-    @property
-    def server_addr(self) -> str:
-        if not self.service.port:
-            return ""
-        return f"{self.config.ha.broker_ip2 or self.config.broker_ip}:{self.service.port}"
-
     def master_ha_addr(self) -> str:
         """The master's HA address: the name server's answer, only while it names the announced master."""
         if self.config.ha.ha_master_address:
@@ -98,19 +84,7 @@ class AutoSwitchBrokerHA:
         return ""
 
     async def start(self, host: str, listen_port: int) -> None:
-        port = self.config.ha.ha_listen_port
-        if port < 0:
-            port = listen_port + 1 if self.config.listen_port > 0 else 0
-        await self.service.start(host, port)
-        self.ctl.store.add_arrival_listener(lambda batch: self.service.notify())
-
-    def master_address_learned(self, before: str) -> None:
-        if self.client is not None and self.master_ha_addr() != before:
-            self.client.address_changed()
-
-    async def shutdown(self) -> None:
-        await self._stop_slave()
-        await self.service.close()
+        await self.start_listener(host, listen_port)
 
     async def wait_replicated(self, next_offset: int) -> PutStatus:
         return await self.service.wait_acked(next_offset)
@@ -133,7 +107,7 @@ class AutoSwitchBrokerHA:
             if epoch < last:
                 log.error("refusing to become master of epoch %d: the epoch file is at %d", epoch, last)
                 return
-            await self._stop_slave()
+            await self.stop_slave()
             loop = asyncio.get_running_loop()
             await loop.run_in_executor(None, store.reput.do_reput)
             end = store.max_phy_offset()
@@ -174,27 +148,11 @@ class AutoSwitchBrokerHA:
             changed = master_address != self.master_address
             self.master_address = master_address
             if self.client is None or changed or was_master:
-                await self._stop_slave()
-                self.client = AutoSwitchHAClient(self.ctl.store, self.config, self.epochs, broker_id,
-                                                 self.master_ha_addr, lambda: self.master_epoch)
-                self.client.start()
-                self._sync_client = RemotingClient(serialize_type=SERIALIZE_JSON)
-                self.sync = SlaveSynchronize(self.ctl, self._sync_client)
-                self._sync_task = asyncio.ensure_future(self.sync.run())
+                await self.stop_slave()
+                self.start_slave(AutoSwitchHAClient(self.ctl.store, self.config, self.epochs, broker_id,
+                                                    self.master_ha_addr, lambda: self.master_epoch))
             log.warning("broker %s is SLAVE (id %d) of %s, epoch %d", self.config.broker_name, broker_id,
                         master_address, epoch)
-
-    async def _stop_slave(self) -> None:
-        if self._sync_task is not None:
-            self._sync_task.cancel()
-            await asyncio.gather(self._sync_task, return_exceptions=True)
-            self._sync_task = None
-        if self.client is not None:
-            await self.client.close()
-            self.client = None
-        if self._sync_client is not None:
-            await self._sync_client.close()
-            self._sync_client = None
 
     def runtime_info(self) -> dict[str, object]:
         info: dict[str, object] = {"haServerAddr": self.server_addr, "controllerMode": True,
@@ -206,8 +164,5 @@ class AutoSwitchBrokerHA:
         service["haSlaves"] = json.dumps(service["haSlaves"], separators=(",", ":"))
         service["syncStateSet"] = json.dumps(service["syncStateSet"])
         info.update(service)
-        if self.client is not None:
-            info.update(self.client.info())
-        if self.sync is not None:
-            info["haSlaveSyncRounds"] = self.sync.rounds
+        info.update(self.slave_info())
         return info

@@ -76,8 +76,7 @@ class AutoSwitchHAService(HAListener[AutoSwitchHAConnection]):
         return AutoSwitchHAConnection(self, reader, writer) if self.is_master else None  # only a master serves
 
     async def close(self) -> None:
-        self.close_server()
-        self.close_connections()
+        await super().close()
         self.fail_waiters()
 
     def fail_waiters(self) -> None:

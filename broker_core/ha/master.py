@@ -113,8 +113,7 @@ class HAService(HAListener[HAConnection]):
         return HAConnection(self, reader, writer)
 
     async def close(self) -> None:
-        self.close_server()
-        self.close_connections()
+        await super().close()
         for _, _, fut in self._waiters:
             if not fut.done():
                 fut.set_result(False)

@@ -189,13 +189,15 @@ class HAListener(Generic[C]):
         log.info("HA connection from slave %s", conn.remote)
         await conn.serve()
 
-    def close_server(self) -> None:
-        if self._server is not None:
-            self._server.close()
-
     def close_connections(self) -> None:
         for conn in list(self.connections):
             conn.close()
+
+    async def close(self) -> None:
+        """Stop listening and close every connection (subclasses also release what waits on them)."""
+        if self._server is not None:
+            self._server.close()
+        self.close_connections()
 
     def notify(self) -> None:
         """New CommitLog bytes: wake the connections' writers (safe from any thread)."""
