@@ -39,9 +39,9 @@ from broker_core.errors import ProtocolError
 from broker_core.remoting.receive import BytesReceiver
 
 DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024  # com.rocketmq.remoting.frameMaxLength, counting the length word
-# A frame still missing more than this after a read has its body received in place (FrameDecoder.body): one bytes
-# object of the body's size, filled by the following reads, instead of a growing buffer and a copy at the end. A
-# body over it is also written apart from its frame's head (RemotingCommand.encode_parts), not copied into a frame.
+# An incomplete frame whose body is over this has its body received in place (FrameDecoder.body): one bytes object
+# of the body's size, filled by the following reads, instead of a growing buffer and a copy at the end. A body over
+# it is also written apart from its frame's head (RemotingCommand.encode_parts), not copied into a frame.
 LARGE_BODY_BYTES = 64 * 1024
 _LENGTH = struct.Struct(">I")
 
@@ -233,7 +233,7 @@ def check_frame_head(length: int, word: int, max_frame_bytes: int = DEFAULT_MAX_
 class FrameDecoder:
     """Accumulates bytes and yields complete commands (``LengthFieldBasedFrameDecoder(max, 0, 4, 0, 4)``).
 
-    A large frame (more than :data:`LARGE_BODY_BYTES` missing once its head and header are in) goes into
+    An incomplete large frame (a body over :data:`LARGE_BODY_BYTES`, its head and header in) goes into
     :attr:`body`, a ``BytesReceiver`` of the body's size (remoting/receive.py): :meth:`feed` copies what arrives
     into it, or an event loop reads straight into ``body.into()`` and reports the count to :meth:`received`
     (asyncio.BufferedProtocol). Either way the body is copied once, not grown in a buffer and copied out, and the
@@ -296,18 +296,29 @@ class FrameDecoder:
                 buf.clear()
         return out
 
+    def open_body(self, data: bytes | bytearray | memoryview) -> bool:
+        """With nothing held back, ``data`` (a read) starting a frame: when that frame is large and incomplete (its
+        header in), its body is opened with the rest of ``data`` (True: nothing else to do with ``data``); else
+        False, and ``data`` is to be fed. Lets a reader copy a large frame's start once, from its own read buffer;
+        :class:`ProtocolError` for a bad frame head, as :meth:`feed`."""
+        if self._buf or self.body is not None or len(data) < FRAME_HEAD_SIZE:
+            return False
+        length, word = FRAME_HEAD.unpack_from(data, 0)
+        return len(data) < 4 + length and self._start_body(data, length, word)
+
     def received(self, n: int) -> list[RemotingCommand]:
         """``n`` bytes were read into ``body.into()``: the command, once the body is complete."""
         self.body.advance(n)
         return self._complete() if self.body.filled >= self.body.size else []
 
     def _start_body(self, frame: bytes | bytearray | memoryview, length: int, word: int) -> bool:
-        """``frame`` starts an incomplete frame: when its header is in and more than LARGE_BODY_BYTES are missing,
-        its body goes into a receiver of its size (True); else (False) it stays buffered."""
+        """``frame`` starts an incomplete frame: when its header is in and its body is over LARGE_BODY_BYTES, the body
+        goes into a receiver of its size (True; what of it is in ``frame`` copied once); else (False) it stays
+        buffered."""
         st, hlen = check_frame_head(length, word, self.max_frame_bytes)
         have = len(frame)
         start = FRAME_HEAD_SIZE + hlen
-        if 4 + length - have <= LARGE_BODY_BYTES or have < start:
+        if length - 4 - hlen <= LARGE_BODY_BYTES or have < start:
             return False
         self.body = BytesReceiver(length - 4 - hlen, frame[start:])
         self._head = (st, bytes(frame[FRAME_HEAD_SIZE:start]))

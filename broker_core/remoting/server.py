@@ -36,7 +36,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Union, cast
 
 from broker_core.protocol import FrameDecoder, ProtocolError, RemotingCommand, ResponseCode
-from broker_core.protocol.command import DEFAULT_MAX_FRAME_BYTES, FLAG_ONEWAY, FLAG_RESPONSE
+from broker_core.protocol.command import DEFAULT_MAX_FRAME_BYTES, FLAG_ONEWAY, FLAG_RESPONSE, LARGE_BODY_BYTES
 from broker_core.protocol.fields import BadRequest
 from broker_core.remoting.connection import MAX_QUEUED, Connection, drop_response
 from broker_core.remoting.filesend import FileRegion, FileResponse, GatherResponse
@@ -86,14 +86,23 @@ class _ServerProtocol(asyncio.BufferedProtocol):
         return self.server.read_buffer if body is None else body.into()
 
     def buffer_updated(self, nbytes: int) -> None:
-        if self.decoder.body is None:
-            self.data_received(self.server.read_buffer[:nbytes].tobytes())
-            return
+        decoder = self.decoder
         conn = self.conn
         assert conn is not None
+        if decoder.body is None:
+            read = self.server.read_buffer[:nbytes]
+            try:  # a read starting a large frame: its body opened from the read buffer (one copy), then read into
+                if nbytes > LARGE_BODY_BYTES and decoder.open_body(read):
+                    conn.last_activity = self.loop.time()
+                    return
+            except ProtocolError as exc:
+                self._malformed(exc)
+                return
+            self.data_received(read.tobytes())
+            return
         conn.last_activity = self.loop.time()
         try:
-            commands = self.decoder.received(nbytes)
+            commands = decoder.received(nbytes)
         except ProtocolError as exc:  # the header of the completed frame does not parse
             self._malformed(exc)
             return
