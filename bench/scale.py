@@ -831,7 +831,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="comma-separated: topics, groups, connections, size, depth")
     parser.add_argument("--topics", default="10,1000,10000,50000", help="topic counts of the topics curve")
     parser.add_argument("--queues", type=int, default=8, help="queues per topic")
-    parser.add_argument("--groups", default="10,1000,10000", help="subscription groups of the groups curve")
+    parser.add_argument("--groups", default="100,1000,10000",
+                        help="subscription groups of the groups curve (from one full list page, 100)")
     parser.add_argument("--console-rounds", type=int, default=100,
                         help="timed requests per console p99 (topics and groups curves)")
     parser.add_argument("--connections", default="1,100,1000,5000", help="client connections of that curve")
@@ -862,7 +863,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.quick:
         args.topics, args.connections, args.sizes, args.depth = "10,1000", "1,100", "100,16384,262144", "100000"
-        args.groups = "10,1000"
+        args.groups = "100,1000"
         args.heartbeat_s, args.sends, args.routes, args.size_budget_mib = 10.0, 500, 500, 64
     curves = [c.strip() for c in args.curves.split(",") if c.strip()]
     unknown = set(curves) - set(CHARTS)

@@ -20,6 +20,7 @@ from console.selectors.ui_groups import group_list_context, group_queues, reset_
 from console.services.groups import reset_offset
 from console.views.base import error_page, invalid_group_page, page
 from console.views.forms import QUEUE_INPUT, GroupForm, ResetOffsetForm
+from console.views.topics import page_href
 
 
 @page(VIEWER)
@@ -30,7 +31,11 @@ def group_list(request: HttpRequest) -> HttpResponse:
         page_no = int(request.GET.get("page", 1))
     except ValueError:
         page_no = 1
-    return render(request, "console/group_list.html", group_list_context(search, page_no))
+    context = group_list_context(search, page_no)
+    group_href, dlq_href = page_href("group-page"), page_href("dlq-page")
+    context["groups"] = [{**g, "href": group_href(g["group"]), "dlq_href": dlq_href(g["group"])}
+                         for g in context["groups"]]
+    return render(request, "console/group_list.html", context)
 
 
 @page(VIEWER)

@@ -26,12 +26,17 @@ from console.views.forms import SendMessageForm, TopicCreateForm
 PAGE_SIZE = 200  # topics per list page
 
 
+def page_href(url_name: str) -> Callable[[str], str]:
+    """``arg -> reverse(url_name, args=[arg])`` at the cost of a ``quote``, for list pages' links (200 topics a
+    page): the URL is reversed once with a marker and the argument quoted as Django's reverse quotes path
+    arguments."""
+    marker = "PAGEHREFMARKER"
+    head, tail = reverse(url_name, args=[marker]).split(marker)
+    return lambda arg: head + quote(arg, safe=RFC3986_SUBDELIMS + "/~:@") + tail
+
+
 def _topic_href() -> Callable[[str], str]:
-    """``name -> reverse("topic-page", args=[name])`` at the cost of a ``quote``: the URL is reversed once with a
-    marker and the name quoted as Django's reverse quotes path arguments (a page lists 200 topics)."""
-    marker = "TOPICNAMEMARKER"
-    head, tail = reverse("topic-page", args=[marker]).split(marker)
-    return lambda name: head + quote(name, safe=RFC3986_SUBDELIMS + "/~:@") + tail
+    return page_href("topic-page")
 
 
 def _list_context(request: HttpRequest) -> dict[str, object]:
