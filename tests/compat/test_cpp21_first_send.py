@@ -14,8 +14,6 @@ the client, so this test asserts what holds every time rather than that failures
 
 from __future__ import annotations
 
-import json
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,26 +21,18 @@ from typing import Any
 import pytest
 
 from broker_core.client import AdminClient
-from tests.conftest import ROOT
+from tests.compat.cpp_driver import CPP21_PYTHON, clean_env, one_broker_cluster, run_driver
 from tests.integration.cluster import Cluster, read_topic
 
 pytestmark = pytest.mark.integration
 
-VENV_PYTHON = ROOT / ".venv-rocketmq21" / "bin" / "python"
 DRIVER = Path(__file__).with_name("cpp21_client.py")
 ROUNDS = 6
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    if not VENV_PYTHON.exists():
-        pytest.fail(f"{VENV_PYTHON} is missing: run `make .venv-rocketmq21/.installed` (make test does)")
-    c = Cluster(tmp_path_factory.mktemp("cpp21"))
-    try:
-        c.add_brokers_registered({"broker-a": "autoCreateTopicEnable=true\n"})
-        yield c
-    finally:
-        c.close()
+    yield from one_broker_cluster(tmp_path_factory, "cpp21", "autoCreateTopicEnable=true\n", CPP21_PYTHON)
 
 
 @pytest.fixture(scope="module")
@@ -55,11 +45,9 @@ def burst(cluster: Cluster, topic: str, name: str, warm: bool = False) -> tuple[
     log_dir = cluster.tmp / f"log-{name}"
     cmd = {"namesrv": cluster.namesrv, "group": f"g-{name}", "topic": topic, "threads": 5,
            "log_dir": str(log_dir), "warm": warm}
-    proc = subprocess.run([str(VENV_PYTHON), str(DRIVER)], input=json.dumps(cmd).encode(), capture_output=True,
-                          timeout=120, cwd=cluster.tmp, env={"HOME": str(cluster.tmp), "PATH": "/usr/bin:/bin"})
-    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
+    out = run_driver(CPP21_PYTHON, DRIVER, cmd, cluster.tmp, env=clean_env(cluster.tmp), what="C++ 2.1 client")
     log = "".join(p.read_text(errors="replace") for p in log_dir.rglob("*.log*"))
-    return json.loads(proc.stdout.decode().strip().splitlines()[-1]), log
+    return out, log
 
 
 def test_concurrent_first_sends_fail_in_the_client_only(cluster: Cluster, admin: AdminClient) -> None:

@@ -25,12 +25,11 @@ import pytest
 from broker_core.client import AdminClient
 from broker_core.codec.trace_data import decode_trace_data, is_trace_data
 from spark_jobs.transforms.client_trace import client_events, pair_client_events
-from tests.conftest import ROOT
+from tests.compat.cpp_driver import CPP21_PYTHON, clean_env, one_broker_cluster
 from tests.integration.cluster import Cluster, read_topic, wait_until
 
 pytestmark = pytest.mark.integration
 
-VENV_PYTHON = ROOT / ".venv-rocketmq21" / "bin" / "python"
 DRIVER = Path(__file__).with_name("cpp21_trace_client.py")
 TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
 PRODUCER_TOPIC = "rmq_sys_TRACE_DATA_DefaultRegion"  # TraceConstant::TRACE_TOPIC + the send answer's region
@@ -39,14 +38,7 @@ CONSUMER_TOPIC = "rmq_sys_TRACE_DATA_DEFAULT_REGION"  # ... + TraceConstant::DEF
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    if not VENV_PYTHON.exists():
-        pytest.fail(f"{VENV_PYTHON} is missing: run `make .venv-rocketmq21/.installed` (make test does)")
-    c = Cluster(tmp_path_factory.mktemp("cpp21-trace"))
-    try:
-        c.add_brokers_registered({"broker-a": "traceTopicEnable=true\n"})
-        yield c
-    finally:
-        c.close()
+    yield from one_broker_cluster(tmp_path_factory, "cpp21-trace", "traceTopicEnable=true\n", CPP21_PYTHON)
 
 
 @pytest.fixture(scope="module")
@@ -69,9 +61,8 @@ def test_cpp21_client_trace_records_decode(cluster: Cluster, admin: AdminClient)
     cmd = {"namesrv": cluster.namesrv, "producer_group": "cpp21-traced-producers",
            "consumer_group": "cpp21-traced-consumers", "topic": "Cpp21Traced", "keys": "cpp-order-7",
            "tags": "TagC", "log_dir": str(cluster.tmp / "cpp21-trace-log")}
-    proc = subprocess.Popen([str(VENV_PYTHON), str(DRIVER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, cwd=cluster.tmp,
-                            env={"HOME": str(cluster.tmp), "PATH": "/usr/bin:/bin"})
+    proc = subprocess.Popen([str(CPP21_PYTHON), str(DRIVER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, cwd=cluster.tmp, env=clean_env(cluster.tmp))
     assert proc.stdin is not None and proc.stdout is not None
     try:
         proc.stdin.write((json.dumps(cmd) + "\n").encode())

@@ -4,13 +4,8 @@ name server and broker, run as a separate process from its own virtualenv (``.ve
 
 from __future__ import annotations
 
-import base64
-import json
-import subprocess
 import time
 from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -21,25 +16,15 @@ from broker_core.client import (
     MessageQueue,
     Producer,
 )
-from tests.conftest import ROOT
+from tests.compat.cpp_driver import body_of, cpp, one_broker_cluster, spec
 from tests.integration.cluster import Cluster, read_topic, wait_until
 
 pytestmark = pytest.mark.integration
 
-VENV_PYTHON = ROOT / ".venv-rocketmq" / "bin" / "python"
-DRIVER = Path(__file__).with_name("cpp_client.py")
-
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    if not VENV_PYTHON.exists():
-        pytest.fail(f"{VENV_PYTHON} is missing: run `make .venv-rocketmq/.installed` (make test does)")
-    c = Cluster(tmp_path_factory.mktemp("cpp"))
-    try:
-        c.add_brokers_registered({"broker-a": "autoCreateTopicEnable=true\n"})
-        yield c
-    finally:
-        c.close()
+    yield from one_broker_cluster(tmp_path_factory, "cpp", "autoCreateTopicEnable=true\n")
 
 
 @pytest.fixture(scope="module")
@@ -53,23 +38,6 @@ def producer(cluster: Cluster) -> Iterator[Producer]:
     p = Producer("sdk-producer", cluster.namesrv).start()
     yield p
     p.shutdown()
-
-
-def cpp(cluster: Cluster, op: str, timeout: float = 120, **cmd: Any) -> dict[str, Any]:
-    """Run one driver command in the C++ client's virtualenv; its JSON answer."""
-    cmd = {"op": op, "namesrv": cluster.namesrv, **cmd}
-    proc = subprocess.run([str(VENV_PYTHON), str(DRIVER)], input=json.dumps(cmd).encode(), capture_output=True,
-                          timeout=timeout, cwd=cluster.tmp)
-    assert proc.returncode == 0, f"C++ client {op} failed: {proc.stderr.decode()[-3000:]}"
-    return json.loads(proc.stdout.decode().strip().splitlines()[-1])
-
-
-def spec(topic: str, body: bytes, **kw: Any) -> dict[str, Any]:
-    return {"topic": topic, "body": base64.b64encode(body).decode(), **kw}
-
-
-def body_of(m: dict[str, Any]) -> bytes:
-    return base64.b64decode(m["body"])
 
 
 def sdk_pull_all(cluster: Cluster, topic: str) -> list[MessageExt]:

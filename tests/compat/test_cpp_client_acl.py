@@ -5,23 +5,18 @@ header fields (some as JSON numbers) in its own way, and our broker verifies the
 from __future__ import annotations
 
 import base64
-import json
-import subprocess
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from broker_core.client import AdminClient, Message, Producer, PullConsumer, PullStatus, SessionCredentials
-from tests.conftest import ROOT
+from tests.compat.cpp_driver import CPP_PYTHON, cpp, require
 from tests.integration.acl_cluster import AclCluster
 from tests.integration.cluster import wait_until
 
 pytestmark = pytest.mark.integration
 
-VENV_PYTHON = ROOT / ".venv-rocketmq" / "bin" / "python"
-DRIVER = Path(__file__).with_name("cpp_client.py")
 ACL = """
 accounts:
   - accessKey: cpp-client
@@ -39,8 +34,7 @@ ADMIN = SessionCredentials("sdk-admin", "sdk-admin-secret")
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AclCluster]:
-    if not VENV_PYTHON.exists():
-        pytest.fail(f"{VENV_PYTHON} is missing: run `make .venv-rocketmq/.installed` (make test does)")
+    require(CPP_PYTHON)
     c = AclCluster(tmp_path_factory.mktemp("cpp-acl"), ACL)
     try:
         with AdminClient(c.namesrv, credentials=ADMIN) as admin:
@@ -49,14 +43,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AclCluster]:
         yield c
     finally:
         c.close()
-
-
-def cpp(cluster: AclCluster, op: str, **cmd: Any) -> dict[str, Any]:
-    cmd = {"op": op, "namesrv": cluster.namesrv, **cmd}
-    proc = subprocess.run([str(VENV_PYTHON), str(DRIVER)], input=json.dumps(cmd).encode(), capture_output=True,
-                          timeout=120, cwd=cluster.tmp)
-    assert proc.returncode == 0, f"C++ client {op} failed: {proc.stderr.decode()[-3000:]}"
-    return json.loads(proc.stdout.decode().strip().splitlines()[-1])
 
 
 def spec(topic: str, body: bytes) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 from broker_core.client import AdminClient, ClientError, Message, Producer
-from tests.compat.test_cpp_client import DRIVER, VENV_PYTHON
+from tests.compat.cpp_driver import CPP_DRIVER, CPP_PYTHON, last_json, one_broker_cluster
 from tests.integration.cluster import Cluster, wait_until
 
 pytestmark = pytest.mark.integration
@@ -22,14 +22,7 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    if not VENV_PYTHON.exists():
-        pytest.fail(f"{VENV_PYTHON} is missing: run `make .venv-rocketmq/.installed` (make test does)")
-    c = Cluster(tmp_path_factory.mktemp("cppcalls"))
-    try:
-        c.add_brokers_registered({"broker-a": "autoCreateTopicEnable=true\n"})
-        yield c
-    finally:
-        c.close()
+    yield from one_broker_cluster(tmp_path_factory, "cppcalls", "autoCreateTopicEnable=true\n")
 
 
 def test_cpp_push_consumer_answers_running_info_and_direct_consumption(cluster: Cluster) -> None:
@@ -40,7 +33,7 @@ def test_cpp_push_consumer_answers_running_info_and_direct_consumption(cluster: 
         # the C++ consumer takes the first message, then waits for one more (the direct one)
         cmd = {"op": "push", "namesrv": cluster.namesrv, "group": "cpp-calls", "topic": "CPPCALLS",
                "expression": "TagA", "expect": 2, "timeout": 90, "settle": 0}
-        proc = subprocess.Popen([str(VENV_PYTHON), str(DRIVER), json.dumps(cmd)], stdout=subprocess.PIPE,
+        proc = subprocess.Popen([str(CPP_PYTHON), str(CPP_DRIVER), json.dumps(cmd)], stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, cwd=cluster.tmp)
         try:
             client_id = ""
@@ -81,5 +74,5 @@ def test_cpp_push_consumer_answers_running_info_and_direct_consumption(cluster: 
                 proc.kill()
                 proc.wait()
         assert proc.returncode == 0, err.decode()[-3000:]
-        bodies = sorted(m["id"] for m in json.loads(out.decode().strip().splitlines()[-1])["messages"])
+        bodies = sorted(m["id"] for m in last_json(out)["messages"])
         assert bodies == sorted([first.msg_id, second.msg_id])  # the direct one never reached the listener

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from broker_core.client import AdminClient, Message, Producer
-from tests.compat.test_cpp_client import VENV_PYTHON, body_of, cpp
+from tests.compat.cpp_driver import CPP_PYTHON, body_of, cpp, require
 from tests.integration.cluster import Cluster, wait_until
 from tests.integration.test_ha_helpers import GROUP, master, slave, wait_caught_up, wait_connected, wait_synced
 
@@ -28,8 +28,7 @@ N = 60
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    if not VENV_PYTHON.exists():
-        pytest.fail(f"{VENV_PYTHON} is missing: run `make .venv-rocketmq/.installed` (make test does)")
+    require(CPP_PYTHON)
     c = Cluster(tmp_path)  # its name server drops a broker 5 s after the broker's last registration
     yield c
     c.close()

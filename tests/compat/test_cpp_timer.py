@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from broker_core.client import AdminClient
-from tests.compat.test_cpp_client import VENV_PYTHON, body_of, cpp, spec
+from tests.compat.cpp_driver import body_of, cpp, one_broker_cluster, spec
 from tests.integration.cluster import Cluster, read_topic, wait_until
 
 pytestmark = pytest.mark.integration
@@ -22,14 +22,7 @@ MAX_DELAY_SEC = 60
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    if not VENV_PYTHON.exists():
-        pytest.fail(f"{VENV_PYTHON} is missing: run `make .venv-rocketmq/.installed` (make test does)")
-    c = Cluster(tmp_path_factory.mktemp("cpp-timer"))
-    try:
-        c.add_brokers_registered({"broker-a": f"timerMaxDelaySec={MAX_DELAY_SEC}\n"})
-        yield c
-    finally:
-        c.close()
+    yield from one_broker_cluster(tmp_path_factory, "cpp-timer", f"timerMaxDelaySec={MAX_DELAY_SEC}\n")
 
 
 @pytest.fixture(scope="module")

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.compat.cpp_driver import CPP_DRIVER, CPP_PYTHON, require
 from tests.compat.failover_clients import TOPIC, create_everywhere, run_across_kill
-from tests.compat.test_cpp_client import VENV_PYTHON
 from tests.integration.failover_cluster import FailoverGroup
 
 pytestmark = pytest.mark.integration
@@ -35,12 +35,11 @@ def group(tmp_path: Path) -> Iterator[FailoverGroup]:
 
 
 def test_cpp_client_follows_a_killed_master(group: FailoverGroup, tmp_path: Path) -> None:
-    if not VENV_PYTHON.exists():
-        pytest.fail(f"{VENV_PYTHON} is missing: run `make .venv-rocketmq/.installed` (make test does)")
+    require(CPP_PYTHON)
     create_everywhere(group)
     cmd = {"op": "failover", "namesrv": group.namesrv, "group": "cpp-fo", "topic": TOPIC,
            "stop_file": str(tmp_path / "cpp.stop"), "interval": 0.02}
-    outcome = run_across_kill(group, "cpp", [str(VENV_PYTHON), str(HERE / "cpp_client.py"), json.dumps(cmd)],
+    outcome = run_across_kill(group, "cpp", [str(CPP_PYTHON), str(CPP_DRIVER), json.dumps(cmd)],
                               tmp_path, cwd=tmp_path)
     print("\n" + outcome.report())
     assert outcome.sent and set(outcome.sent) <= set(outcome.got)
