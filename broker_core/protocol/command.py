@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,7 +37,6 @@ from broker_core.codec.wire import (
     encode_frame,
 )
 from broker_core.errors import ProtocolError
-from broker_core.remoting.receive import BytesReceiver
 
 DEFAULT_MAX_FRAME_BYTES = 16 * 1024 * 1024  # com.rocketmq.remoting.frameMaxLength, counting the length word
 # An incomplete frame whose body is over this has its body received in place (FrameDecoder.body): one bytes object
@@ -233,15 +233,20 @@ def check_frame_head(length: int, word: int, max_frame_bytes: int = DEFAULT_MAX_
 class FrameDecoder:
     """Accumulates bytes and yields complete commands (``LengthFieldBasedFrameDecoder(max, 0, 4, 0, 4)``).
 
-    An incomplete large frame (a body over :data:`LARGE_BODY_BYTES`, its head and header in) goes into
-    :attr:`body`, a ``BytesReceiver`` of the body's size (remoting/receive.py): :meth:`feed` copies what arrives
-    into it, or an event loop reads straight into ``body.into()`` and reports the count to :meth:`received`
-    (asyncio.BufferedProtocol). Either way the body is copied once, not grown in a buffer and copied out, and the
-    command is the same. The frame's head is checked (size limit, lengths, serialize type) before anything of its
-    size is allocated; its header is parsed once the body is complete, as for any frame."""
+    Given a ``receiver``, an incomplete large frame (a body over :data:`LARGE_BODY_BYTES`, its head and header in)
+    goes into :attr:`body`, a ``BytesReceiver`` of the body's size (remoting/receive.py): :meth:`feed` copies what
+    arrives into it, or an event loop reads straight into ``body.into()`` and reports the count to :meth:`received`
+    (asyncio.BufferedProtocol; :meth:`open_body` starts it from the loop's read buffer). Either way the body is
+    copied once, not grown in a buffer and copied out, and the command is the same. The frame's head is checked
+    (size limit, lengths, serialize type) before anything of its size is allocated; its header is parsed once the
+    body is complete, as for any frame."""
 
-    def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+    def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+                 receiver: Callable[[int, memoryview], Any] | None = None) -> None:
+        """``receiver``: ``(size, prefix) -> BytesReceiver`` (remoting/receive.py; this layer does no I/O and takes
+        it from its caller) turns on receiving large bodies in place; without it every frame is buffered."""
         self.max_frame_bytes = max_frame_bytes
+        self.receiver = receiver
         self._buf = bytearray()
         self.body: Any = None  # the BytesReceiver of the large frame's body being received, else None
         self._head: tuple[int, bytes] = (0, b"")  # that frame's serialize type and header bytes
@@ -318,9 +323,10 @@ class FrameDecoder:
         st, hlen = check_frame_head(length, word, self.max_frame_bytes)
         have = len(frame)
         start = FRAME_HEAD_SIZE + hlen
-        if length - 4 - hlen <= LARGE_BODY_BYTES or have < start:
+        if self.receiver is None or length - 4 - hlen <= LARGE_BODY_BYTES or have < start:
             return False
-        self.body = BytesReceiver(length - 4 - hlen, frame[start:])
+        with memoryview(frame) as view:
+            self.body = self.receiver(length - 4 - hlen, view[start:])
         self._head = (st, bytes(frame[FRAME_HEAD_SIZE:start]))
         return True
 

@@ -40,6 +40,7 @@ from broker_core.protocol.command import DEFAULT_MAX_FRAME_BYTES, FLAG_ONEWAY, F
 from broker_core.protocol.fields import BadRequest
 from broker_core.remoting.connection import MAX_QUEUED, Connection, drop_response
 from broker_core.remoting.filesend import FileRegion, FileResponse, GatherResponse
+from broker_core.remoting.receive import BytesReceiver
 
 __all__ = ["MAX_QUEUED", "BadRequest", "Connection", "FileRegion", "FileResponse", "GatherResponse", "Handler",
            "RemotingServer", "Response", "RpcHook"]
@@ -68,7 +69,7 @@ class _ServerProtocol(asyncio.BufferedProtocol):
 
     def __init__(self, server: RemotingServer) -> None:
         self.server = server
-        self.decoder = FrameDecoder(server.max_frame_bytes)
+        self.decoder = FrameDecoder(server.max_frame_bytes, BytesReceiver)
         self.conn: Connection | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:

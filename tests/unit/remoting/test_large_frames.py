@@ -9,6 +9,7 @@ import asyncio
 import os
 import socket
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -25,11 +26,10 @@ if receive.BytesReceiver is not receive.PyBytesReceiver:
 
 
 @pytest.fixture(params=RECEIVERS)
-def small_threshold(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> int:
-    """Body mode from 16 missing bytes (small frames can then be split at every boundary), with each receiver."""
+def kind(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Each receiver, bodies over 16 bytes received in place (small frames can then be split at every boundary)."""
     monkeypatch.setattr(command, "LARGE_BODY_BYTES", 16)
-    monkeypatch.setattr(command, "BytesReceiver", request.param)
-    return 16
+    return request.param
 
 
 def frames() -> tuple[bytes, list[RemotingCommand]]:
@@ -42,31 +42,31 @@ def frames() -> tuple[bytes, list[RemotingCommand]]:
     return data, [FrameDecoder().feed(c.encode())[0] for c in cmds]
 
 
-def test_every_split_in_two_decodes_the_same(small_threshold: int) -> None:
+def test_every_split_in_two_decodes_the_same(kind: Any) -> None:
     data, want = frames()
     for k in range(len(data) + 1):
-        dec = FrameDecoder()
+        dec = FrameDecoder(receiver=kind)
         got = dec.feed(data[:k]) + dec.feed(data[k:])
         assert got == want, k
         assert dec.buffered == 0 and dec.body is None
 
 
-def test_every_split_in_three_around_the_first_frame_decodes_the_same(small_threshold: int) -> None:
+def test_every_split_in_three_around_the_first_frame_decodes_the_same(kind: Any) -> None:
     data, want = frames()
     first = len(want[0].encode())
     for i in range(0, first + 20, 3):
         for j in range(i, first + 40):
-            dec = FrameDecoder()
+            dec = FrameDecoder(receiver=kind)
             got = dec.feed(data[:i]) + dec.feed(data[i:j]) + dec.feed(data[j:])
             assert got == want, (i, j)
 
 
 @pytest.mark.parametrize("opened", [False, True], ids=["fed", "open_body"])
 @pytest.mark.parametrize("chunk", [1, 7, 64, 1000])
-def test_reads_into_the_body_decode_the_same(small_threshold: int, chunk: int, opened: bool) -> None:
+def test_reads_into_the_body_decode_the_same(kind: Any, chunk: int, opened: bool) -> None:
     """As the server's BufferedProtocol: reads go into ``body.into()`` while a body is open, else are fed."""
     data, want = frames()
-    dec, got, pos = FrameDecoder(), [], 0
+    dec, got, pos = FrameDecoder(receiver=kind), [], 0
     while pos < len(data):
         if dec.body is not None:
             target = memoryview(dec.body.into())
@@ -86,28 +86,31 @@ def test_reads_into_the_body_decode_the_same(small_threshold: int, chunk: int, o
 def test_a_large_body_is_one_receiver_of_its_size() -> None:
     cmd = RemotingCommand.request(310, {"topic": "T"}, os.urandom(3 * LARGE_BODY_BYTES))
     frame = cmd.encode()
-    dec = FrameDecoder()
+    dec = FrameDecoder(receiver=receive.BytesReceiver)
     assert dec.feed(frame[:1000]) == []
     assert dec.body is not None and dec.body.size == len(cmd.body) and dec.buffered == 1000
     assert dec.feed(frame[1000:-1]) == [] and dec.buffered == len(frame) - 1
     (got,) = dec.feed(frame[-1:] + frame[:10])  # the next frame's head follows
     assert got.body == cmd.body and type(got.body) is bytes and dec.buffered == 10 and dec.body is None
+    plain = FrameDecoder()  # no receiver given (the protocol layer does no I/O of its own): buffered as before
+    assert plain.feed(frame[:1000]) == [] and not plain.open_body(frame[:1000]) and plain.body is None
+    assert plain.feed(frame[1000:]) == [got]
 
 
 def test_a_frame_over_the_maximum_fails_before_anything_of_its_size() -> None:
     cmd = RemotingCommand.request(310, {"topic": "T"}, bytes(2 * MIB))
     for start in (FrameDecoder.feed, FrameDecoder.open_body):
-        dec = FrameDecoder(MIB)
+        dec = FrameDecoder(MIB, receive.BytesReceiver)
         with pytest.raises(ProtocolError, match="exceeds the limit"):
             start(dec, cmd.encode()[:4096])
         assert dec.body is None
 
 
-def test_a_large_frame_whose_header_does_not_parse_fails_when_complete(small_threshold: int) -> None:
+def test_a_large_frame_whose_header_does_not_parse_fails_when_complete(kind: Any) -> None:
     body = b"b" * 100
     header = b"{not json"
     frame = (4 + len(header) + len(body)).to_bytes(4, "big") + len(header).to_bytes(4, "big") + header + body
-    dec = FrameDecoder()
+    dec = FrameDecoder(receiver=kind)
     assert dec.feed(frame[:30]) == [] and dec.body is not None
     with pytest.raises(ProtocolError, match="JSON"):
         dec.feed(frame[30:])
