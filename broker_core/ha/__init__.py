@@ -7,6 +7,10 @@
 - ``slave_sync``: ``SlaveSynchronize``, a slave's periodic copy of its master's topics, offsets and groups.
 - ``broker``: ``BrokerHA``, what the broker controller starts, stops and asks (one object per role).
 
+Controller mode's autoswitch HA (``autoswitch*.py``) speaks RocketMQ 5's stream; both flavours run on the same
+loops: ``transfer`` (the master's listener and per-slave connection), ``replica`` (the slave's link to its
+master and whole-record append) and ``broker_base`` (what a broker's HA object starts, stops and reports).
+
 The store is used through ``broker_core.store`` only (``MessageStore.append_replicated`` and friends).
 """
 
