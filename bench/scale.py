@@ -39,7 +39,10 @@ and ``forceRegister=false``, ``registerNameServerPeriod=2000`` so heartbeats are
   sequential write rate (1 MiB writes + fdatasync of a file beside the store, same run).
 * **depth**: ``--depth`` 1 KiB messages on one queue; the broker is restarted and the page cache dropped
   (``/proc/sys/vm/drop_caches``, root only: the table says whether it worked) so the consumer reads from disk;
-  catch-up MB/s and the broker's CPU, beside the disk's sequential read rate of a cold file.
+  catch-up MB/s (``PullConsumer.pull_ahead``: 1024 messages a pull, two pulls in flight) and the broker's CPU,
+  beside the disk's sequential read rate of a cold 512 MiB file and (``commitlog_read_mb_s``) of the CommitLog
+  bytes themselves read cold right after the catch-up. 10M messages (10 GiB) by default: about 4 minutes, most
+  of it producing them.
 """
 
 from __future__ import annotations
@@ -653,6 +656,29 @@ def consume_mb_s(namesrv: str, topic: str, n: int, size: int) -> float:
 
 
 # ---------------------------------------------------------------------------------------------------- depth
+def commitlog_read_mb_s(store: Path) -> float:
+    """The CommitLog segments' bytes read in order, 1 MiB at a time, cold (page cache dropped where allowed, else
+    each file advised out): the rate a plain sequential read of the very bytes the consumer caught up gets, right
+    after it (the 512 MiB probe above is one fresh file; on a virtual disk a deep queue's segments can read
+    several times slower than that). Stops at the first all-zero MiB: the unwritten end of the last segment."""
+    size, elapsed, zeros = 0, 0.0, bytes(MiB)
+    cold = drop_caches()
+    for path in sorted((store / "commitlog").iterdir()):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            if not cold:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            t0 = time.perf_counter()
+            while (chunk := os.read(fd, MiB)) and chunk != zeros[:len(chunk)]:
+                size += len(chunk)
+            elapsed += time.perf_counter() - t0
+            if chunk:  # the written part ended in this segment
+                break
+        finally:
+            os.close(fd)
+    return size / elapsed / 1e6 if elapsed else 0.0
+
+
 def depth_curve(depths: list[int], size: int = 1024) -> list[Row]:
     from bench.broker import ours_produce_batched
 
@@ -675,8 +701,10 @@ def depth_curve(depths: list[int], size: int = 1024) -> list[Row]:
             t0 = time.perf_counter()
             mb_s = consume_mb_s(node.namesrv, topic, depth, size)
             wall = time.perf_counter() - t0
-            row: Row = {"messages": depth, "catchup_mb_s": mb_s, "broker_cpu_pct": (cpu_s(node.pid) - c0) / wall * 100,
-                        "disk_read_mb_s": read_rate, "cold": cold}
+            cpu_pct = (cpu_s(node.pid) - c0) / wall * 100
+            row: Row = {"messages": depth, "catchup_mb_s": mb_s, "broker_cpu_pct": cpu_pct,
+                        "disk_read_mb_s": read_rate, "commitlog_read_mb_s": commitlog_read_mb_s(node.store),
+                        "cold": cold}
             rows.append(row)
             print(f"  depth {depth}: " + ", ".join(f"{k}={_fmt(v)}" for k, v in row.items()), flush=True)
         finally:
@@ -840,7 +868,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="clients' heartbeat period, also the idle CPU window")
     parser.add_argument("--sizes", default="100,1024,16384,262144,4194304", help="message sizes in bytes")
     parser.add_argument("--size-budget-mib", type=int, default=256, help="bytes produced per size point")
-    parser.add_argument("--depth", default="1000000", help="messages (1 KiB) a consumer catches up, cold")
+    parser.add_argument("--depth", default="10000000", help="messages (1 KiB) a consumer catches up, cold")
     parser.add_argument("--sends", type=int, default=2000, help="timed sends per send-p99 figure")
     parser.add_argument("--routes", type=int, default=2000, help="GET_ROUTEINFO_BY_TOPIC requests per point")
     parser.add_argument("--send-topics", type=int, default=1000,
