@@ -4,7 +4,9 @@ groups (``subscriptionGroup.json``, a ``SubscriptionGroupWrapper``).
 
 Each manager is thread-safe, keeps its state in memory, and writes its file the way RocketMQ does when asked
 (``.tmp``, old content to ``.bak``, rename; :mod:`broker_core.codec.config_file`): topics and groups on every
-change, offsets on a timer and at shutdown. Files are read with RocketMQ's fallback to ``.bak``, in the Java
+change, offsets on a timer and at shutdown. ``topics.json`` is written by a thread of its own that coalesces
+bursts of changes, from per-topic text cached across writes (:mod:`broker_core.server.topics_file`); a change
+is acknowledged only once a synced file holds it. Files are read with RocketMQ's fallback to ``.bak``, in the Java
 form (camelCase keys, unquoted integer keys) and in the snake_case form earlier versions of this product
 wrote; fields unknown to 4.x (5.x's ``attributes``) are ignored. The same JSON is the body of the admin codes
 that return these tables (21, 43, 201).
