@@ -86,11 +86,18 @@ class GroupIndex:
 
 
 def _build_index(admin: Any) -> GroupIndex:
+    index = topic_index()
+    found = _sources(admin, index.by_type[DLQ] + index.by_type[RETRY])  # the order of the sorted topic list
+    names = tuple(sorted(found))
+    return GroupIndex(found, names, tuple(n.lower() for n in names))
+
+
+def _sources(admin: Any, topics: Sequence[str]) -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
     for group in admin.group_list(online=False):  # two requests per master, none per group
         if not group_error(group):
             found.setdefault(group, []).append(BROKER)
-    for name in topic_index().by_type[RETRY] + topic_index().by_type[DLQ]:
+    for name in topics:
         for prefix, source in ((RETRY_GROUP_TOPIC_PREFIX, RETRY_TOPIC), (DLQ_GROUP_TOPIC_PREFIX, DLQ_TOPIC)):
             if name.startswith(prefix) and not group_error(name[len(prefix):]):
                 found.setdefault(name[len(prefix):], []).append(source)
@@ -99,8 +106,7 @@ def _build_index(admin: Any) -> GroupIndex:
         group = target.split("/", 1)[0]
         if not group_error(group) and CONSOLE_AUDIT not in found.get(group, []):
             found.setdefault(group, []).append(CONSOLE_AUDIT)
-    names = tuple(sorted(found))
-    return GroupIndex(found, names, tuple(n.lower() for n in names))
+    return found
 
 
 # The masters have no cheap version of their group tables: rebuilt every CONSOLE_BROKER_CACHE_S seconds, in the
@@ -110,8 +116,9 @@ GROUPS: BrokerCache[GroupIndex] = BrokerCache("groups", _build_index)
 
 def known_groups() -> dict[str, list[str]]:
     """``{group: [sources]}`` for every group the cluster or this console shows evidence of (see
-    :func:`list_groups`), from the cached :class:`GroupIndex`."""
-    return {g: list(s) for g, s in GROUPS.get().sources.items()}
+    :func:`list_groups`), asked now (the lag sampler's view; the list pages use the cached :data:`GROUPS`)."""
+    admin = broker_client.admin()
+    return _sources(admin, admin.topic_list())
 
 
 def _rows(index: GroupIndex, groups: Sequence[str]) -> list[dict[str, Any]]:
