@@ -4,12 +4,13 @@ this product's cluster-secret proof: pure functions of the broker's config and t
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import struct
 import time
 import zlib
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker_core.codec.fastjson import FastjsonPairs, dumps_fastjson, items, loads_fastjson
 from broker_core.config import BrokerConfig
@@ -17,6 +18,9 @@ from broker_core.protocol import RemotingCommand, RequestCode, ResponseCode
 from broker_core.protocol.acl import sign_registration
 from broker_core.server.state import TopicConfigManager
 from broker_core.server.topics_file import Fragments, TopicSnapshot, framed_line, registration_entry
+
+if TYPE_CHECKING:
+    from broker_core.remoting.client import RemotingClient
 
 log = logging.getLogger(__name__)
 
@@ -122,6 +126,34 @@ def request(config: BrokerConfig, broker_addr: str, topics: TopicConfigManager, 
     head = {**header(config, broker_addr), "haServerAddr": ha_server_addr, "compressed": compressed,
             "bodyCrc32": zlib.crc32(body) & 0x7FFFFFFF}
     return RemotingCommand.request(RequestCode.REGISTER_BROKER, head, body)
+
+
+async def build_request(config: BrokerConfig, broker_addr: str, topics: TopicConfigManager, ha_server_addr: str,
+                        state_version: int | None, snap: TopicSnapshot) -> RemotingCommand:
+    """:func:`request` built in the loop's default executor (off the event loop)."""
+    return await asyncio.get_running_loop().run_in_executor(
+        None, functools.partial(request, config, broker_addr, topics, ha_server_addr, state_version, snap))
+
+
+async def send_to_all(client: RemotingClient, addrs: list[str], cmd: RemotingCommand,
+                      sign: Callable[[RemotingCommand], RemotingCommand]) -> tuple[bool, RemotingCommand | None]:
+    """``cmd`` (each copy signed by ``sign``) to every name server: (all answered SUCCESS, the first such answer);
+    failures are logged."""
+    ok, first = True, None
+    for addr in addrs:
+        try:
+            resp = await client.invoke(addr, sign(RemotingCommand(cmd.code, 0, cmd.flags, dict(cmd.header),
+                                                                   cmd.body)), 3.0)
+        except (ConnectionError, TimeoutError) as exc:
+            ok = False
+            log.warning("cannot register with namesrv %s: %s", addr, exc)
+            continue
+        if resp.code != ResponseCode.SUCCESS:
+            ok = False
+            log.warning("namesrv %s refused registration (code %d): %s", addr, resp.code, resp.remark)
+        elif first is None:
+            first = resp
+    return ok, first
 
 
 def query_data_version(config: BrokerConfig, broker_addr: str, version: dict[str, int]) -> RemotingCommand:
