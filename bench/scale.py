@@ -658,9 +658,10 @@ def consume_mb_s(namesrv: str, topic: str, n: int, size: int) -> float:
 # ---------------------------------------------------------------------------------------------------- depth
 def commitlog_read_mb_s(store: Path) -> float:
     """The CommitLog segments' bytes read in order, 1 MiB at a time, cold (page cache dropped where allowed, else
-    each file advised out): the rate a plain sequential read of the very bytes the consumer caught up gets, right
-    after it (the 512 MiB probe above is one fresh file; on a virtual disk a deep queue's segments can read
-    several times slower than that). Stops at the first all-zero MiB: the unwritten end of the last segment."""
+    each file advised out; the broker stopped first, as pages it maps are not dropped): the rate a plain
+    sequential read of the very bytes the consumer caught up gets, right after it (the 512 MiB probe above is one
+    fresh file; on a virtual disk a deep queue's segments can read several times slower than that). Stops at the
+    first all-zero MiB: the unwritten end of the last segment."""
     size, elapsed, zeros = 0, 0.0, bytes(MiB)
     cold = drop_caches()
     for path in sorted((store / "commitlog").iterdir()):
@@ -702,6 +703,7 @@ def depth_curve(depths: list[int], size: int = 1024) -> list[Row]:
             mb_s = consume_mb_s(node.namesrv, topic, depth, size)
             wall = time.perf_counter() - t0
             cpu_pct = (cpu_s(node.pid) - c0) / wall * 100
+            node.stop_broker()  # its mapped pages would stay in the page cache through drop_caches
             row: Row = {"messages": depth, "catchup_mb_s": mb_s, "broker_cpu_pct": cpu_pct,
                         "disk_read_mb_s": read_rate, "commitlog_read_mb_s": commitlog_read_mb_s(node.store),
                         "cold": cold}
