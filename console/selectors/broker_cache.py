@@ -41,7 +41,6 @@ from console import broker_client
 
 DEFAULT_TTL_S = 5.0
 T = TypeVar("T")
-_all: list[BrokerCache[Any]] = []
 
 
 def ttl_s() -> float:
@@ -68,9 +67,9 @@ class BrokerCache(Generic[T]):
         self._build = build
         self._version = version
         self._lock = threading.Lock()
+        self._build_lock = threading.Lock()
         self._entries: weakref.WeakKeyDictionary[Any, _Entry[T]] = weakref.WeakKeyDictionary()
         self._refreshing: weakref.WeakSet[Any] = weakref.WeakSet()
-        _all.append(self)
 
     def get(self) -> T:
         admin = broker_client.admin()
@@ -88,6 +87,15 @@ class BrokerCache(Generic[T]):
         return self._rebuild(admin, entry)
 
     def _rebuild(self, admin: Any, entry: _Entry[T] | None) -> T:
+        with self._build_lock:  # one rebuild at a time: requests arriving meanwhile take its result
+            with self._lock:
+                latest = self._entries.get(admin)
+            if (latest is not None and latest is not entry and latest.generation == _generation
+                    and time.monotonic() - latest.checked < ttl_s()):
+                return latest.value
+            return self._rebuild_now(admin, latest if latest is not None else entry)
+
+    def _rebuild_now(self, admin: Any, entry: _Entry[T] | None) -> T:
         generation = _generation
         version = self._version(admin) if self._version is not None else None
         if entry is not None and self._version is not None and version == entry.version:

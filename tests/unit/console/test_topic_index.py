@@ -78,3 +78,18 @@ def test_the_list_pages_links_are_djangos_reverse() -> None:
     href = _topic_href()
     for name in ("%RETRY%g-1", "%DLQ%a%b", "T_1|x", "é", "a b?#&=+"):
         assert href(name) == reverse("topic-page", args=[name])
+
+
+def test_a_cache_without_version_is_rebuilt_after_the_consoles_writes(fake_admin: FakeAdmin, settings) -> None:  # type: ignore[no-untyped-def]
+    from console.selectors.broker_cache import BrokerCache, invalidate_all
+
+    builds: list[int] = []
+    cache = BrokerCache("test", lambda admin: builds.append(len(admin.topics)) or len(builds))
+    settings.CONSOLE_BROKER_CACHE_S = 3600
+    assert cache.get() == 1 and cache.get() == 1 and builds == [0]
+    fake_admin.create_topic("A")
+    assert cache.get() == 1  # fresh: not asked again
+    invalidate_all()
+    assert cache.get() == 2 and builds == [0, 1]
+    settings.CONSOLE_BROKER_CACHE_S = 0  # expired at once and no version to compare: rebuilt in the request
+    assert cache.get() == 3 and cache.get() == 4
