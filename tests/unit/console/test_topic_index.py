@@ -84,7 +84,12 @@ def test_a_cache_without_version_is_rebuilt_after_the_consoles_writes(fake_admin
     from console.selectors.broker_cache import BrokerCache, invalidate_all
 
     builds: list[int] = []
-    cache = BrokerCache("test", lambda admin: builds.append(len(admin.topics)) or len(builds))
+
+    def build(admin: FakeAdmin) -> int:
+        builds.append(len(admin.topics))
+        return len(builds)
+
+    cache = BrokerCache("test", build)
     settings.CONSOLE_BROKER_CACHE_S = 3600
     assert cache.get() == 1 and cache.get() == 1 and builds == [0]
     fake_admin.create_topic("A")
