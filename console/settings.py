@@ -142,6 +142,8 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = 64 * 1024 * 1024
 BROKER_CORE_NAMESRV = os.environ.get("BROKER_CORE_NAMESRV", "127.0.0.1:9876")
 BROKER_CORE_PRODUCER_GROUP = os.environ.get("BROKER_CORE_PRODUCER_GROUP", "broker_core_console")
 BROKER_CORE_TIMEOUT_S = float(os.environ.get("BROKER_CORE_TIMEOUT_S", "5"))
+# Seconds the topic and group lists reuse what the brokers said before asking again (console.selectors.broker_cache)
+CONSOLE_BROKER_CACHE_S = float(os.environ.get("CONSOLE_BROKER_CACHE_S", "5"))
 # RocketMQ 5 controller mode: the controllers' addresses (host:port;host:port, or the name server's with the
 # embedded controller). Empty: no controller; the cluster page shows no election section.
 BROKER_CORE_CONTROLLER = os.environ.get("BROKER_CORE_CONTROLLER", "")
