@@ -12,7 +12,7 @@ from console.roles import OPERATOR, VIEWER, has_role
 from console.selectors.controller import controller_groups
 from console.selectors.replication import broker_groups
 from console.selectors.topics import TOPIC_TYPES
-from console.selectors.ui_routes import topic_routes
+from console.selectors.ui_routes import topic_routes_page
 from console.services import controller as controller_services
 from console.views.base import page
 
@@ -24,7 +24,12 @@ def cluster(request: HttpRequest) -> HttpResponse:
     kind = request.GET.get("type", "")
     if kind not in TOPIC_TYPES:
         kind = ""
-    return render(request, "console/cluster.html", {"brokers": broker_groups(), "routes": topic_routes(search, kind),
+    try:
+        page_no = int(request.GET.get("page", 1))
+    except ValueError:
+        page_no = 1
+    return render(request, "console/cluster.html", {"brokers": broker_groups(),
+                                                    **topic_routes_page(search, kind, page_no),
                                                     "search": search, "kind": kind, "types": TOPIC_TYPES,
                                                     "controller": controller_groups(),
                                                     "can_switch": has_role(request.user, OPERATOR)})

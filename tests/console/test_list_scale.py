@@ -127,3 +127,10 @@ def test_group_list_sees_a_new_group(on_big: Cluster, viewer: APIClient) -> None
     assert viewer.get("/api/v1/consumer-groups/", {"search": "bigg", "page_size": 1}).json()["count"] == before + 1
     with AdminClient(on_big.namesrv) as sdk:
         sdk.delete_subscription_group(on_big.brokers["broker-big"].addr, "BigGNew")
+
+
+def test_cluster_page_shows_one_page_of_routes(on_big: Cluster, viewer: APIClient) -> None:
+    html = _page_client().get("/cluster/", {"search": "big", "page": 2}).content.decode()
+    assert f"{TOPICS} topics, page 2 of {TOPICS // 100}" in html
+    assert ">Big00100<" in html and ">Big00199<" in html and ">Big00099<" not in html and ">Big00200<" not in html
+    assert "broker-big" in html and 'rel="next"' in html
