@@ -31,6 +31,7 @@ request (the admin handlers answer only after their waiter is released).
 from __future__ import annotations
 
 import asyncio
+import errno
 import struct
 import threading
 from collections.abc import Callable
@@ -174,6 +175,8 @@ class TopicsFileWriter:
                 write_config_file(self.path, self._render(snap))
             except OSError as exc:  # invariant 3: reported to the waiters this write covered
                 error = exc
+            except (TypeError, ValueError) as exc:  # a config that cannot be encoded: its waiters fail, as above
+                error = OSError(errno.EINVAL, f"{self.path} not written: {exc}")
             with self._cond:
                 self.writes += 1
                 if error is None:
