@@ -66,6 +66,7 @@ class _Caches:
         self.framed: Fragments[bytes] = Fragments(framed_line)
         self.entries: Fragments[str] = Fragments(registration_entry)
         self.body: tuple[tuple[object, ...], bytes] | None = None
+        self.fragments = (self.framed, self.entries)  # the manager forgets deleted topics in each
 
 
 def _caches(topics: TopicConfigManager) -> _Caches:

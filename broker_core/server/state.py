@@ -175,8 +175,8 @@ class TopicConfigManager:
             self.data_version_ts = int(time.time() * 1000)
             snap = TopicSnapshot(table, names, self.data_version, self.data_version_ts, self.seq)
         if gone:
-            self.pretty.forget(gone)
-            self.compact.forget(gone)
+            for cache in (self.pretty, self.compact, *getattr(self.registration_caches, "fragments", ())):
+                cache.forget(gone)
         self.writer.submit(snap)
         return snap.seq
 
