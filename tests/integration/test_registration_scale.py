@@ -199,7 +199,7 @@ def test_topics_json_holds_a_topic_acknowledged_just_before_a_kill(
     the restarted broker serves it."""
     from broker_core.codec.config_file import read_config_file
 
-    relay, namesrv = relay_and_namesrv
+    relay, _namesrv = relay_and_namesrv
     store = tmp_path / "store"
     store.mkdir()
     broker = BrokerProcess("kill-a", store, f"127.0.0.1:{relay.port}", tmp_path / "broker.log",
