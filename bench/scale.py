@@ -730,7 +730,7 @@ class Target:
     value: float
     target: str
     ratio: float  # value / limit, or measured / reference; <= 1 is within for "under" targets
-    ok: bool
+    ok: bool | None  # None: shown for information, not a target
 
 
 @dataclass
@@ -775,9 +775,17 @@ def judge(report: Report) -> None:
             report.targets.append(Target(f"produce MB/s at {row['size_b']:,} B vs disk write", row["produce_mb_s"],
                                          ">= 0.5x", r, r >= 0.5))
     for row in report.curves.get("depth") or []:
-        r = row["catchup_mb_s"] / row["disk_read_mb_s"]
+        # the disk's rate for this much data: the same CommitLog read cold, 1 MiB at a time (a 512 MiB probe file
+        # just written can be served by the host's cache under a VM, overstating a 10 GiB read); older result
+        # files without that figure fall back to the probe
+        disk = row.get("commitlog_read_mb_s") or row["disk_read_mb_s"]
+        what = "CommitLog read" if row.get("commitlog_read_mb_s") else "disk read"
+        r = row["catchup_mb_s"] / disk
         report.targets.append(Target(f"catch-up MB/s of {row['messages']:,} ({'cold' if row['cold'] else 'warm'}) "
-                                     "vs disk read", row["catchup_mb_s"], ">= 0.5x", r, r >= 0.5))
+                                     f"vs {what}", row["catchup_mb_s"], ">= 0.5x", r, r >= 0.5))
+        r = row["catchup_mb_s"] / row["disk_read_mb_s"]
+        report.targets.append(Target(f"catch-up MB/s of {row['messages']:,} vs the 512 MiB probe read",
+                                     row["catchup_mb_s"], "-", r, None))
 
 
 def print_report(report: Report) -> None:
@@ -792,7 +800,8 @@ def print_report(report: Report) -> None:
     if report.targets:
         print(f"\n{'figure':<58} {'value':>10} {'target':>10} {'ratio':>7}  verdict")
         for t in report.targets:
-            print(f"{t.figure:<58} {_fmt(t.value):>10} {t.target:>10} {t.ratio:>7.2f}  {'ok' if t.ok else 'MISSED'}")
+            verdict = "info" if t.ok is None else "ok" if t.ok else "MISSED"
+            print(f"{t.figure:<58} {_fmt(t.value):>10} {t.target:>10} {t.ratio:>7.2f}  {verdict}")
 
 
 CHARTS: dict[str, tuple[str, list[str], str, bool]] = {
