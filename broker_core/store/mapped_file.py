@@ -91,6 +91,7 @@ class MappedFile:
         self.populated = 0  # [0, populated) was faulted in for writing (populate; prefault.py)
         self.reserved = 0  # [0, reserved) is known to have its blocks (reserve); 0 for a file opened, not created
         self.prefault_end = 0  # the end the prefault thread was last asked to reach (prefault.py)
+        self.read_ahead_end = 0  # [.., read_ahead_end) was advised WILLNEED for a cold read (readahead.py)
         self.first_create_in_queue = False
         self._lock = threading.Lock()
         self._ref_count = 1

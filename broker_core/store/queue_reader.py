@@ -18,6 +18,7 @@ from broker_core.codec.message import MessageRecord, decode_record
 from broker_core.store.commit_log import CommitLog
 from broker_core.store.consume_queue import ConsumeQueue
 from broker_core.store.index_file import IndexService
+from broker_core.store.readahead import COMMIT_LOG_WINDOW, CONSUME_QUEUE_WINDOW, read_ahead
 from broker_core.store.results import GetMessageResult, GetStatus, QueryMessageResult
 
 UNIT_SCAN_BYTES = 16000  # ConsumeQueue bytes examined per pull at least (upstream maxFilterMessageCount)
@@ -35,7 +36,9 @@ def read_queue(commit_log: CommitLog, cq: ConsumeQueue, offset: int, max_msg_num
     filtered by tag hash, with RocketMQ's statuses for offsets outside the queue. With ``decode=False``
     ``chunks`` holds runs of whole records as stored; ``queue_offsets`` has one entry per record either way.
     With ``views=True`` (and ``decode=False``) the runs are memoryviews of the mapped segments, not copies, and
-    the result holds their segments until :meth:`GetMessageResult.release` (RocketMQ's zero-copy transfer)."""
+    the result holds their segments until :meth:`GetMessageResult.release` (RocketMQ's zero-copy transfer).
+    With ``dataReadAheadEnable`` a read a window or more behind the end first advises the ConsumeQueue and the
+    CommitLog past it (``readahead.read_ahead``)."""
     min_off = cq.get_min_offset_in_queue()
     max_off = cq.get_max_offset_in_queue()
     if max_off == 0:
@@ -48,6 +51,9 @@ def read_queue(commit_log: CommitLog, cq: ConsumeQueue, offset: int, max_msg_num
     if offset > max_off:
         return GetMessageResult(GetStatus.OFFSET_OVERFLOW_BADLY, min_off if min_off == 0 else max_off,
                                 min_off, max_off, error=f"offset {offset} is past the queue's max offset {max_off}")
+    ahead = commit_log.config.data_read_ahead_enable  # cold sequential reads: the next window is read meanwhile
+    if ahead:
+        read_ahead(cq.mapped_file_queue, offset * CQ_STORE_UNIT_SIZE, CONSUME_QUEUE_WINDOW)
     result = cq.get_index_buffer(offset)
     if result is None:
         units_per_file = cq.mapped_file_size // CQ_STORE_UNIT_SIZE
@@ -62,6 +68,8 @@ def read_queue(commit_log: CommitLog, cq: ConsumeQueue, offset: int, max_msg_num
         out.next_begin_offset = offset + end // CQ_STORE_UNIT_SIZE
     finally:
         result.release()
+    if ahead and runs:
+        read_ahead(commit_log.mapped_file_queue, runs[0][0], COMMIT_LOG_WINDOW)
     # Each run of records that sit back to back in the CommitLog is read with one copy.
     for i, (start, length, first) in enumerate(runs):
         last = runs[i + 1][2] if i + 1 < len(runs) else len(phys)
