@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from broker_core.codec.config_file import read_config_file, write_config_file
-from broker_core.codec.fastjson import dumps_fastjson, items
+from broker_core.codec.fastjson import _encode_str, dumps_fastjson, items
 from broker_core.server.topics_file import (
     Fragments,
     TopicsFileWriter,
@@ -33,6 +33,8 @@ from broker_core.server.topics_file import (
     compact_text,
     file_text,
     pretty_entry,
+    pretty_entry_of,
+    wrapper_text,
 )
 
 PERM_READ = 4
@@ -310,6 +312,9 @@ class SubscriptionGroupManager:
         self.data_version = _counter(raw.get("dataVersion"))
         self.data_version_ts = int(raw["dataVersion"].get("timestamp", 0)) \
             if isinstance(raw.get("dataVersion"), dict) else 0
+        # each group's text in the file's and the 201 body's form, rendered once per config object (configs are
+        # replaced, never mutated): at 10k groups a whole encode cost ~0.3 s on the event loop per console refresh
+        self._text: dict[bool, dict[str, tuple[SubscriptionGroupConfig, str]]] = {False: {}, True: {}}
         if not self.path.exists():
             self._persist()
 
@@ -337,8 +342,39 @@ class SubscriptionGroupManager:
             before = self.table.get(group)
             if before is not None:
                 self.table = {k: v for k, v in self.table.items() if k != group}
+                self._forget([group])
                 self._persist()
             return before
+
+    def change(self, upserts: dict[str, SubscriptionGroupConfig], deletes: Iterable[str]) -> None:
+        """Create or replace ``upserts`` and delete ``deletes`` with one table copy, one DataVersion step and one
+        file write (a slave copying its master's 10k groups: one write, not one per group)."""
+        with self._lock:
+            gone = [n for n in deletes if n in self.table and n not in upserts]
+            if not upserts and not gone:
+                return
+            table = {**self.table, **upserts}
+            for name in gone:
+                del table[name]
+            self.table = table
+            self._forget(gone)
+            self._persist()
+
+    def _forget(self, names: list[str]) -> None:
+        for cache in self._text.values():
+            for name in names:
+                cache.pop(name, None)
+
+    def _entry(self, name: str, cfg: SubscriptionGroupConfig, pretty: bool) -> str:
+        """``name: config`` as the wrapper's encode writes it, cached while the table holds this config object."""
+        cache = self._text[pretty]
+        hit = cache.get(name)
+        if hit is not None and hit[0] is cfg:
+            return hit[1]
+        text = pretty_entry_of(name, _to_json(cfg)) if pretty else _encode_str(name) + ":" + dumps_fastjson(
+            _to_json(cfg))
+        cache[name] = (cfg, text)
+        return text
 
     def wrapper(self) -> dict[str, Any]:
         """``SubscriptionGroupWrapper``: ``{"dataVersion":{...},"subscriptionGroupTable":{name: config}}``."""
@@ -347,8 +383,11 @@ class SubscriptionGroupManager:
                 "subscriptionGroupTable": {name: _to_json(table[name]) for name in sorted(table)}}
 
     def encode(self, pretty: bool = False) -> str:
-        """The body of GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201) and ``subscriptionGroup.json``."""
-        return dumps_fastjson(self.wrapper(), pretty)
+        """The body of GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201) and ``subscriptionGroup.json``: exactly
+        ``dumps_fastjson(self.wrapper(), pretty)``, joined from the groups' cached text."""
+        table, entry = self.table, self._entry
+        entries = [entry(name, table[name], pretty) for name in sorted(table)]
+        return wrapper_text("subscriptionGroupTable", self.data_version, self.data_version_ts, entries, pretty)
 
     def _persist(self) -> None:
         self.data_version += 1

@@ -103,7 +103,12 @@ def pretty_entry(cfg: Any, as_json: Callable[[Any], dict[str, Any]]) -> str:
                 f"\n\t\t\t\"topicFilterType\":{_encode_str(cfg.topic_filter_type)},\n\t\t\t\"topicName\":{name},"
                 f"\n\t\t\t\"topicSysFlag\":{cfg.topic_sys_flag},\n\t\t\t\"writeQueueNums\":{cfg.write_queue_nums}"
                 "\n\t\t}")
-    return f"\n\t\t{name}:" + dumps_fastjson(as_json(cfg), pretty=True).replace("\n", "\n\t\t")
+    return pretty_entry_of(cfg.topic_name, as_json(cfg))
+
+
+def pretty_entry_of(name: str, obj: dict[str, Any]) -> str:
+    """A table entry ``name: obj`` as ``dumps_fastjson(wrapper, pretty=True)`` writes it at depth 2."""
+    return f"\n\t\t{_encode_str(name)}:" + dumps_fastjson(obj, pretty=True).replace("\n", "\n\t\t")
 
 
 def compact_entry(cfg: Any, as_json: Callable[[Any], dict[str, Any]]) -> str:
@@ -138,6 +143,17 @@ def file_text(snap: TopicSnapshot, entries: list[str]) -> str:
 def compact_text(snap: TopicSnapshot, entries: list[str]) -> str:
     return (f"{{\"dataVersion\":{{\"counter\":{int(snap.counter)},\"timestamp\":{int(snap.timestamp)}}},"
             f"\"topicConfigTable\":{{{','.join(entries)}}}}}")
+
+
+def wrapper_text(key: str, counter: int, timestamp: int, entries: list[str], pretty: bool) -> str:
+    """``{"dataVersion":{...}, key:{entries}}`` as ``dumps_fastjson`` writes such a wrapper, compact or pretty,
+    from entries rendered by :func:`compact_entry` / :func:`pretty_entry_of` (the subscription-group table's)."""
+    if not pretty:
+        return (f"{{\"dataVersion\":{{\"counter\":{int(counter)},\"timestamp\":{int(timestamp)}}},"
+                f"{_encode_str(key)}:{{{','.join(entries)}}}}}")
+    head = (f"{{\n\t\"dataVersion\":{{\n\t\t\"counter\":{int(counter)},\n\t\t\"timestamp\":"
+            f"{int(timestamp)}\n\t}},\n\t{_encode_str(key)}:")
+    return head + ("{" + ",".join(entries) + "\n\t}" if entries else "{}") + "\n}"
 
 
 class TopicsFileWriter:

@@ -114,3 +114,35 @@ def test_unknown_5x_fields_are_ignored(tmp_path: Path) -> None:
         '{"topicConfigTable":{"T":{"topicName":"T","readQueueNums":1,"writeQueueNums":1,"perm":6,'
         '"attributes":{},"order":false}}}')
     assert TopicConfigManager(tmp_path).get("T") == TopicConfig("T", 1, 1, 6)
+
+
+def test_group_table_text_equals_a_full_encode_through_changes(tmp_path: Path) -> None:
+    """The 201 body and subscriptionGroup.json are joined from per-group cached text: after creates, replaces,
+    batch changes and deletes (names needing escapes included) they equal the wrapper's full encode."""
+    from broker_core.codec.fastjson import dumps_fastjson
+
+    groups = SubscriptionGroupManager(tmp_path)
+
+    def same() -> None:
+        for pretty in (False, True):
+            assert groups.encode(pretty) == dumps_fastjson(groups.wrapper(), pretty)
+        assert (tmp_path / "subscriptionGroup.json").read_text() == dumps_fastjson(groups.wrapper(), True)
+
+    same()  # empty table
+    for i in range(5):
+        groups.upsert(SubscriptionGroupConfig(f"g{i}", retry_max_times=i))
+    groups.get_or_create('odd "name"\\é')
+    same()
+    groups.upsert(SubscriptionGroupConfig("g2", consume_enable=False))  # replaced: its cached text must go
+    groups.delete("g3")
+    same()
+    version = groups.data_version
+    groups.change({"g0": SubscriptionGroupConfig("g0", consume_message_orderly=True),
+                   "new": SubscriptionGroupConfig("new")}, ["g1", "g4", "absent"])
+    assert groups.data_version == version + 1  # one DataVersion step and one file write for the batch
+    assert sorted(groups.table) == ["g0", "g2", "new", 'odd "name"\\é']
+    same()
+    groups.change({}, ["absent"])  # nothing to do: no new version
+    assert groups.data_version == version + 1
+    reread = SubscriptionGroupManager(tmp_path)
+    assert reread.table == groups.table and reread.encode() == groups.encode()
