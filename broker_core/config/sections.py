@@ -53,7 +53,7 @@ class StoreConfig:
     transient_store_pool_enable: bool = _f(
         "transientStorePoolEnable", False, "not supported: appends always go to the mapped file")
     data_read_ahead_enable: bool = _f(
-        "dataReadAheadEnable", True, "a pull reading more than a window behind the end advises the next 8 MiB of the "
+        "dataReadAheadEnable", True, "a pull reading more than a window behind the end advises the next 16 MiB of the "
         "CommitLog and 1 MiB of the ConsumeQueue WILLNEED (posix_fadvise), once per half window (store/readahead.py);"
         " false: the kernel's default read-around only")
     message_index_enable: bool = _f("messageIndexEnable", True, "build IndexFiles for keys and unique ids")

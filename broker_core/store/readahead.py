@@ -32,7 +32,7 @@ import os
 from broker_core.store.mapped_file import MappedFile
 from broker_core.store.mapped_file_queue import MappedFileQueue
 
-COMMIT_LOG_WINDOW = 8 * 1024 * 1024  # CommitLog bytes advised ahead of a cold pull
+COMMIT_LOG_WINDOW = 16 * 1024 * 1024  # CommitLog bytes advised ahead of a cold pull (4, 8, 16, 32 MiB measured)
 CONSUME_QUEUE_WINDOW = 1024 * 1024  # ConsumeQueue bytes (52k units) advised ahead of a cold pull
 
 HAVE_FADVISE = hasattr(os, "posix_fadvise") and hasattr(os, "POSIX_FADV_WILLNEED")
