@@ -277,11 +277,16 @@ class BlockingClient:
             # A pooled socket whose peer went away (e.g. a restarted broker): one fresh attempt.
             return self._invoke(self._socket(addr), addr, cmd, timeout)
 
-    def _invoke(self, s: _Socket, addr: str, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
+    def _prepare(self, cmd: RemotingCommand) -> int:
+        """Give ``cmd`` a fresh opaque, this client's serialize type and its signature; returns the opaque."""
         opaque = cmd.opaque = next(self._opaque) & 0x7FFFFFFF
         cmd.serialize_type = self.serialize_type
         if self.credentials is not None:
             sign_command(cmd, self.credentials)
+        return opaque
+
+    def _invoke(self, s: _Socket, addr: str, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
+        opaque = self._prepare(cmd)
         deadline = _monotonic() + timeout
         try:
             s.send(cmd.encode(), deadline)
@@ -317,10 +322,7 @@ class BlockingClient:
         return self._submit(s or self._socket(addr), addr, cmd, timeout)
 
     def _submit(self, s: _Socket, addr: str, cmd: RemotingCommand, timeout: float) -> Submitted:
-        opaque = cmd.opaque = next(self._opaque) & 0x7FFFFFFF
-        cmd.serialize_type = self.serialize_type
-        if self.credentials is not None:
-            sign_command(cmd, self.credentials)
+        opaque = self._prepare(cmd)
         deadline = _monotonic() + timeout
         try:
             s.send(cmd.encode(), deadline)
