@@ -336,14 +336,18 @@ def test_a_send_to_an_unknown_topic_creates_it_through_tbw102(cluster: Cluster, 
     route = admin.topic_route("AutoMade")
     assert {q["writeQueueNums"] for q in route["queueDatas"]} == {4}
     consumer = PullConsumer("auto-reader", cluster.namesrv).start()
+    want = sorted(b"auto-%d" % i for i in range(10))
+    got: list[bytes] = []
+
+    def read_all() -> bool:  # every acknowledged message becomes readable (a loaded machine may take a moment)
+        got[:] = [m.body for mq in consumer.fetch_queues("AutoMade") for m in consumer.pull(mq, 0, 32).messages]
+        return sorted(got) == want
+
     try:
-        got = []
-        for mq in consumer.fetch_queues("AutoMade"):
-            res = consumer.pull(mq, 0, 32)
-            got += [m.body for m in res.messages]
+        wait_until(read_all, 30, "the auto-created topic's messages")
     finally:
         consumer.shutdown()
-    assert sorted(got) == sorted(b"auto-%d" % i for i in range(10)) and all(r.msg_id for r in sent)
+    assert sorted(got) == want and all(r.msg_id for r in sent)
 
 
 def test_with_auto_creation_off_an_unknown_topic_is_a_clear_topic_not_exist(tmp_path: Path):
